@@ -1,0 +1,149 @@
+//! Helper methods of a TrainingJob, with the original Go semantics (edl-autoscaler.md §2.3).
+
+use std::fmt;
+
+use kube::ResourceExt;
+
+use super::{FieldError, GPU_RESOURCE_NAMES, Quantity, TrainingJob, read_quantity};
+
+/// A namespaced object's identity, ordered by namespace then name.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
+pub struct JobKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl JobKey {
+    /// The key of `namespace/name`.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        JobKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for JobKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// `(current - min) / (max - min)`, or 1 when `min == max`; may fall outside 0..=1.
+pub fn fulfillment_of(current: i64, min: i64, max: i64) -> f64 {
+    if min == max {
+        1.0
+    } else {
+        (current - min) as f64 / (max - min) as f64
+    }
+}
+
+const TRAINER_REQUESTS: &str = "spec.trainer.resources.requests";
+const TRAINER_LIMITS: &str = "spec.trainer.resources.limits";
+
+impl TrainingJob {
+    /// `TrainingJob namespace/name`, the way errors name this object.
+    pub fn object_ref(&self) -> String {
+        format!(
+            "TrainingJob {}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
+    }
+
+    /// The job's key.
+    pub fn key(&self) -> JobKey {
+        JobKey::new(self.namespace().unwrap_or_default(), self.name_any())
+    }
+
+    /// Whether the trainers can scale: `min-instance < max-instance`.
+    pub fn elastic(&self) -> bool {
+        self.spec.trainer.min_instance < self.spec.trainer.max_instance
+    }
+
+    /// The trainer Job parallelism stored in `spec.trainer.replicaSpec`, or 0.
+    pub fn stored_parallelism(&self) -> i32 {
+        self.spec
+            .trainer
+            .replica_spec
+            .as_ref()
+            .and_then(|job| job.spec.as_ref())
+            .and_then(|spec| spec.parallelism)
+            .unwrap_or(0)
+    }
+
+    /// Fulfillment from the stored parallelism, as the original computed it.
+    pub fn fulfillment(&self) -> f64 {
+        fulfillment_of(
+            i64::from(self.stored_parallelism()),
+            i64::from(self.spec.trainer.min_instance),
+            i64::from(self.spec.trainer.max_instance),
+        )
+    }
+
+    /// The trainer's GPU limit, exact (`nvidia.com/gpu`, else the legacy name).
+    pub fn trainer_gpu_limit_quantity(&self) -> Result<Quantity, FieldError> {
+        let limits = self.spec.trainer.resources.limits.as_ref();
+        for name in GPU_RESOURCE_NAMES {
+            let q = read_quantity(limits, name, &self.object_ref(), TRAINER_LIMITS)?;
+            if q != Quantity::ZERO {
+                return Ok(q);
+            }
+        }
+        Ok(Quantity::ZERO)
+    }
+
+    /// The trainer's CPU request, exact.
+    pub fn trainer_cpu_request_quantity(&self) -> Result<Quantity, FieldError> {
+        let requests = self.spec.trainer.resources.requests.as_ref();
+        read_quantity(requests, "cpu", &self.object_ref(), TRAINER_REQUESTS)
+    }
+
+    /// The trainer's memory request, exact.
+    pub fn trainer_mem_request_quantity(&self) -> Result<Quantity, FieldError> {
+        let requests = self.spec.trainer.resources.requests.as_ref();
+        read_quantity(requests, "memory", &self.object_ref(), TRAINER_REQUESTS)
+    }
+
+    /// GPUs per trainer, from the limits (whole devices, rounded up).
+    pub fn gpu(&self) -> Result<i64, FieldError> {
+        Ok(self.trainer_gpu_limit_quantity()?.value_ceil())
+    }
+
+    /// Whether the trainers need GPUs.
+    pub fn need_gpu(&self) -> Result<bool, FieldError> {
+        Ok(self.gpu()? > 0)
+    }
+
+    /// GPU limit of each trainer.
+    pub fn trainer_gpu_limit(&self) -> Result<i64, FieldError> {
+        self.gpu()
+    }
+
+    /// CPU request of each trainer in millicores, rounded up.
+    pub fn trainer_cpu_request_milli(&self) -> Result<i64, FieldError> {
+        Ok(self.trainer_cpu_request_quantity()?.milli_ceil())
+    }
+
+    /// Memory request of each trainer in units of 10^6 bytes, rounded up (100Mi → 105).
+    pub fn trainer_mem_request_mega(&self) -> Result<i64, FieldError> {
+        Ok(self.trainer_mem_request_quantity()?.mega_ceil())
+    }
+
+    /// The scheduling priority from `spec.annotations.priority` (an integer; empty is 0).
+    pub fn priority(&self) -> Result<i32, FieldError> {
+        let text = self.spec.annotations.priority.trim();
+        if text.is_empty() {
+            return Ok(0);
+        }
+        text.parse().map_err(|_| {
+            FieldError::new(
+                self.object_ref(),
+                "spec.annotations.priority",
+                format!("{text:?} is not an integer"),
+            )
+        })
+    }
+}

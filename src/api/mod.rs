@@ -1,0 +1,26 @@
+//! The TrainingJob API: CRD types, quantities, helper methods, validation and manifest loading.
+
+mod error;
+mod job;
+pub mod manifest;
+pub mod quantity;
+mod resources;
+mod types;
+pub mod validate;
+
+pub use error::FieldError;
+pub use job::{JobKey, fulfillment_of};
+pub use quantity::{Quantity, QuantityError};
+pub use resources::{GPU_RESOURCE_NAMES, Resources, read_quantity, resources_of};
+pub use types::*;
+
+/// The CRD's API group.
+pub const GROUP: &str = "paddlepaddle.org";
+/// The CRD's version.
+pub const VERSION: &str = "v1alpha1";
+/// Pod label naming a trainer's TrainingJob.
+pub const LABEL_TRAINER: &str = "paddle-job";
+/// Pod label naming a master's TrainingJob.
+pub const LABEL_MASTER: &str = "paddle-job-master";
+/// Pod label naming a pserver's TrainingJob.
+pub const LABEL_PSERVER: &str = "paddle-job-pserver";

@@ -1,0 +1,142 @@
+//! Resource amounts (CPU milli, memory bytes, GPUs) read from Kubernetes resource maps.
+
+use std::collections::BTreeMap;
+use std::ops::{Add, AddAssign, Sub, SubAssign};
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
+
+use super::{FieldError, Quantity};
+
+/// Extended resource names read as GPUs.
+pub const GPU_RESOURCE_NAMES: [&str; 2] = ["nvidia.com/gpu", "alpha.kubernetes.io/nvidia-gpu"];
+
+/// An amount of CPU (millicores), memory (bytes) and GPUs (devices).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Resources {
+    pub cpu_milli: i64,
+    pub memory: i64,
+    pub gpu: i64,
+}
+
+impl Resources {
+    /// No resources.
+    pub const ZERO: Resources = Resources {
+        cpu_milli: 0,
+        memory: 0,
+        gpu: 0,
+    };
+
+    /// A resource amount.
+    pub const fn new(cpu_milli: i64, memory: i64, gpu: i64) -> Self {
+        Resources {
+            cpu_milli,
+            memory,
+            gpu,
+        }
+    }
+
+    /// Whether `self` fits in `free` on every resource.
+    pub fn fits_in(&self, free: &Resources) -> bool {
+        self.cpu_milli <= free.cpu_milli && self.memory <= free.memory && self.gpu <= free.gpu
+    }
+
+    /// Per-resource maximum.
+    pub fn max(self, other: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.max(other.cpu_milli),
+            memory: self.memory.max(other.memory),
+            gpu: self.gpu.max(other.gpu),
+        }
+    }
+
+    /// `self` times `n`.
+    pub fn times(self, n: i64) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_mul(n),
+            memory: self.memory.saturating_mul(n),
+            gpu: self.gpu.saturating_mul(n),
+        }
+    }
+
+    /// Whether any amount is below zero.
+    pub fn any_negative(&self) -> bool {
+        self.cpu_milli < 0 || self.memory < 0 || self.gpu < 0
+    }
+
+    /// Whether every amount is zero.
+    pub fn is_zero(&self) -> bool {
+        *self == Resources::ZERO
+    }
+}
+
+impl Add for Resources {
+    type Output = Resources;
+    fn add(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_add(o.cpu_milli),
+            memory: self.memory.saturating_add(o.memory),
+            gpu: self.gpu.saturating_add(o.gpu),
+        }
+    }
+}
+
+impl AddAssign for Resources {
+    fn add_assign(&mut self, o: Resources) {
+        *self = *self + o;
+    }
+}
+
+impl Sub for Resources {
+    type Output = Resources;
+    fn sub(self, o: Resources) -> Resources {
+        Resources {
+            cpu_milli: self.cpu_milli.saturating_sub(o.cpu_milli),
+            memory: self.memory.saturating_sub(o.memory),
+            gpu: self.gpu.saturating_sub(o.gpu),
+        }
+    }
+}
+
+impl SubAssign for Resources {
+    fn sub_assign(&mut self, o: Resources) {
+        *self = *self - o;
+    }
+}
+
+/// Parses one named quantity of a resource map; absent is zero.
+pub fn read_quantity(
+    map: Option<&BTreeMap<String, KubeQuantity>>,
+    name: &str,
+    object: &str,
+    field: &str,
+) -> Result<Quantity, FieldError> {
+    match map.and_then(|m| m.get(name)) {
+        None => Ok(Quantity::ZERO),
+        Some(q) => Quantity::parse(&q.0)
+            .map_err(|e| FieldError::new(object, format!("{field}.{name}"), e.to_string())),
+    }
+}
+
+/// Reads CPU (milli, ceil), memory (bytes, ceil) and GPUs (devices, ceil; `nvidia.com/gpu`, else the
+/// legacy name) from a resource map such as `requests`, `limits`, `allocatable` or `overhead`.
+pub fn resources_of(
+    map: Option<&BTreeMap<String, KubeQuantity>>,
+    object: &str,
+    field: &str,
+) -> Result<Resources, FieldError> {
+    let cpu = read_quantity(map, "cpu", object, field)?;
+    let memory = read_quantity(map, "memory", object, field)?;
+    let mut gpu = Quantity::ZERO;
+    for name in GPU_RESOURCE_NAMES {
+        let q = read_quantity(map, name, object, field)?;
+        if q != Quantity::ZERO {
+            gpu = q;
+            break;
+        }
+    }
+    Ok(Resources {
+        cpu_milli: cpu.milli_ceil(),
+        memory: memory.value_ceil(),
+        gpu: gpu.value_ceil(),
+    })
+}

@@ -1,0 +1,248 @@
+//! Reading the parts of Nodes, Pods, trainer Jobs and TrainingJobs that the planner needs.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use crate::api::{
+    FieldError, JobKey, LABEL_MASTER, LABEL_PSERVER, LABEL_TRAINER, Quantity, Resources,
+    TrainingJob, TrainingJobPhase, resources_of, validate::validate_training_job,
+};
+
+/// What the state keeps of a Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub allocatable: Resources,
+    /// Neither cordoned (`spec.unschedulable`) nor NotReady: its capacity counts.
+    pub schedulable: bool,
+}
+
+/// Reads a Node: allocatable CPU, memory and GPUs, and whether it takes pods.
+pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let object = format!("Node {name}");
+    if name.is_empty() {
+        return Err(FieldError::new(object, "metadata.name", "a Node needs a name"));
+    }
+    let status = node.status.as_ref();
+    let allocatable = resources_of(
+        status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())),
+        &object,
+        "status.allocatable",
+    )?;
+    let cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    // A node without any Ready condition (a hand-written snapshot) counts as ready.
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_none_or(|c| c.status == "True");
+    Ok((
+        name,
+        NodeInfo {
+            allocatable,
+            schedulable: !cordoned && ready,
+        },
+    ))
+}
+
+/// The role of a pod in a TrainingJob, from its labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Trainer,
+    Pserver,
+    Master,
+}
+
+/// The lifecycle phase of a pod as far as resources go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    /// Succeeded or Failed: holds nothing.
+    Finished,
+    Unknown,
+}
+
+/// What the state keeps of a Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInfo {
+    pub node: Option<String>,
+    pub phase: PodPhase,
+    /// max(largest init container, sum of containers) + overhead.
+    pub requests: Resources,
+    /// Has a deletion timestamp: still holds its resources, no longer counts as a trainer.
+    pub terminating: bool,
+    pub owner: Option<(JobKey, Role)>,
+    /// Creation time, seconds since the epoch (0 when unknown).
+    pub created: i64,
+}
+
+fn seconds(time: Option<&Time>) -> i64 {
+    time.map(|t| t.0.as_second()).unwrap_or(0)
+}
+
+/// `Kind namespace/name` for errors.
+pub fn meta_ref(kind: &str, meta: &ObjectMeta) -> String {
+    format!(
+        "{kind} {}/{}",
+        meta.namespace.as_deref().unwrap_or(""),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+/// The pod's key `(namespace, name)`.
+pub fn pod_key(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// Reads a Pod: its node, phase, effective requests and TrainingJob role.
+pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
+    let object = meta_ref("Pod", &pod.metadata);
+    if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
+        return Err(FieldError::new(object, "metadata.name", "a Pod needs a name"));
+    }
+    let mut requests = Resources::ZERO;
+    let mut init_max = Resources::ZERO;
+    let mut node = None;
+    if let Some(spec) = pod.spec.as_ref() {
+        for (i, c) in spec.containers.iter().enumerate() {
+            let field = format!("spec.containers[{i}].resources.requests");
+            requests += resources_of(
+                c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+                &object,
+                &field,
+            )?;
+        }
+        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+            let field = format!("spec.initContainers[{i}].resources.requests");
+            let r = resources_of(
+                c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+                &object,
+                &field,
+            )?;
+            init_max = init_max.max(r);
+        }
+        requests = requests.max(init_max);
+        requests += resources_of(spec.overhead.as_ref(), &object, "spec.overhead")?;
+        node = spec.node_name.clone().filter(|n| !n.is_empty());
+    }
+    let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") | Some("Failed") => PodPhase::Finished,
+        Some("Unknown") => PodPhase::Unknown,
+        _ => PodPhase::Pending,
+    };
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let labels = pod.metadata.labels.as_ref();
+    let owner = [
+        (LABEL_TRAINER, Role::Trainer),
+        (LABEL_PSERVER, Role::Pserver),
+        (LABEL_MASTER, Role::Master),
+    ]
+    .into_iter()
+    .find_map(|(label, role)| {
+        labels
+            .and_then(|l| l.get(label))
+            .map(|job| (JobKey::new(namespace.clone(), job.clone()), role))
+    });
+    Ok(PodInfo {
+        node,
+        phase,
+        requests,
+        terminating: pod.metadata.deletion_timestamp.is_some(),
+        owner,
+        created: seconds(pod.metadata.creation_timestamp.as_ref()),
+    })
+}
+
+/// The TrainingJob a batch/v1 Job runs the trainers of, and its parallelism.
+///
+/// A trainer Job is one owned by a TrainingJob, or one whose pod template carries the
+/// `paddle-job` label. Other Jobs give `None`.
+pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let owner = job
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "TrainingJob" && o.api_version.starts_with("paddlepaddle.org/"))
+        .map(|o| o.name.clone());
+    let labelled = || {
+        job.spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.as_ref())
+            .and_then(|l| l.get(LABEL_TRAINER))
+            .cloned()
+    };
+    let name = owner.or_else(labelled)?;
+    let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+    Some((JobKey::new(namespace, name), parallelism))
+}
+
+/// What the planner needs of a TrainingJob.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub min: i32,
+    pub max: i32,
+    /// Per-trainer CPU request (milli, ceil), memory request (bytes) and GPU limit.
+    pub trainer: Resources,
+    /// Exact per-trainer GPU limit, CPU and memory requests, for the `edl` tie-breaks.
+    pub exact: [Quantity; 3],
+    pub priority: i32,
+    /// Creation time, seconds since the epoch.
+    pub created: i64,
+    pub phase: TrainingJobPhase,
+    /// `spec.trainer.replicaSpec.spec.parallelism` as stored in the TrainingJob.
+    pub stored_parallelism: Option<i32>,
+    /// Time of the newest scale record, seconds since the epoch.
+    pub last_scale: Option<i64>,
+}
+
+/// Reads and validates a TrainingJob; an invalid job is an error naming the first bad field.
+pub fn read_training_job(job: &TrainingJob) -> Result<JobInfo, Vec<FieldError>> {
+    let problems = validate_training_job(job);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let one = |r: Result<Quantity, FieldError>| r.map_err(|e| vec![e]);
+    let gpu = one(job.trainer_gpu_limit_quantity())?;
+    let cpu = one(job.trainer_cpu_request_quantity())?;
+    let mem = one(job.trainer_mem_request_quantity())?;
+    let status = job.status.as_ref();
+    let last_scale = status
+        .and_then(|s| {
+            s.scale_records
+                .scale_records
+                .iter()
+                .filter_map(|r| r.scale_timestamp.as_ref())
+                .map(|t| t.0.as_second())
+                .max()
+        })
+        .filter(|t| *t > 0);
+    Ok(JobInfo {
+        min: job.spec.trainer.min_instance,
+        max: job.spec.trainer.max_instance,
+        trainer: Resources::new(cpu.milli_ceil(), mem.value_ceil(), gpu.value_ceil()),
+        exact: [gpu, cpu, mem],
+        priority: job.priority().map_err(|e| vec![e])?,
+        created: seconds(job.metadata.creation_timestamp.as_ref()),
+        phase: status.map(|s| s.phase).unwrap_or_default(),
+        stored_parallelism: job
+            .spec
+            .trainer
+            .replica_spec
+            .as_ref()
+            .and_then(|j| j.spec.as_ref())
+            .and_then(|s| s.parallelism),
+        last_scale,
+    })
+}

@@ -1,0 +1,164 @@
+//! What `trainscale state` prints: per-node free resources and per-job trainer counts.
+
+use serde::Serialize;
+
+use super::ClusterState;
+use crate::api::Resources;
+
+/// One node's line of the report.
+#[derive(Debug, Serialize)]
+pub struct NodeLine {
+    pub name: String,
+    pub schedulable: bool,
+    pub allocatable: Resources,
+    pub free: Resources,
+    pub pods: u32,
+}
+
+/// One job's line of the report.
+#[derive(Debug, Serialize)]
+pub struct JobLine {
+    pub namespace: String,
+    pub name: String,
+    pub phase: String,
+    pub min: i32,
+    pub max: i32,
+    pub current: i32,
+    pub bound: u32,
+    pub pending: u32,
+    pub fulfillment: f64,
+    /// Validation problems, when the TrainingJob was rejected.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Serialize)]
+pub struct StateReport {
+    pub nodes: Vec<NodeLine>,
+    pub jobs: Vec<JobLine>,
+    pub capacity: Resources,
+    pub free: Resources,
+    pub pending_requests: Resources,
+}
+
+impl StateReport {
+    /// Summarises a state.
+    pub fn of(state: &ClusterState) -> Self {
+        let nodes: Vec<NodeLine> = state
+            .nodes()
+            .filter_map(|(_, slot)| {
+                let info = slot.info.as_ref()?;
+                Some(NodeLine {
+                    name: slot.name.clone(),
+                    schedulable: info.schedulable,
+                    allocatable: info.allocatable,
+                    free: slot.free(),
+                    pods: slot.pods,
+                })
+            })
+            .collect();
+        let jobs = state
+            .job_slots()
+            .filter(|(_, s)| s.info.is_some() || s.invalid.is_some())
+            .map(|(key, slot)| {
+                let (min, max, phase) = slot
+                    .info
+                    .as_ref()
+                    .map(|i| (i.min, i.max, i.phase.as_str().to_string()))
+                    .unwrap_or((0, 0, "Invalid".to_string()));
+                JobLine {
+                    namespace: key.namespace.clone(),
+                    name: key.name.clone(),
+                    phase,
+                    min,
+                    max,
+                    current: slot.current(),
+                    bound: slot.trainers.bound,
+                    pending: slot.pending_trainers(),
+                    fulfillment: crate::api::fulfillment_of(
+                        i64::from(slot.current()),
+                        i64::from(min),
+                        i64::from(max),
+                    ),
+                    problems: slot
+                        .invalid
+                        .iter()
+                        .flatten()
+                        .map(|e| e.to_string())
+                        .collect(),
+                }
+            })
+            .collect();
+        let free = state
+            .nodes()
+            .filter(|(_, n)| n.schedulable())
+            .fold(Resources::ZERO, |acc, (_, n)| acc + n.free());
+        StateReport {
+            nodes,
+            jobs,
+            capacity: state.total_capacity(),
+            free,
+            pending_requests: state.pending_requests(),
+        }
+    }
+
+    /// A plain-text table.
+    pub fn to_table(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<32} {:>5} {:>12} {:>14} {:>5} {:>5}",
+            "NODE", "READY", "FREE CPU(m)", "FREE MEM(Mi)", "GPU", "PODS"
+        );
+        for n in &self.nodes {
+            let _ = writeln!(
+                out,
+                "{:<32} {:>5} {:>12} {:>14} {:>5} {:>5}",
+                n.name,
+                if n.schedulable { "yes" } else { "no" },
+                n.free.cpu_milli,
+                n.free.memory >> 20,
+                n.free.gpu,
+                n.pods
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6}",
+            "JOB", "PHASE", "MIN", "MAX", "CURRENT", "BOUND", "PENDING", "FULFIL"
+        );
+        for j in &self.jobs {
+            let _ = writeln!(
+                out,
+                "{:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
+                format!("{}/{}", j.namespace, j.name),
+                if j.phase.is_empty() { "-" } else { &j.phase },
+                j.min,
+                j.max,
+                j.current,
+                j.bound,
+                j.pending,
+                j.fulfillment
+            );
+            for p in &j.problems {
+                let _ = writeln!(out, "    invalid: {p}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\ncluster: capacity cpu {}m mem {}Mi gpu {}; free cpu {}m mem {}Mi gpu {}; pending cpu {}m mem {}Mi gpu {}",
+            self.capacity.cpu_milli,
+            self.capacity.memory >> 20,
+            self.capacity.gpu,
+            self.free.cpu_milli,
+            self.free.memory >> 20,
+            self.free.gpu,
+            self.pending_requests.cpu_milli,
+            self.pending_requests.memory >> 20,
+            self.pending_requests.gpu
+        );
+        out
+    }
+}

@@ -1,0 +1,470 @@
+//! `ClusterState`: nodes, pods and jobs, with per-node free resources and per-job trainer counts
+//! kept incrementally, one object at a time, as a watch stream delivers them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::objects::{
+    JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
+    read_training_job,
+};
+use crate::api::{FieldError, JobKey, Resources, TrainingJob};
+
+/// Index of a node slot; stable while the node or any pod bound to it exists.
+pub type NodeId = u32;
+
+/// A node as the state holds it; the node object may not have arrived yet while pods name it.
+#[derive(Debug, Clone)]
+pub struct NodeSlot {
+    pub name: String,
+    pub info: Option<NodeInfo>,
+    /// Requests of the pods bound here that are not Succeeded or Failed.
+    pub used: Resources,
+    /// Number of such pods.
+    pub pods: u32,
+}
+
+impl NodeSlot {
+    /// Whether the node exists and takes pods.
+    pub fn schedulable(&self) -> bool {
+        self.info.as_ref().is_some_and(|i| i.schedulable)
+    }
+
+    /// Allocatable minus used; zero capacity when the node is unknown, cordoned or NotReady.
+    pub fn free(&self) -> Resources {
+        match &self.info {
+            Some(info) if info.schedulable => info.allocatable - self.used,
+            _ => Resources::ZERO - self.used,
+        }
+    }
+
+    /// Allocatable of a schedulable node, else zero.
+    pub fn capacity(&self) -> Resources {
+        match &self.info {
+            Some(info) if info.schedulable => info.allocatable,
+            _ => Resources::ZERO,
+        }
+    }
+}
+
+/// Trainer pods of one job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrainerPods {
+    /// Bound, live (not terminating, not finished) trainers per node.
+    pub bound_by_node: BTreeMap<NodeId, u32>,
+    /// Bound, live trainers.
+    pub bound: u32,
+    /// Live trainers not yet bound to a node.
+    pub pending: u32,
+    /// Trainers being deleted (they still hold their node's resources).
+    pub terminating: u32,
+    /// Trainers that finished (Succeeded or Failed).
+    pub finished: u32,
+}
+
+/// Everything known about one TrainingJob key.
+#[derive(Debug, Clone, Default)]
+pub struct JobSlot {
+    /// The TrainingJob, when it has arrived and is valid.
+    pub info: Option<JobInfo>,
+    /// Why the TrainingJob was rejected, when it was.
+    pub invalid: Option<Vec<FieldError>>,
+    /// `spec.parallelism` of the trainer batch/v1 Job, when one exists.
+    pub trainer_job_parallelism: Option<i32>,
+    /// Whether a trainer Job exists.
+    pub has_trainer_job: bool,
+    pub trainers: TrainerPods,
+}
+
+impl JobSlot {
+    /// Current trainer count: the trainer Job's parallelism, else the TrainingJob's stored one, else 0.
+    pub fn current(&self) -> i32 {
+        self.trainer_job_parallelism
+            .or(self.info.as_ref().and_then(|i| i.stored_parallelism))
+            .unwrap_or(0)
+            .max(0)
+    }
+
+    /// Trainers wanted but not running on a node: pending pods plus pods not yet created.
+    pub fn pending_trainers(&self) -> u32 {
+        let live = self.trainers.bound + self.trainers.pending;
+        let missing = (self.current() as u32).saturating_sub(live);
+        self.trainers.pending + missing
+    }
+
+    fn is_empty(&self) -> bool {
+        self.info.is_none()
+            && self.invalid.is_none()
+            && !self.has_trainer_job
+            && self.trainers == TrainerPods::default()
+    }
+}
+
+/// The cluster as the planner sees it.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterState {
+    node_ids: HashMap<String, NodeId>,
+    slots: Vec<Option<NodeSlot>>,
+    free_ids: Vec<NodeId>,
+    /// Node ids sorted by node name.
+    node_order: Vec<NodeId>,
+    pods: HashMap<(String, String), PodInfo>,
+    jobs: BTreeMap<JobKey, JobSlot>,
+    /// Requests of bound live pods.
+    bound_requests: Resources,
+    /// Requests of unbound live pods.
+    pending_requests: Resources,
+}
+
+impl ClusterState {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    // ----- nodes -----
+
+    fn node_id(&mut self, name: &str) -> NodeId {
+        if let Some(id) = self.node_ids.get(name) {
+            return *id;
+        }
+        let slot = NodeSlot {
+            name: name.to_string(),
+            info: None,
+            used: Resources::ZERO,
+            pods: 0,
+        };
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.slots[id as usize] = Some(slot);
+                id
+            }
+            None => {
+                self.slots.push(Some(slot));
+                (self.slots.len() - 1) as NodeId
+            }
+        };
+        self.node_ids.insert(name.to_string(), id);
+        let slots = &self.slots;
+        let pos = self
+            .node_order
+            .partition_point(|other| slot_name(slots, *other) < name);
+        self.node_order.insert(pos, id);
+        id
+    }
+
+    fn release_node_if_unused(&mut self, id: NodeId) {
+        let unused = self.slots[id as usize]
+            .as_ref()
+            .is_some_and(|s| s.info.is_none() && s.pods == 0);
+        if !unused {
+            return;
+        }
+        if let Some(slot) = self.slots[id as usize].take() {
+            self.node_ids.remove(&slot.name);
+            let slots = &self.slots;
+            let pos = self
+                .node_order
+                .partition_point(|other| *other != id && slot_name(slots, *other) < slot.name.as_str());
+            if self.node_order.get(pos) == Some(&id) {
+                self.node_order.remove(pos);
+            } else {
+                self.node_order.retain(|other| *other != id);
+            }
+            self.free_ids.push(id);
+        }
+    }
+
+    /// Adds or updates a Node. A malformed node is removed and its error returned.
+    pub fn apply_node(&mut self, node: &Node) -> Result<(), FieldError> {
+        match read_node(node) {
+            Ok((name, info)) => {
+                self.set_node(&name, Some(info));
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(name) = node.metadata.name.as_deref() {
+                    self.delete_node(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds, updates (`Some`) or removes (`None`) a node by its parsed form.
+    pub fn set_node(&mut self, name: &str, info: Option<NodeInfo>) {
+        match info {
+            Some(info) => {
+                let id = self.node_id(name);
+                if let Some(slot) = self.slots[id as usize].as_mut() {
+                    slot.info = Some(info);
+                }
+            }
+            None => self.delete_node(name),
+        }
+    }
+
+    /// Removes a Node. Pods bound to it keep their accounting until they are deleted.
+    pub fn delete_node(&mut self, name: &str) {
+        if let Some(&id) = self.node_ids.get(name) {
+            if let Some(slot) = self.slots[id as usize].as_mut() {
+                slot.info = None;
+            }
+            self.release_node_if_unused(id);
+        }
+    }
+
+    /// The id of a known node name.
+    pub fn node_id_of(&self, name: &str) -> Option<NodeId> {
+        self.node_ids.get(name).copied()
+    }
+
+    /// A node slot by id.
+    pub fn node(&self, id: NodeId) -> Option<&NodeSlot> {
+        self.slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Node slots in name order, including names pods refer to whose Node is unknown.
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeSlot)> + '_ {
+        self.node_order
+            .iter()
+            .filter_map(|id| self.node(*id).map(|slot| (*id, slot)))
+    }
+
+    /// Number of node ids in use (an upper bound for indexing per-node arrays).
+    pub fn node_id_bound(&self) -> usize {
+        self.slots.len()
+    }
+
+    // ----- pods -----
+
+    /// Adds or updates a Pod. A malformed pod is removed and its error returned.
+    pub fn apply_pod(&mut self, pod: &Pod) -> Result<(), FieldError> {
+        let key = pod_key(&pod.metadata);
+        match read_pod(pod) {
+            Ok(info) => {
+                self.set_pod(key, Some(info));
+                Ok(())
+            }
+            Err(e) => {
+                self.set_pod(key, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a Pod.
+    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
+        self.set_pod((namespace.to_string(), name.to_string()), None);
+    }
+
+    /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
+    pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
+        let old = match &info {
+            Some(new) => {
+                if self.pods.get(&key) == Some(new) {
+                    return;
+                }
+                self.pods.insert(key, new.clone())
+            }
+            None => self.pods.remove(&key),
+        };
+        if let Some(old) = old {
+            self.account_pod(&old, -1);
+        }
+        if let Some(new) = info {
+            self.account_pod(&new, 1);
+        }
+    }
+
+    /// A pod by namespace and name.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodInfo> {
+        self.pods.get(&(namespace.to_string(), name.to_string()))
+    }
+
+    /// All pods, in no particular order.
+    pub fn pods(&self) -> impl Iterator<Item = (&(String, String), &PodInfo)> + '_ {
+        self.pods.iter()
+    }
+
+    fn account_pod(&mut self, pod: &PodInfo, sign: i64) {
+        if pod.phase == PodPhase::Finished {
+            if let Some((key, Role::Trainer)) = &pod.owner {
+                let slot = self.jobs.entry(key.clone()).or_default();
+                slot.trainers.finished = add_u32(slot.trainers.finished, sign);
+                self.drop_job_if_empty(key);
+            }
+            return;
+        }
+        let delta = pod.requests.times(sign);
+        let node_id = match &pod.node {
+            Some(name) => {
+                let id = self.node_id(name);
+                if let Some(slot) = self.slots[id as usize].as_mut() {
+                    slot.used += delta;
+                    slot.pods = add_u32(slot.pods, sign);
+                }
+                self.bound_requests += delta;
+                Some(id)
+            }
+            None => {
+                self.pending_requests += delta;
+                None
+            }
+        };
+        if let Some((key, Role::Trainer)) = &pod.owner {
+            let slot = self.jobs.entry(key.clone()).or_default();
+            let t = &mut slot.trainers;
+            match (pod.terminating, node_id) {
+                (true, _) => t.terminating = add_u32(t.terminating, sign),
+                (false, Some(id)) => {
+                    t.bound = add_u32(t.bound, sign);
+                    let n = t.bound_by_node.entry(id).or_insert(0);
+                    *n = add_u32(*n, sign);
+                    if *n == 0 {
+                        t.bound_by_node.remove(&id);
+                    }
+                }
+                (false, None) => t.pending = add_u32(t.pending, sign),
+            }
+            self.drop_job_if_empty(key);
+        }
+        if sign < 0
+            && let Some(id) = node_id
+        {
+            self.release_node_if_unused(id);
+        }
+    }
+
+    // ----- jobs -----
+
+    /// Adds or updates a TrainingJob. An invalid job is kept out of planning and its problems
+    /// returned; it stays listed under [`ClusterState::invalid_jobs`].
+    pub fn apply_training_job(&mut self, job: &TrainingJob) -> Result<(), Vec<FieldError>> {
+        let key = job.key();
+        let parsed = read_training_job(job);
+        let slot = self.jobs.entry(key).or_default();
+        match parsed {
+            Ok(info) => {
+                slot.info = Some(info);
+                slot.invalid = None;
+                Ok(())
+            }
+            Err(problems) => {
+                slot.info = None;
+                slot.invalid = Some(problems.clone());
+                Err(problems)
+            }
+        }
+    }
+
+    /// Sets a TrainingJob by its parsed form (the simulator's way in).
+    pub fn set_training_job(&mut self, key: JobKey, info: Option<JobInfo>) {
+        let slot = self.jobs.entry(key.clone()).or_default();
+        slot.info = info;
+        slot.invalid = None;
+        self.drop_job_if_empty(&key);
+    }
+
+    /// Removes a TrainingJob.
+    pub fn delete_training_job(&mut self, namespace: &str, name: &str) {
+        let key = JobKey::new(namespace, name);
+        if let Some(slot) = self.jobs.get_mut(&key) {
+            slot.info = None;
+            slot.invalid = None;
+        }
+        self.drop_job_if_empty(&key);
+    }
+
+    /// Adds or updates a batch/v1 Job; only trainer Jobs are kept.
+    pub fn apply_batch_job(&mut self, job: &Job) {
+        if let Some((key, parallelism)) = read_trainer_job(job) {
+            self.set_trainer_job(key, Some(parallelism));
+        }
+    }
+
+    /// Removes a batch/v1 Job.
+    pub fn delete_batch_job(&mut self, job: &Job) {
+        if let Some((key, _)) = read_trainer_job(job) {
+            self.set_trainer_job(key, None);
+        }
+    }
+
+    /// Sets (`Some(parallelism)`) or removes (`None`) the trainer Job of `key`.
+    pub fn set_trainer_job(&mut self, key: JobKey, job: Option<Option<i32>>) {
+        let slot = self.jobs.entry(key.clone()).or_default();
+        slot.has_trainer_job = job.is_some();
+        slot.trainer_job_parallelism = job.flatten();
+        self.drop_job_if_empty(&key);
+    }
+
+    fn drop_job_if_empty(&mut self, key: &JobKey) {
+        if self.jobs.get(key).is_some_and(JobSlot::is_empty) {
+            self.jobs.remove(key);
+        }
+    }
+
+    /// A job slot by key.
+    pub fn job(&self, key: &JobKey) -> Option<&JobSlot> {
+        self.jobs.get(key)
+    }
+
+    /// Every job key seen, in namespace/name order, with its slot.
+    pub fn job_slots(&self) -> impl Iterator<Item = (&JobKey, &JobSlot)> + '_ {
+        self.jobs.iter()
+    }
+
+    /// Valid TrainingJobs in namespace/name order.
+    pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
+        self.jobs
+            .iter()
+            .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
+    }
+
+    /// TrainingJobs rejected by validation, with their problems.
+    pub fn invalid_jobs(&self) -> impl Iterator<Item = (&JobKey, &[FieldError])> + '_ {
+        self.jobs
+            .iter()
+            .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
+    }
+
+    // ----- totals -----
+
+    /// Allocatable of schedulable nodes.
+    pub fn total_capacity(&self) -> Resources {
+        self.nodes()
+            .fold(Resources::ZERO, |acc, (_, n)| acc + n.capacity())
+    }
+
+    /// Requests of pods bound to nodes (not Succeeded or Failed).
+    pub fn bound_requests(&self) -> Resources {
+        self.bound_requests
+    }
+
+    /// Requests of live pods not yet bound to a node.
+    pub fn pending_requests(&self) -> Resources {
+        self.pending_requests
+    }
+
+    /// Number of pods held.
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+}
+
+fn slot_name(slots: &[Option<NodeSlot>], id: NodeId) -> &str {
+    slots[id as usize]
+        .as_ref()
+        .map(|s| s.name.as_str())
+        .unwrap_or("")
+}
+
+fn add_u32(value: u32, sign: i64) -> u32 {
+    if sign >= 0 {
+        value.saturating_add(1)
+    } else {
+        value.saturating_sub(1)
+    }
+}

@@ -1,0 +1,12 @@
+//! The work behind each CLI subcommand, kept out of `main.rs` so tests can call it.
+
+pub mod crd;
+pub mod state;
+pub mod validate;
+
+/// How a command prints its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}

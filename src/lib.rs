@@ -1,0 +1,6 @@
+//! trainscale: an elastic scheduler and autoscaler for PaddlePaddle TrainingJobs on Kubernetes.
+
+pub mod api;
+pub mod cluster;
+pub mod commands;
+pub mod planner;

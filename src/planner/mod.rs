@@ -1,0 +1,98 @@
+//! The planning pass: from a `ClusterState` to a `ScalePlan`. Pure and deterministic: no I/O, no
+//! clock (time comes in through [`PlannerConfig::now`]), no randomness.
+
+mod edl;
+mod fulfillment;
+mod plan;
+mod static_policy;
+mod summary;
+
+use std::collections::BTreeMap;
+
+pub use plan::{JobPlan, NodeCount, PlanSummary, Reason, Removal, ScalePlan};
+
+use crate::api::JobKey;
+use crate::cluster::ClusterState;
+
+/// Which policy decides the trainer counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Fair fulfillment with real per-node bin packing (ours).
+    #[default]
+    Fulfillment,
+    /// The original Go autoscaler's dry run, reproduced.
+    Edl,
+    /// No elasticity: fixed-size gangs in arrival order with backfill.
+    Static,
+}
+
+impl Policy {
+    /// The policy's name as the CLI and reports write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Policy::Fulfillment => "fulfillment",
+            Policy::Edl => "edl",
+            Policy::Static => "static",
+        }
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fulfillment" => Ok(Policy::Fulfillment),
+            "edl" => Ok(Policy::Edl),
+            "static" => Ok(Policy::Static),
+            other => Err(format!(
+                "unknown policy {other:?} (known: fulfillment, edl, static)"
+            )),
+        }
+    }
+}
+
+/// Everything a pass needs besides the state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannerConfig {
+    pub policy: Policy,
+    /// `edl` only: the load above which jobs are scaled down (the original's default 0.97).
+    pub max_load_desired: f64,
+    /// Current time, seconds since the epoch; used for cooldowns.
+    pub now: i64,
+    /// `fulfillment` only: seconds a job is left alone after its last rescale.
+    pub cooldown_s: i64,
+    /// `edl` only: outer iterations before the pass gives up with a warning.
+    pub edl_iteration_cap: u32,
+    /// `static` only: the fixed size of a job; jobs not listed run at their min-instance.
+    pub static_sizes: BTreeMap<JobKey, i32>,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        PlannerConfig {
+            policy: Policy::Fulfillment,
+            max_load_desired: 0.97,
+            now: 0,
+            cooldown_s: 0,
+            edl_iteration_cap: 10_000,
+            static_sizes: BTreeMap::new(),
+        }
+    }
+}
+
+/// Runs one planning pass with the configured policy.
+pub fn plan(state: &ClusterState, config: &PlannerConfig) -> ScalePlan {
+    let (jobs, warnings) = match config.policy {
+        Policy::Fulfillment => fulfillment::plan(state, config),
+        Policy::Edl => edl::plan(state, config),
+        Policy::Static => static_policy::plan(state, config),
+    };
+    let summary = summary::summarize(state, &jobs);
+    ScalePlan {
+        policy: config.policy,
+        jobs,
+        summary,
+        warnings,
+    }
+}

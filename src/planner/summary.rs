@@ -1,0 +1,73 @@
+//! Totals of a plan, computed from the state and the per-job decisions.
+
+use std::collections::HashMap;
+
+use super::{JobPlan, PlanSummary};
+use crate::api::Resources;
+use crate::cluster::{ClusterState, NodeId};
+
+/// Free resources per node once the plan's placements and removals are applied.
+pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> HashMap<NodeId, Resources> {
+    let mut free: HashMap<NodeId, Resources> = state
+        .nodes()
+        .filter(|(_, n)| n.schedulable())
+        .map(|(id, n)| (id, n.free()))
+        .collect();
+    for plan in jobs {
+        let Some(info) = state.job(&plan.key).and_then(|s| s.info.as_ref()) else {
+            continue;
+        };
+        for p in &plan.placements {
+            if let Some(f) = state.node_id_of(&p.node).and_then(|id| free.get_mut(&id)) {
+                *f -= info.trainer.times(i64::from(p.trainers));
+            }
+        }
+        for r in &plan.removals {
+            let id = r.node.as_deref().and_then(|n| state.node_id_of(n));
+            if let Some(f) = id.and_then(|id| free.get_mut(&id)) {
+                *f += info.trainer.times(i64::from(r.trainers));
+            }
+        }
+    }
+    free
+}
+
+/// Summarises the decisions of a pass.
+pub fn summarize(state: &ClusterState, jobs: &[JobPlan]) -> PlanSummary {
+    let mut s = PlanSummary {
+        min_fulfillment: 1.0,
+        ..PlanSummary::default()
+    };
+    for j in jobs {
+        let delta = j.target - j.current;
+        if delta > 0 {
+            s.trainers_added += delta as u32;
+            s.jobs_scaled_up += 1;
+        } else if delta < 0 {
+            s.trainers_removed += (-delta) as u32;
+            s.jobs_scaled_down += 1;
+        }
+        if j.min < j.max {
+            s.min_fulfillment = s.min_fulfillment.min(j.fulfillment_after);
+        }
+    }
+    let free = free_after(state, jobs);
+    // GPU trainers that still want room: jobs below min, or elastic jobs below max.
+    let wanting: Vec<Resources> = jobs
+        .iter()
+        .filter(|j| j.target < j.max || j.target < j.min)
+        .filter_map(|j| state.job(&j.key).and_then(|s| s.info.as_ref()))
+        .map(|i| i.trainer)
+        .filter(|t| t.gpu > 0)
+        .collect();
+    for f in free.values() {
+        if f.gpu <= 0 {
+            continue;
+        }
+        s.free_gpus_after += f.gpu;
+        if !wanting.is_empty() && !wanting.iter().any(|t| t.fits_in(f)) {
+            s.stranded_gpus_after += f.gpu;
+        }
+    }
+    s
+}
