@@ -19,7 +19,9 @@ impl Document {
         let kind = self.value.get("kind").and_then(Value::as_str);
         let meta = self.value.get("metadata");
         let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
-        let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str);
+        let namespace = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
         match (kind, name) {
             (Some(kind), Some(name)) => match namespace {
                 Some(ns) => format!("{kind} {ns}/{name}"),
@@ -38,7 +40,11 @@ impl Document {
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FieldError> {
         serde_path_to_error::deserialize(&self.value).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." { "(root)".to_string() } else { path };
+            let field = if path == "." {
+                "(root)".to_string()
+            } else {
+                path
+            };
             FieldError::new(self.object_ref(), field, e.into_inner().to_string())
         })
     }
@@ -65,9 +71,13 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Document>, Manife
             other => vec![other],
         }
     } else {
-        serde_saphyr::from_multiple::<Value>(text).map_err(|e| ManifestError {
-            origin: origin.to_string(),
-            message: e.to_string(),
+        // YAML 1.2 booleans only: `n` or `no` as a name or namespace stays a string.
+        let options = serde_saphyr::options! { strict_booleans: true };
+        serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
+            ManifestError {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            }
         })?
     };
     let many = values.iter().filter(|v| !v.is_null()).count() > 1;
@@ -128,6 +138,18 @@ mod tests {
     }
 
     #[test]
+    fn yaml_1_1_booleans_stay_strings() {
+        let docs = parse_documents(
+            "kind: Pod\nmetadata: {name: y, namespace: n}\nx: no\nt: true\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(docs[0].object_ref(), "Pod n/y");
+        assert_eq!(docs[0].value["x"], "no");
+        assert_eq!(docs[0].value["t"], true);
+    }
+
+    #[test]
     fn json_list() {
         let text = r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"n"}}]}"#;
         let docs = parse_documents(text, "d.json").unwrap();
@@ -138,7 +160,10 @@ mod tests {
     #[test]
     fn broken_text_names_the_file() {
         let err = parse_documents("{ not json", "bad.json").unwrap_err();
-        assert!(err.to_string().starts_with("bad.json: not valid YAML or JSON"));
+        assert!(
+            err.to_string()
+                .starts_with("bad.json: not valid YAML or JSON")
+        );
         let err = parse_documents("a: [1, 2", "bad.yaml").unwrap_err();
         assert!(err.to_string().starts_with("bad.yaml:"));
     }

@@ -11,7 +11,9 @@ use std::fmt;
 pub enum QuantityError {
     #[error("empty quantity")]
     Empty,
-    #[error("quantity {0:?} is not a number with an optional suffix (m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3)")]
+    #[error(
+        "quantity {0:?} is not a number with an optional suffix (m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3)"
+    )]
     Syntax(String),
     #[error("quantity {0:?} has an unknown suffix")]
     UnknownSuffix(String),
@@ -35,7 +37,12 @@ impl Quantity {
 
     /// Parses a quantity string; negative values are rejected (no resource amount is negative).
     pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
-        parse_nanos(text).map(|nanos| Quantity { nanos })
+        let nanos = parse_nanos(text)?;
+        // Kubernetes caps quantities at 2^63-1 in magnitude.
+        if nanos / NANO > i128::from(i64::MAX) {
+            return Err(QuantityError::Overflow(text.to_string()));
+        }
+        Ok(Quantity { nanos })
     }
 
     /// A quantity of whole units.
@@ -212,6 +219,7 @@ mod tests {
         assert_eq!(q("1.5Ki").value_ceil(), 1536);
         assert_eq!(q("768Gi").value_ceil(), 768 << 30);
         assert_eq!(q("2E").value_ceil(), 2_000_000_000_000_000_000);
+        assert_eq!(q("7Ei").value_ceil(), 7 << 60);
         assert_eq!(q("0.1m").milli_ceil(), 1);
         assert_eq!(q("+3").value_ceil(), 3);
         assert_eq!(q("-0").value_ceil(), 0);
@@ -231,15 +239,39 @@ mod tests {
 
     #[test]
     fn garbage_is_rejected() {
-        assert!(matches!(Quantity::parse("12Qi"), Err(QuantityError::UnknownSuffix(_))));
-        assert!(matches!(Quantity::parse("-1"), Err(QuantityError::Negative(_))));
-        assert!(matches!(Quantity::parse("1.2.3"), Err(QuantityError::Syntax(_))));
+        assert!(matches!(
+            Quantity::parse("12Qi"),
+            Err(QuantityError::UnknownSuffix(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("-1"),
+            Err(QuantityError::Negative(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1.2.3"),
+            Err(QuantityError::Syntax(_))
+        ));
         assert!(matches!(Quantity::parse(""), Err(QuantityError::Empty)));
-        assert!(matches!(Quantity::parse("Gi"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1 Gi"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1e"), Err(QuantityError::UnknownSuffix(_))));
-        assert!(matches!(Quantity::parse("1e999"), Err(QuantityError::Overflow(_))));
-        assert!(matches!(Quantity::parse("9999999999E"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(
+            Quantity::parse("Gi"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1 Gi"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e"),
+            Err(QuantityError::UnknownSuffix(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e999"),
+            Err(QuantityError::Overflow(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("9999999999E"),
+            Err(QuantityError::Overflow(_))
+        ));
     }
 
     #[test]

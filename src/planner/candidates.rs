@@ -120,7 +120,7 @@ impl<'a> Candidate<'a> {
     /// The job's plan once the pass is done.
     pub fn finish(&self, state: &ClusterState, target: i32, reason: Reason) -> JobPlan {
         let name = |id: &NodeId| state.node(*id).map(|n| n.name.clone()).unwrap_or_default();
-        let placements = self
+        let mut placements: Vec<NodeCount> = self
             .placed
             .iter()
             .map(|(id, n)| NodeCount {
@@ -128,6 +128,7 @@ impl<'a> Candidate<'a> {
                 trainers: *n,
             })
             .collect();
+        placements.sort_by(|a, b| a.node.cmp(&b.node));
         let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
         let unplaced = (self.current - self.bound).max(0);
         let mut removals = Vec::new();
@@ -140,10 +141,16 @@ impl<'a> Candidate<'a> {
                 });
             }
         }
-        removals.extend(self.removed.iter().map(|(id, n)| Removal {
-            node: Some(name(id)),
-            trainers: *n,
-        }));
+        let mut bound_removals: Vec<Removal> = self
+            .removed
+            .iter()
+            .map(|(id, n)| Removal {
+                node: Some(name(id)),
+                trainers: *n,
+            })
+            .collect();
+        bound_removals.sort_by(|a, b| a.node.cmp(&b.node));
+        removals.extend(bound_removals);
         JobPlan {
             key: self.key.clone(),
             current: self.current,

@@ -223,7 +223,13 @@ fn most_useful_node(
         .map(|&id| {
             let after = index.free(id).unwrap_or(Resources::ZERO) + give;
             let fits = want.fits_in(&after);
-            (fits, after.gpu, after.cpu_milli, Reverse(index.rank(id)), id)
+            (
+                fits,
+                after.gpu,
+                after.cpu_milli,
+                Reverse(index.rank(id)),
+                id,
+            )
         })
         .max()
         .map(|t| t.4)
@@ -258,7 +264,11 @@ fn water_fill(
     let mut queue: PriorityQueue<usize, Key> = PriorityQueue::new();
     for (i, j) in jobs.iter().enumerate() {
         let shrunk = j.reason.is_some();
-        if !cooling[i] && !starving[i] && !shrunk && j.planned >= j.info.min && j.planned < j.info.max
+        if !cooling[i]
+            && !starving[i]
+            && !shrunk
+            && j.planned >= j.info.min
+            && j.planned < j.info.max
         {
             queue.push(i, key(j, i));
         }

@@ -160,7 +160,10 @@ mod tests {
         let idx = NodeIndex::new(&s);
         let b = s.node_id_of("b");
         assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 2)), b);
-        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 3)), s.node_id_of("a"));
+        assert_eq!(
+            idx.best_fit(Resources::new(1000, 1 << 30, 3)),
+            s.node_id_of("a")
+        );
         assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 9)), None);
     }
 
