@@ -33,6 +33,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
+    /// Build a TrainingJob from flags: print it (--dry-run, default) or create it (--apply).
+    Submit(commands::submit::SubmitArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: skipped {w}");
             }
             print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit(args) => {
+            let job = commands::submit::build_training_job(&args)?;
+            if args.apply {
+                let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+                let created = runtime.block_on(async {
+                    let client = kube::Client::try_default()
+                        .await
+                        .context("loading the kubeconfig")?;
+                    Ok::<_, anyhow::Error>(commands::submit::apply(client, &job).await?)
+                })?;
+                println!(
+                    "trainingjob.paddlepaddle.org/{} created",
+                    kube::ResourceExt::name_any(&created)
+                );
+            } else {
+                print!("{}", commands::submit::render(&job, args.output)?);
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod crd;
 pub mod state;
+pub mod submit;
 pub mod validate;
 
 /// How a command prints its result.
