@@ -33,11 +33,14 @@ pub struct Desired {
 
 /// The controller ownerReference pointing at the job (deletion cascades through it).
 pub fn owner_reference(job: &TrainingJob) -> Result<OwnerReference, OperatorError> {
-    job.controller_owner_ref(&())
+    let mut owner = job
+        .controller_owner_ref(&())
         .ok_or_else(|| OperatorError::Missing {
             object: job.object_ref(),
             what: "metadata.uid",
-        })
+        })?;
+    owner.block_owner_deletion = Some(true);
+    Ok(owner)
 }
 
 /// Metadata of a child object: name, namespace, the job label plus `labels`, the ownerReference.
