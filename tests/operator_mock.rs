@@ -712,9 +712,7 @@ async fn kueue_labels_the_trainer_job_and_marks_it_elastic() {
     );
 }
 
-fn running_children(job: &TrainingJob, parallelism: i32, ready: i32) -> Vec<(String, Value)> {
-    let mut fake = Fake::default();
-    let (_, _) = (job, &mut fake);
+fn running_children(parallelism: i32, ready: i32) -> Vec<(String, Value)> {
     let owner = owner_ref();
     let meta =
         |name: &str| json!({"name": name, "namespace": NS, "ownerReferences": owner.clone()});
@@ -755,7 +753,7 @@ fn pserver_pod(name: &str, restarts: i32) -> (String, Value) {
 #[tokio::test]
 async fn existing_children_are_read_not_recreated_and_the_job_runs() {
     let job = training_job(FT_ELASTIC);
-    let mut objects = running_children(&job, 2, 2);
+    let mut objects = running_children(2, 2);
     objects.push(pserver_pod("ft-pserver-a", 1));
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
     assert!(result.is_ok(), "{result:?}");
@@ -779,7 +777,7 @@ async fn a_rescale_by_the_daemon_updates_the_trainers_configmap_and_shows_scalin
         )),
         ..Default::default()
     });
-    let objects = running_children(&job, 5, 2);
+    let objects = running_children(5, 2);
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
     assert!(result.is_ok(), "{result:?}");
     let patch = body_of(&fake, "PATCH", &format!("{}", cm_path("ft-trainers")));
@@ -800,7 +798,7 @@ async fn walltime_ends_the_job_with_timeout_and_stops_the_trainers() {
         )),
         ..Default::default()
     });
-    let objects = running_children(&job, 2, 2);
+    let objects = running_children(2, 2);
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
     assert_eq!(result, Ok(Action::await_change()));
     let suspend = body_of(&fake, "PATCH", &format!("{}", batch_path("ft-trainer")));
@@ -817,7 +815,7 @@ async fn walltime_ends_the_job_with_timeout_and_stops_the_trainers() {
 #[tokio::test]
 async fn pserver_restart_limit_fails_the_job() {
     let job = training_job(FT_ELASTIC);
-    let mut objects = running_children(&job, 2, 2);
+    let mut objects = running_children(2, 2);
     objects.push(pserver_pod("ft-pserver-a", 1));
     objects.push(pserver_pod("ft-pserver-b", 5));
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
@@ -837,7 +835,7 @@ async fn autoclean_releases_a_finished_job_once() {
         phase: TrainingJobPhase::Succeed,
         ..Default::default()
     });
-    let mut objects = running_children(&job, 2, 0);
+    let mut objects = running_children(2, 0);
     if let Some((_, trainer)) = objects.iter_mut().find(|(k, _)| k.ends_with("ft-trainer")) {
         trainer["status"] =
             json!({"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]});
@@ -910,7 +908,7 @@ async fn an_object_owned_by_someone_else_fails_the_job() {
 #[tokio::test]
 async fn an_unchanged_status_is_not_written() {
     let mut job = training_job(FT_ELASTIC);
-    let objects = running_children(&job, 2, 2);
+    let objects = running_children(2, 2);
     let (_, first) = run(&job, OperatorConfig::default(), objects.clone()).await;
     let mut written =
         body_of(&first, "PATCH", &format!("{}/status", job_path("ft")))["status"].clone();
