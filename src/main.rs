@@ -35,7 +35,7 @@ enum Command {
         output: OutputFormat,
     },
     /// Build a TrainingJob from flags: print it (--dry-run, default) or create it (--apply).
-    Submit(commands::submit::SubmitArgs),
+    Submit(Box<commands::submit::SubmitArgs>),
     /// Run one planning pass on a cluster dump and print the plan (changes nothing).
     Plan {
         /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.

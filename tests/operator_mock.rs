@@ -608,7 +608,7 @@ async fn volcano_job_gets_a_podgroup_of_the_gang_minimum() {
     assert!(result.is_ok(), "{result:?}");
     let path = format!("/apis/scheduling.volcano.sh/v1beta1/namespaces/{NS}/podgroups");
     assert!(lines(&fake).contains(&format!("GET {path}/ft-gang")));
-    let body = body_of(&fake, "POST", &format!("{path}"));
+    let body = body_of(&fake, "POST", &path);
     assert_eq!(
         body,
         &json!({
@@ -780,7 +780,7 @@ async fn a_rescale_by_the_daemon_updates_the_trainers_configmap_and_shows_scalin
     let objects = running_children(5, 2);
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
     assert!(result.is_ok(), "{result:?}");
-    let patch = body_of(&fake, "PATCH", &format!("{}", cm_path("ft-trainers")));
+    let patch = body_of(&fake, "PATCH", &cm_path("ft-trainers"));
     assert_eq!(patch, &json!({"data": {"trainers": "5"}}));
     let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
     assert_eq!(status["status"]["phase"], "Scaling");
@@ -801,7 +801,7 @@ async fn walltime_ends_the_job_with_timeout_and_stops_the_trainers() {
     let objects = running_children(2, 2);
     let (result, fake) = run(&job, OperatorConfig::default(), objects).await;
     assert_eq!(result, Ok(Action::await_change()));
-    let suspend = body_of(&fake, "PATCH", &format!("{}", batch_path("ft-trainer")));
+    let suspend = body_of(&fake, "PATCH", &batch_path("ft-trainer"));
     assert_eq!(suspend, &json!({"spec": {"suspend": true}}));
     let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
     assert_eq!(status["status"]["phase"], "Timeout");
@@ -857,7 +857,7 @@ async fn autoclean_releases_a_finished_job_once() {
         ]
     );
     assert_eq!(
-        body_of(&fake, "PATCH", &format!("{}", rs_path("ft-master"))),
+        body_of(&fake, "PATCH", &rs_path("ft-master")),
         &json!({"spec": {"replicas": 0}})
     );
     let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
