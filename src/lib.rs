@@ -3,5 +3,6 @@
 pub mod api;
 pub mod cluster;
 pub mod commands;
+pub mod operator;
 pub mod planner;
 pub mod testkit;

@@ -34,6 +34,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
+    /// Build a TrainingJob from flags: print it (--dry-run, default) or create it (--apply).
+    Submit(Box<commands::submit::SubmitArgs>),
     /// Run one planning pass on a cluster dump and print the plan (changes nothing).
     Plan {
         /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
@@ -90,6 +92,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: skipped {w}");
             }
             print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Submit(args) => {
+            let job = commands::submit::build_training_job(&args)?;
+            if args.apply {
+                let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+                let created = runtime.block_on(async {
+                    let client = kube::Client::try_default()
+                        .await
+                        .context("loading the kubeconfig")?;
+                    Ok::<_, anyhow::Error>(commands::submit::apply(client, &job).await?)
+                })?;
+                println!(
+                    "trainingjob.paddlepaddle.org/{} created",
+                    kube::ResourceExt::name_any(&created)
+                );
+            } else {
+                print!("{}", commands::submit::render(&job, args.output)?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan {

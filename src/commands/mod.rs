@@ -3,6 +3,7 @@
 pub mod crd;
 pub mod plan;
 pub mod state;
+pub mod submit;
 pub mod validate;
 
 /// How a command prints its result.
