@@ -4,3 +4,4 @@ pub mod api;
 pub mod cluster;
 pub mod commands;
 pub mod planner;
+pub mod sim;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use trainscale::commands::{self, OutputFormat};
+use trainscale::planner::Policy;
 
 /// Elastic scheduler and autoscaler for PaddlePaddle TrainingJobs on Kubernetes.
 #[derive(Parser)]
@@ -33,6 +34,19 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
+    /// Replay a job trace in simulated time under each policy; write a summary, a time series
+    /// and plots, and print the policies side by side.
+    Simulate {
+        /// Scenario file (YAML).
+        #[arg(default_value = commands::simulate::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// Output directory [default: simulations/out/<scenario name>].
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Policies to run, instead of the scenario's list.
+        #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+        policies: Vec<Policy>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -49,7 +63,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crd => {
-            print!("{}", commands::crd::crd_yaml().context("serializing the CRD")?);
+            print!(
+                "{}",
+                commands::crd::crd_yaml().context("serializing the CRD")?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Validate { files } => {
@@ -67,6 +84,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: skipped {w}");
             }
             print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate {
+            scenario,
+            output,
+            policies,
+        } => {
+            let outcome =
+                commands::simulate::simulate(&scenario, output.as_deref(), &policies, true)?;
+            print!("{}", outcome.table);
+            eprintln!(
+                "simulated in {:.1} s; results in {}",
+                outcome.elapsed_s,
+                outcome.output_dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
