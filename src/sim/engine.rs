@@ -454,7 +454,10 @@ impl<'a> Engine<'a> {
                 placements.insert(job, places);
             }
         }
-        for job in self.world.schedule(&mut placements) {
+        let runs = &self.runs;
+        let min = |j: usize| runs[j].info.min.max(0) as u32;
+        let gang = self.scenario.gang_scheduling;
+        for job in self.world.schedule(&mut placements, &min, gang) {
             changed = true;
             dirty.insert(job);
         }

@@ -72,6 +72,8 @@ pub struct Scenario {
     pub faults: Vec<Fault>,
     /// Simulated time after which the run stops, jobs still running reported unfinished.
     pub horizon_s: Option<f64>,
+    /// Bind a job below its min all or nothing (the PodGroup the operator creates); default true.
+    pub gang_scheduling: bool,
 }
 
 /// A number or a string in YAML (`cpu: 96` as well as `cpu: "500m"`).
@@ -109,6 +111,7 @@ struct RawScenario {
     #[serde(default)]
     faults: Vec<RawFault>,
     horizon_s: Option<f64>,
+    gang_scheduling: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,6 +446,7 @@ impl Scenario {
             seed: raw.seed.unwrap_or(0),
             faults,
             horizon_s: raw.horizon_s,
+            gang_scheduling: raw.gang_scheduling.unwrap_or(true),
         })
     }
 

@@ -234,36 +234,96 @@ impl World {
         }
     }
 
+    fn unbind(&mut self, seq: u64) {
+        let Some(job) = self.pods.get(&seq).map(|p| p.job) else {
+            return;
+        };
+        let j = &mut self.jobs[job];
+        if j.bound.remove(&seq).is_none() {
+            return;
+        }
+        j.pending.insert(seq);
+        self.pending.insert(seq);
+        if let Some((key, info)) = self.pod_info(seq, None) {
+            self.state.set_pod(key, Some(info));
+        }
+    }
+
+    /// Where one pod of `job` goes: the plan's node when it still fits, else the first node by name.
+    fn pick(
+        &self,
+        job: usize,
+        placements: &mut HashMap<usize, Vec<(usize, u32)>>,
+    ) -> Option<usize> {
+        let request = self.jobs[job].trainer;
+        if let Some(places) = placements.get_mut(&job) {
+            for (node, count) in places.iter_mut() {
+                if *count > 0 && self.fits(*node, &request) {
+                    *count -= 1;
+                    return Some(*node);
+                }
+            }
+        }
+        (0..self.nodes.len()).find(|&n| self.fits(n, &request))
+    }
+
     /// The kube-scheduler: binds pending pods in creation order, each on the node the plan placed
     /// it (`placements[job]`: node index and count), else on the first node (by name) it fits.
+    ///
+    /// With `gang` (the PodGroup the operator creates, `minMember` = min), a job below its
+    /// `min[job]` trainers is bound all or nothing: up to min in one pass, or not at all.
     /// Returns the jobs that got pods bound, in job order.
-    pub fn schedule(&mut self, placements: &mut HashMap<usize, Vec<(usize, u32)>>) -> Vec<usize> {
+    pub fn schedule(
+        &mut self,
+        placements: &mut HashMap<usize, Vec<(usize, u32)>>,
+        min: &dyn Fn(usize) -> u32,
+        gang: bool,
+    ) -> Vec<usize> {
         let order: Vec<u64> = self.pending.iter().copied().collect();
         // Requests that fitted nowhere in this pass: anything at least as large fits nowhere either.
         let mut no_fit: Vec<Resources> = Vec::new();
+        let mut gang_failed = BTreeSet::new();
         let mut changed = BTreeSet::new();
         for seq in order {
+            if !self.pending.contains(&seq) {
+                continue;
+            }
             let Some(job) = self.pods.get(&seq).map(|p| p.job) else {
                 continue;
             };
             let request = self.jobs[job].trainer;
-            if no_fit.iter().any(|r| r.fits_in(&request)) {
+            if gang_failed.contains(&job) || no_fit.iter().any(|r| r.fits_in(&request)) {
                 continue;
             }
-            let mut target = None;
-            if let Some(places) = placements.get_mut(&job) {
-                for (node, count) in places.iter_mut() {
-                    if *count > 0 && self.fits(*node, &request) {
-                        *count -= 1;
-                        target = Some(*node);
-                        break;
+            let need = min(job).saturating_sub(self.bound(job));
+            if gang && need > 1 {
+                let members: Vec<u64> = self.jobs[job]
+                    .pending
+                    .iter()
+                    .copied()
+                    .take(need as usize)
+                    .collect();
+                let mut done = Vec::new();
+                for m in members {
+                    match self.pick(job, placements) {
+                        Some(node) => {
+                            self.bind(m, node);
+                            done.push(m);
+                        }
+                        None => break,
                     }
                 }
+                if done.len() < need as usize {
+                    for m in done {
+                        self.unbind(m);
+                    }
+                    gang_failed.insert(job);
+                } else {
+                    changed.insert(job);
+                }
+                continue;
             }
-            if target.is_none() {
-                target = (0..self.nodes.len()).find(|&n| self.fits(n, &request));
-            }
-            match target {
+            match self.pick(job, placements) {
                 Some(node) => {
                     self.bind(seq, node);
                     changed.insert(job);
@@ -337,12 +397,12 @@ mod tests {
             w.state.job(&w.jobs[j].key).map(|s| s.trainers.pending),
             Some(6)
         );
-        assert_eq!(w.schedule(&mut HashMap::new()), vec![j]);
+        assert_eq!(w.schedule(&mut HashMap::new(), &|_| 1, true), vec![j]);
         assert_eq!(w.bound(j), 6);
         let a = w.node_index("a").unwrap();
         assert_eq!(w.jobs[j].bound.values().filter(|n| **n == a).count(), 4);
         w.create_pods(j, 4, 1);
-        w.schedule(&mut HashMap::new());
+        w.schedule(&mut HashMap::new(), &|_| 1, true);
         assert_eq!((w.bound(j), w.live(j)), (8, 10));
         // Down to 7: the two pending go, then the newest bound one.
         assert!(w.scale_to(j, 7, 2));
@@ -362,7 +422,7 @@ mod tests {
         w.create_pods(j, 2, 0);
         let b = w.node_index("b").unwrap();
         let mut places = HashMap::from([(j, vec![(b, 2)])]);
-        w.schedule(&mut places);
+        w.schedule(&mut places, &|_| 1, true);
         assert!(w.jobs[j].bound.values().all(|n| *n == b));
         assert_eq!(w.fail_node(b, 5), vec![j]);
         assert_eq!((w.bound(j), w.live(j)), (0, 2));
@@ -370,7 +430,34 @@ mod tests {
             w.state.node(w.nodes[b].id).map(|s| s.schedulable()),
             Some(false)
         );
-        w.schedule(&mut HashMap::new());
+        w.schedule(&mut HashMap::new(), &|_| 1, true);
         assert!(w.jobs[j].bound.values().all(|n| *n != b));
+    }
+}
+
+#[cfg(test)]
+mod gang_tests {
+    use super::*;
+
+    #[test]
+    fn a_gang_below_min_binds_all_or_nothing() {
+        let r = Resources::new(8000, 64 << 30, 4);
+        let mut w = World::new(vec![("a".into(), "p".into(), r)]);
+        let t = Resources::new(1000, 1 << 30, 1);
+        let small = w.add_job(JobKey::new(NAMESPACE, "small"), t);
+        let big = w.add_job(JobKey::new(NAMESPACE, "big"), t);
+        let late = w.add_job(JobKey::new(NAMESPACE, "late"), t);
+        w.create_pods(small, 1, 0);
+        w.create_pods(big, 4, 0);
+        w.create_pods(late, 1, 0);
+        let mins = |j: usize| if j == 1 { 4 } else { 1 };
+        assert_eq!(
+            w.schedule(&mut HashMap::new(), &mins, true),
+            vec![small, late]
+        );
+        assert_eq!((w.bound(small), w.bound(big), w.bound(late)), (1, 0, 1));
+        // Without gangs the big job grabs what is left.
+        assert_eq!(w.schedule(&mut HashMap::new(), &mins, false), vec![big]);
+        assert_eq!(w.bound(big), 2);
     }
 }
