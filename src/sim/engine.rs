@@ -61,6 +61,9 @@ impl Event {
     }
 }
 
+/// An event in the queue: (time, kind rank, sequence, event).
+type Queued = (OrderedFloat<f64>, u8, u64, Event);
+
 /// Progress of one job.
 #[derive(Debug, Clone)]
 struct JobRun {
@@ -91,7 +94,7 @@ pub struct Engine<'a> {
     key_index: HashMap<JobKey, usize>,
     /// Arrived, unfinished jobs.
     active: std::collections::BTreeSet<usize>,
-    heap: BinaryHeap<Reverse<(OrderedFloat<f64>, u8, u64, Event)>>,
+    heap: BinaryHeap<Reverse<Queued>>,
     seq: u64,
     rng: ChaCha8Rng,
     /// Fault events not yet processed.

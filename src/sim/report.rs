@@ -170,7 +170,7 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     for (name, f) in &rows {
         grid.push(
             std::iter::once(name.to_string())
-                .chain(p.iter().map(|s| f(s)))
+                .chain(p.iter().map(f))
                 .collect(),
         );
     }
