@@ -58,11 +58,10 @@ pub fn simulate(
         &jobs,
         &speedup,
         &scenario.policies,
-        &mut |policy: Policy, done, _total| {
+        &mut |policy: Policy, _done, _total| {
             if let Some(bar) = &bar {
                 bar.set_message(policy.as_str());
                 bar.inc(1);
-                let _ = done;
             }
         },
     );

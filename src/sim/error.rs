@@ -6,10 +6,11 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        /// Not a `source`: the message already carries it.
+        error: std::io::Error,
     },
     /// The scenario is not valid YAML.
     #[error("{path}: not valid YAML: {message}")]
@@ -50,10 +51,10 @@ impl SimError {
         }
     }
 
-    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: &std::path::Path, error: std::io::Error) -> Self {
         SimError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 }
