@@ -6,3 +6,4 @@ pub mod commands;
 pub mod operator;
 pub mod planner;
 pub mod testkit;
+pub mod sim;

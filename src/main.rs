@@ -55,6 +55,19 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
+    /// Replay a job trace in simulated time under each policy; write a summary, a time series
+    /// and plots, and print the policies side by side.
+    Simulate {
+        /// Scenario file (YAML).
+        #[arg(default_value = commands::simulate::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// Output directory [default: simulations/out/<scenario name>].
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Policies to run, instead of the scenario's list.
+        #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+        policies: Vec<Policy>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -146,6 +159,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: skipped {w}");
             }
             print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate {
+            scenario,
+            output,
+            policies,
+        } => {
+            let outcome =
+                commands::simulate::simulate(&scenario, output.as_deref(), &policies, true)?;
+            print!("{}", outcome.table);
+            eprintln!(
+                "simulated in {:.1} s; results in {}",
+                outcome.elapsed_s,
+                outcome.output_dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
