@@ -5,5 +5,5 @@ pub mod cluster;
 pub mod commands;
 pub mod operator;
 pub mod planner;
-pub mod testkit;
 pub mod sim;
+pub mod testkit;
