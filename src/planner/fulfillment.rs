@@ -8,9 +8,16 @@ use priority_queue::PriorityQueue;
 
 use super::candidates::{Candidate, candidates};
 use super::nodes::NodeIndex;
+use super::rebalance::rebalance;
+use super::relief::{admit_starving, retry_starving};
+use super::relocate::{Repair, place_one};
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
+
+/// Water-filling and fair-share rounds before the pass settles for what it has; every round
+/// raises the sorted fulfillment vector, so this only bounds pathological inputs.
+const MAX_ROUNDS: usize = 64;
 
 /// Runs the `fulfillment` pass.
 pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
@@ -27,8 +34,22 @@ pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(&mut jobs, &mut index);
     place_cooling_pending(&mut jobs, &mut index, &cooling);
-    let starving = admit_starving(&mut jobs, &mut index, &cooling);
-    let no_fit = water_fill(&mut jobs, &mut index, &cooling, &starving);
+    let mut starving = admit_starving(&mut jobs, &mut index, &cooling);
+    let mut no_fit;
+    let mut rounds = 0;
+    loop {
+        no_fit = water_fill(&mut jobs, &mut index, &cooling, &starving);
+        rounds += 1;
+        if rounds >= MAX_ROUNDS {
+            break;
+        }
+        // Jobs still below min may now take trainers handed out this pass; then fair moves.
+        if !retry_starving(&mut jobs, &mut index, &cooling, &mut starving)
+            && !rebalance(&mut jobs, &mut index, &cooling, &starving, &no_fit)
+        {
+            break;
+        }
+    }
     let plans = jobs
         .iter()
         .enumerate()
@@ -136,106 +157,6 @@ fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling:
     }
 }
 
-/// Admits jobs below min as whole gangs, in priority then age order, reclaiming trainers from
-/// more fulfilled elastic jobs of no higher priority when that makes the gang fit. Returns which
-/// jobs stay starving.
-fn admit_starving(jobs: &mut [Candidate], index: &mut NodeIndex, cooling: &[bool]) -> Vec<bool> {
-    let mut starving = vec![false; jobs.len()];
-    let mut order: Vec<usize> = (0..jobs.len())
-        .filter(|&i| jobs[i].planned < jobs[i].info.min)
-        .collect();
-    order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
-    for s in order {
-        let need = jobs[s].info.min - jobs[s].planned;
-        if jobs[s].place_gang(index, need) {
-            continue;
-        }
-        if !reclaim_for(jobs, index, cooling, s, need) {
-            starving[s] = true;
-        }
-    }
-    starving
-}
-
-/// Frees trainers of donor jobs, most fulfilled first, until job `s`'s gang of `need` fits; undoes
-/// everything when it never does.
-fn reclaim_for(
-    jobs: &mut [Candidate],
-    index: &mut NodeIndex,
-    cooling: &[bool],
-    s: usize,
-    need: i32,
-) -> bool {
-    let want = jobs[s].trainer();
-    let priority = jobs[s].info.priority;
-    let gang = want.times(i64::from(need));
-    let mut taken: Vec<(usize, NodeId)> = Vec::new();
-    let mut room = index.total_free();
-    loop {
-        let donor = (0..jobs.len())
-            .filter(|&d| {
-                d != s
-                    && !cooling[d]
-                    && jobs[d].elastic()
-                    && jobs[d].info.priority <= priority
-                    && jobs[d].planned > jobs[d].info.min
-                    && !jobs[d].on_node.is_empty()
-            })
-            .max_by(|&a, &b| {
-                let (ja, jb) = (&jobs[a], &jobs[b]);
-                OrderedFloat(ja.fulfillment_at(ja.planned))
-                    .cmp(&OrderedFloat(jb.fulfillment_at(jb.planned)))
-                    .then_with(|| jb.order_key().cmp(&ja.order_key()))
-            });
-        let Some(d) = donor else {
-            for (d, node) in taken.into_iter().rev() {
-                jobs[d].restore_bound(node);
-                index.adjust(node, jobs[d].trainer(), -1);
-            }
-            return false;
-        };
-        let give = jobs[d].trainer();
-        let node = most_useful_node(&jobs[d], index, give, want);
-        jobs[d].remove_bound(node);
-        index.adjust(node, give, 1);
-        taken.push((d, node));
-        room += give;
-        // The gang cannot fit before the cluster's total free room could hold it.
-        if gang.fits_in(&room) && jobs[s].place_gang(index, need) {
-            for (d, _) in taken {
-                jobs[d].reason = Some(Reason::Reclaimed);
-            }
-            return true;
-        }
-    }
-}
-
-/// The donor node whose freed trainer most helps a trainer of shape `want` fit.
-fn most_useful_node(
-    donor: &Candidate,
-    index: &NodeIndex,
-    give: Resources,
-    want: Resources,
-) -> NodeId {
-    donor
-        .on_node
-        .keys()
-        .map(|&id| {
-            let after = index.free(id).unwrap_or(Resources::ZERO) + give;
-            let fits = want.fits_in(&after);
-            (
-                fits,
-                after.gpu,
-                after.cpu_milli,
-                Reverse(index.rank(id)),
-                id,
-            )
-        })
-        .max()
-        .map(|t| t.4)
-        .unwrap_or(0)
-}
-
 /// Hands out one trainer at a time to the least fulfilled job that can place one, until no job
 /// below max can place a trainer anywhere. Returns which jobs stopped for lack of room.
 fn water_fill(
@@ -263,13 +184,7 @@ fn water_fill(
     let mut no_fit = vec![false; jobs.len()];
     let mut queue: PriorityQueue<usize, Key> = PriorityQueue::new();
     for (i, j) in jobs.iter().enumerate() {
-        let shrunk = j.reason.is_some();
-        if !cooling[i]
-            && !starving[i]
-            && !shrunk
-            && j.planned >= j.info.min
-            && j.planned < j.info.max
-        {
+        if !cooling[i] && !starving[i] && j.planned >= j.info.min && j.planned < j.info.max {
             queue.push(i, key(j, i));
         }
     }
@@ -277,18 +192,11 @@ fn water_fill(
     let mut failed: Vec<Resources> = Vec::new();
     while let Some((i, _)) = queue.pop() {
         let want = jobs[i].trainer();
-        let node = if failed.iter().any(|f| f.fits_in(&want)) {
-            None
-        } else {
-            index.best_fit(want)
-        };
-        let Some(node) = node else {
+        if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, Repair::Allowed) {
             failed.push(want);
             no_fit[i] = true;
             continue;
-        };
-        index.adjust(node, want, -1);
-        jobs[i].place(node);
+        }
         if jobs[i].planned < jobs[i].info.max {
             let k = key(&jobs[i], i);
             queue.push(i, k);

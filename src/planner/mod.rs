@@ -6,6 +6,9 @@ mod edl;
 mod fulfillment;
 mod nodes;
 mod plan;
+mod rebalance;
+mod relief;
+mod relocate;
 mod static_policy;
 mod summary;
 

@@ -69,6 +69,14 @@ impl NodeIndex {
         })
     }
 
+    /// Schedulable nodes and their free room, in name order.
+    pub fn schedulable(&self) -> Vec<(NodeId, Resources)> {
+        self.by_rank
+            .iter()
+            .filter_map(|id| self.free(*id).map(|f| (*id, f)))
+            .collect()
+    }
+
     /// Name-order rank of a node (smaller sorts first).
     pub fn rank(&self, id: NodeId) -> u32 {
         self.rank.get(id as usize).copied().unwrap_or(u32::MAX)
@@ -86,6 +94,18 @@ impl NodeIndex {
             };
             self.set.insert(entry(*free, rank));
         }
+    }
+
+    /// [`NodeIndex::best_fit`] on every node but `except`.
+    pub fn best_fit_except(&mut self, need: Resources, except: NodeId) -> Option<NodeId> {
+        let Some(free) = self.free(except) else {
+            return self.best_fit(need);
+        };
+        let held = entry(free, self.rank(except));
+        self.set.remove(&held);
+        let found = self.best_fit(need);
+        self.set.insert(held);
+        found
     }
 
     /// The best node for one trainer of `need`, if any node fits it.

@@ -1,0 +1,129 @@
+//! Fair-share moves: a job that cannot grow takes trainers from a more fulfilled job on a node
+//! where that makes room, as long as the donor stays strictly above the taker's fulfillment.
+//!
+//! Every move raises the taker and leaves the donor above the taker's old level, so the sorted
+//! fulfillment vector rises and no later pass moves the trainer back.
+
+use std::cmp::Reverse;
+
+use ordered_float::OrderedFloat;
+
+use super::Reason;
+use super::candidates::Candidate;
+use super::nodes::NodeIndex;
+use crate::cluster::NodeId;
+
+/// Node checks per round; bounds the search on huge clusters.
+const CHECK_BUDGET: usize = 50_000;
+
+/// One round of moves; returns whether anything moved.
+pub fn rebalance(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    cooling: &[bool],
+    starving: &[bool],
+    no_fit: &[bool],
+) -> bool {
+    let eligible = |i: usize| !cooling[i] && !starving[i];
+    let mut takers: Vec<usize> = (0..jobs.len())
+        .filter(|&i| {
+            eligible(i)
+                && no_fit[i]
+                && jobs[i].planned >= jobs[i].info.min
+                && jobs[i].planned < jobs[i].info.max
+        })
+        .collect();
+    if takers.is_empty() {
+        return false;
+    }
+    let level = |j: &Candidate| OrderedFloat(j.fulfillment_at(j.planned));
+    takers.sort_by(|&a, &b| {
+        (level(&jobs[a]), jobs[a].order_key()).cmp(&(level(&jobs[b]), jobs[b].order_key()))
+    });
+    let mut donors: Vec<usize> = (0..jobs.len())
+        .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].info.min)
+        .collect();
+    donors.sort_by(|&a, &b| {
+        (Reverse(level(&jobs[a])), Reverse(jobs[a].order_key()))
+            .cmp(&(Reverse(level(&jobs[b])), Reverse(jobs[b].order_key())))
+    });
+    let mut budget = CHECK_BUDGET;
+    let mut moved = false;
+    for t in takers {
+        if budget == 0 {
+            break;
+        }
+        moved |= take_one(jobs, index, &donors, t, &mut budget);
+    }
+    moved
+}
+
+/// Gives job `t` one trainer from the first donor that can make room for it.
+fn take_one(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    donors: &[usize],
+    t: usize,
+    budget: &mut usize,
+) -> bool {
+    let floor = jobs[t].fulfillment_at(jobs[t].planned);
+    let want = jobs[t].trainer();
+    let priority = jobs[t].info.priority;
+    for &d in donors {
+        if d == t
+            || jobs[d].info.priority > priority
+            || jobs[d].fulfillment_at(jobs[d].planned - 1) <= floor
+        {
+            continue;
+        }
+        let give = jobs[d].trainer();
+        let mut nodes: Vec<NodeId> = jobs[d]
+            .placed
+            .keys()
+            .chain(jobs[d].on_node.keys())
+            .copied()
+            .collect();
+        nodes.sort_by_key(|n| index.rank(*n));
+        nodes.dedup();
+        for node in nodes {
+            if *budget == 0 {
+                return false;
+            }
+            *budget -= 1;
+            let Some(mut room) = index.free(node) else {
+                continue;
+            };
+            let have = jobs[d].placed.get(&node).copied().unwrap_or(0)
+                + jobs[d].on_node.get(&node).copied().unwrap_or(0);
+            let mut k = 0;
+            while !want.fits_in(&room)
+                && k < have as i32
+                && jobs[d].fulfillment_at(jobs[d].planned - k - 1) > floor
+            {
+                k += 1;
+                room += give;
+            }
+            if !want.fits_in(&room) {
+                continue;
+            }
+            for _ in 0..k {
+                take_from(&mut jobs[d], index, node);
+            }
+            index.adjust(node, want, -1);
+            jobs[t].place(node);
+            return true;
+        }
+    }
+    false
+}
+
+/// Takes one of the donor's trainers off `node`: one placed this pass first, else a bound one.
+fn take_from(donor: &mut Candidate, index: &mut NodeIndex, node: NodeId) {
+    if donor.placed.contains_key(&node) {
+        donor.unplace(node);
+    } else {
+        donor.remove_bound(node);
+        donor.reason = Some(Reason::Reclaimed);
+    }
+    index.adjust(node, donor.trainer(), 1);
+}

@@ -1,0 +1,270 @@
+//! Starvation relief: jobs below min are admitted as whole gangs, reclaiming trainers from more
+//! fulfilled elastic jobs of no higher priority only when that makes the whole gang fit.
+
+use std::cmp::Reverse;
+
+use ordered_float::OrderedFloat;
+
+use super::Reason;
+use super::candidates::Candidate;
+use super::nodes::NodeIndex;
+use super::relocate::{Repair, place_gang, unplace_from};
+use crate::api::Resources;
+use crate::cluster::NodeId;
+
+/// Admits jobs below min as whole gangs, in priority then age order, reclaiming trainers from
+/// more fulfilled elastic jobs of no higher priority when that makes the gang fit. Returns which
+/// jobs stay starving.
+pub fn admit_starving(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    cooling: &[bool],
+) -> Vec<bool> {
+    let mut starving: Vec<bool> = jobs.iter().map(|j| j.planned < j.info.min).collect();
+    retry_starving(jobs, index, cooling, &mut starving);
+    starving
+}
+
+/// Tries again to admit the jobs marked starving, in priority then age order; returns whether
+/// any got its gang. Run after water-filling, it can also take back trainers handed out in the
+/// same pass, which costs nobody a running trainer.
+pub fn retry_starving(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    cooling: &[bool],
+    starving: &mut [bool],
+) -> bool {
+    let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| starving[i]).collect();
+    order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
+    let mut admitted = false;
+    for s in order {
+        let need = jobs[s].info.min - jobs[s].planned;
+        if place_gang(jobs, index, s, need, Repair::Allowed)
+            || reclaim_for(jobs, index, cooling, s, need)
+        {
+            starving[s] = false;
+            admitted = true;
+        }
+    }
+    admitted
+}
+
+/// Frees trainers of donor jobs, most fulfilled first, until job `s`'s gang of `need` fits; undoes
+/// everything when it never does.
+fn reclaim_for(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    cooling: &[bool],
+    s: usize,
+    need: i32,
+) -> bool {
+    let want = jobs[s].trainer();
+    let priority = jobs[s].info.priority;
+    let gang = want.times(i64::from(need));
+    let mut steps: Vec<Step> = Vec::new();
+    let mut room = index.total_free();
+    let may_give = |jobs: &[Candidate], d: usize| {
+        d != s
+            && !cooling[d]
+            && jobs[d].elastic()
+            && jobs[d].info.priority <= priority
+            && jobs[d].planned >= jobs[d].info.min
+    };
+    loop {
+        let donor = (0..jobs.len())
+            .filter(|&d| {
+                may_give(jobs, d)
+                    && jobs[d].planned > jobs[d].info.min
+                    && !jobs[d].on_node.is_empty()
+            })
+            .max_by(|&a, &b| {
+                let (ja, jb) = (&jobs[a], &jobs[b]);
+                OrderedFloat(ja.fulfillment_at(ja.planned))
+                    .cmp(&OrderedFloat(jb.fulfillment_at(jb.planned)))
+                    .then_with(|| jb.order_key().cmp(&ja.order_key()))
+            });
+        let step = match donor {
+            Some(d) => {
+                let give = jobs[d].trainer();
+                room += give;
+                // A trainer handed out earlier in this pass goes first: it is not running yet.
+                let tentative = !jobs[d].placed.is_empty();
+                let node = most_useful_node(&jobs[d], index, give, want, tentative);
+                index.adjust(node, give, 1);
+                if tentative {
+                    jobs[d].unplace(node);
+                    vec![Step::Unplace(d, node)]
+                } else {
+                    jobs[d].remove_bound(node);
+                    vec![Step::Shrink(d, node)]
+                }
+            }
+            None => {
+                let moves = find_move(jobs, index, want, may_give);
+                if moves.is_empty() {
+                    undo(jobs, index, steps);
+                    return false;
+                }
+                moves
+            }
+        };
+        steps.extend(step);
+        // The gang cannot fit before the cluster's total free room could hold it.
+        // No repairs here: they could fill room this attempt frees and then has to give back.
+        if gang.fits_in(&room) && place_gang(jobs, index, s, need, Repair::Never) {
+            give_back_unused(jobs, index, steps);
+            return true;
+        }
+    }
+}
+
+/// One thing done to make room for a gang.
+enum Step {
+    /// A donor's bound trainer removed from a node.
+    Shrink(usize, NodeId),
+    /// A trainer the donor was handed earlier in this pass taken back from a node.
+    Unplace(usize, NodeId),
+    /// A donor's bound trainer moved from the first node to the second.
+    Move(usize, NodeId, NodeId),
+}
+
+/// How many trainers of shape `want` fit in `room` (capped: a zero-request shape fits "many").
+fn fit_count(want: Resources, room: Resources) -> i64 {
+    const MANY: i64 = 1 << 20;
+    let per = |need: i64, have: i64| {
+        if need <= 0 {
+            MANY
+        } else {
+            (have / need).max(0)
+        }
+    };
+    per(want.cpu_milli, room.cpu_milli)
+        .min(per(want.memory, room.memory))
+        .min(per(want.gpu, room.gpu))
+}
+
+/// Moves bound trainers of one donor (no count change) off a node, as few as make room there for
+/// one more trainer of shape `want`, onto other nodes they fit.
+fn find_move(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    want: Resources,
+    may_give: impl Fn(&[Candidate], usize) -> bool,
+) -> Vec<Step> {
+    for d in 0..jobs.len() {
+        if !may_give(jobs, d) {
+            continue;
+        }
+        let give = jobs[d].trainer();
+        let nodes: Vec<(NodeId, u32)> = jobs[d].on_node.iter().map(|(n, c)| (*n, *c)).collect();
+        for (from, count) in nodes {
+            let Some(free) = index.free(from) else {
+                continue;
+            };
+            let now = fit_count(want, free);
+            let Some(k) =
+                (1..=count).find(|k| fit_count(want, free + give.times(i64::from(*k))) > now)
+            else {
+                continue;
+            };
+            let mut moves = Vec::new();
+            for _ in 0..k {
+                let Some(to) = index.best_fit_except(give, from) else {
+                    break;
+                };
+                jobs[d].remove_bound(from);
+                index.adjust(from, give, 1);
+                jobs[d].place(to);
+                index.adjust(to, give, -1);
+                moves.push(Step::Move(d, from, to));
+            }
+            if moves.len() == k as usize {
+                return moves;
+            }
+            undo(jobs, index, moves);
+        }
+    }
+    Vec::new()
+}
+
+/// Reverts the steps, newest first.
+fn undo(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<Step>) {
+    for step in steps.into_iter().rev() {
+        match step {
+            Step::Shrink(d, node) => {
+                jobs[d].restore_bound(node);
+                index.adjust(node, jobs[d].trainer(), -1);
+            }
+            Step::Unplace(d, node) => {
+                jobs[d].place(node);
+                index.adjust(node, jobs[d].trainer(), -1);
+            }
+            Step::Move(d, from, to) => {
+                unplace_from(&mut jobs[d], index, to);
+                jobs[d].restore_bound(from);
+                index.adjust(from, jobs[d].trainer(), -1);
+            }
+        }
+    }
+}
+
+/// The donor node whose freed trainer most helps a trainer of shape `want` fit, among the
+/// donor's trainers placed this pass (`tentative`) or its bound ones.
+fn most_useful_node(
+    donor: &Candidate,
+    index: &NodeIndex,
+    give: Resources,
+    want: Resources,
+    tentative: bool,
+) -> NodeId {
+    let nodes = if tentative {
+        &donor.placed
+    } else {
+        &donor.on_node
+    };
+    nodes
+        .keys()
+        .map(|&id| {
+            let after = index.free(id).unwrap_or(Resources::ZERO) + give;
+            let fits = want.fits_in(&after);
+            (
+                fits,
+                after.gpu,
+                after.cpu_milli,
+                Reverse(index.rank(id)),
+                id,
+            )
+        })
+        .max()
+        .map(|t| t.4)
+        .unwrap_or(0)
+}
+
+/// Puts back the reclaimed trainers the gang did not need, on the nodes they came from; marks
+/// the donors that did give.
+fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<Step>) {
+    for step in steps.into_iter().rev() {
+        let (d, node, moved_to) = match step {
+            Step::Shrink(d, node) => (d, node, None),
+            Step::Unplace(d, node) => {
+                let give = jobs[d].trainer();
+                if index.free(node).is_some_and(|f| give.fits_in(&f)) {
+                    jobs[d].place(node);
+                    index.adjust(node, give, -1);
+                }
+                continue;
+            }
+            Step::Move(d, from, to) => (d, from, Some(to)),
+        };
+        let give = jobs[d].trainer();
+        if index.free(node).is_some_and(|f| give.fits_in(&f)) {
+            if let Some(to) = moved_to {
+                unplace_from(&mut jobs[d], index, to);
+            }
+            jobs[d].restore_bound(node);
+            index.adjust(node, give, -1);
+        } else {
+            jobs[d].reason = Some(Reason::Reclaimed);
+        }
+    }
+}

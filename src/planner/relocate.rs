@@ -1,0 +1,277 @@
+//! Placing one trainer, with a repair when best fit finds no room: trainers another job placed
+//! earlier in the same pass move from one node to others to make room.
+
+use super::candidates::Candidate;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use super::nodes::NodeIndex;
+use crate::api::Resources;
+use crate::cluster::NodeId;
+
+/// Relocations tried for one trainer before giving up; bounds the repair on huge clusters.
+const RELOCATION_BUDGET: usize = 256;
+
+/// Most trainers placed this pass that a full repack will take on.
+const REPACK_LIMIT: usize = 2048;
+
+/// Exact packing is tried only this small: trainers, nodes, and search steps.
+const EXACT_ITEMS: usize = 16;
+const EXACT_NODES: usize = 16;
+const EXACT_STEPS: usize = 100_000;
+
+/// Whether a placement may move trainers placed earlier in the pass to make room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repair {
+    /// Best fit, then relocations, then a full repack of this pass's placements.
+    Allowed,
+    /// Best fit only: callers that will undo their own steps need the rest left where it is.
+    Never,
+}
+
+/// Places one trainer of job `i` by best fit, else (when allowed) by moving tentative placements.
+pub fn place_one(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize, repair: Repair) -> bool {
+    let want = jobs[i].trainer();
+    if let Some(node) = index.best_fit(want) {
+        index.adjust(node, want, -1);
+        jobs[i].place(node);
+        return true;
+    }
+    repair == Repair::Allowed && (relocate_for(jobs, index, i) || repack_for(jobs, index, i))
+}
+
+/// Places `count` trainers of job `i`, all or none (moves made along the way stay; they are valid).
+pub fn place_gang(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    count: i32,
+    repair: Repair,
+) -> bool {
+    for added in 0..count {
+        if !place_one(jobs, index, i, repair) {
+            for _ in 0..added {
+                unplace_any(&mut jobs[i], index);
+            }
+            return false;
+        }
+    }
+    true
+}
+
+/// Takes back one trainer the job placed this pass, from `preferred` when it has one there, else
+/// from any node (a repack may have moved it).
+pub fn unplace_from(job: &mut Candidate, index: &mut NodeIndex, preferred: NodeId) {
+    if job.placed.contains_key(&preferred) {
+        job.unplace(preferred);
+        index.adjust(preferred, job.trainer(), 1);
+    } else {
+        unplace_any(job, index);
+    }
+}
+
+/// Takes back one trainer the job placed this pass, from its last node in id order.
+fn unplace_any(job: &mut Candidate, index: &mut NodeIndex) {
+    if let Some(node) = job.placed.keys().next_back().copied() {
+        job.unplace(node);
+        index.adjust(node, job.trainer(), 1);
+    }
+}
+
+/// Finds a node where trainers placed this pass by another job can leave for other nodes, and
+/// puts job `i`'s trainer in their place.
+fn relocate_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
+    let want = jobs[i].trainer();
+    let mut budget = RELOCATION_BUDGET;
+    for k in 0..jobs.len() {
+        let shape = jobs[k].trainer();
+        if k == i || shape == want {
+            continue;
+        }
+        let nodes: Vec<(NodeId, u32)> = jobs[k].placed.iter().map(|(n, c)| (*n, *c)).collect();
+        for (node, count) in nodes {
+            if budget == 0 {
+                return false;
+            }
+            budget -= 1;
+            let Some(mut room) = index.free(node) else {
+                continue;
+            };
+            let mut moving = 0;
+            while !want.fits_in(&room) && moving < count {
+                moving += 1;
+                room += shape;
+            }
+            if want.fits_in(&room) && try_move(jobs, index, i, k, node, moving) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Moves `moving` of job `k`'s trainers placed this pass off `node` to other nodes and places one
+/// of job `i`'s there; all or nothing.
+fn try_move(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    k: usize,
+    node: NodeId,
+    moving: u32,
+) -> bool {
+    let (want, shape) = (jobs[i].trainer(), jobs[k].trainer());
+    for _ in 0..moving {
+        index.adjust(node, shape, 1);
+        jobs[k].unplace(node);
+    }
+    index.adjust(node, want, -1);
+    let mut landed = Vec::new();
+    for _ in 0..moving {
+        // `want` did not fit `node` before, so nothing moved can land there again.
+        match index.best_fit(shape) {
+            Some(other) => {
+                index.adjust(other, shape, -1);
+                jobs[k].place(other);
+                landed.push(other);
+            }
+            None => {
+                for other in landed {
+                    index.adjust(other, shape, 1);
+                    jobs[k].unplace(other);
+                }
+                index.adjust(node, want, 1);
+                for _ in 0..moving {
+                    index.adjust(node, shape, -1);
+                    jobs[k].place(node);
+                }
+                return false;
+            }
+        }
+    }
+    jobs[i].place(node);
+    true
+}
+
+/// Repacks every trainer placed this pass, plus one of job `i`'s, largest first (trying a few
+/// size orders); keeps the first packing where all fit, else changes nothing.
+fn repack_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
+    let mut items: Vec<(usize, Resources)> = jobs
+        .iter()
+        .enumerate()
+        .flat_map(|(k, j)| {
+            let count: u32 = j.placed.values().sum();
+            std::iter::repeat_n((k, j.trainer()), count as usize)
+        })
+        .collect();
+    if items.is_empty() || items.len() >= REPACK_LIMIT {
+        return false;
+    }
+    items.push((i, jobs[i].trainer()));
+    let before: Vec<BTreeMap<NodeId, u32>> = jobs.iter().map(|j| j.placed.clone()).collect();
+    release_all(jobs, index);
+    let orders: [fn(&Resources) -> (i64, i64, i64); 3] = [
+        |r| (r.gpu, r.cpu_milli, r.memory),
+        |r| (r.memory, r.cpu_milli, r.gpu),
+        |r| (r.cpu_milli, r.memory, r.gpu),
+    ];
+    for order in orders {
+        items.sort_by_key(|(k, r)| (Reverse(order(r)), *k));
+        let mut all = true;
+        for (k, r) in &items {
+            match index.best_fit(*r) {
+                Some(node) => {
+                    index.adjust(node, *r, -1);
+                    jobs[*k].place(node);
+                }
+                None => {
+                    all = false;
+                    break;
+                }
+            }
+        }
+        if all {
+            return true;
+        }
+        release_all(jobs, index);
+    }
+    if let Some(nodes) = exact_pack(index, &items) {
+        for ((k, r), node) in items.iter().zip(nodes) {
+            index.adjust(node, *r, -1);
+            jobs[*k].place(node);
+        }
+        return true;
+    }
+    for (j, placed) in jobs.iter_mut().zip(before) {
+        for (node, count) in placed {
+            for _ in 0..count {
+                index.adjust(node, j.trainer(), -1);
+                j.place(node);
+            }
+        }
+    }
+    false
+}
+
+/// Takes every trainer placed this pass back off its node.
+fn release_all(jobs: &mut [Candidate], index: &mut NodeIndex) {
+    for j in jobs.iter_mut() {
+        let placed: Vec<(NodeId, u32)> = j.placed.iter().map(|(n, c)| (*n, *c)).collect();
+        for (node, count) in placed {
+            for _ in 0..count {
+                index.adjust(node, j.trainer(), 1);
+                j.unplace(node);
+            }
+        }
+    }
+}
+
+/// An exact packing of `items` onto the schedulable nodes by depth-first search, for small
+/// instances only (see the `EXACT_*` bounds); `None` when there is none or the search is too big.
+fn exact_pack(index: &NodeIndex, items: &[(usize, Resources)]) -> Option<Vec<NodeId>> {
+    let nodes = index.schedulable();
+    if items.len() > EXACT_ITEMS || nodes.len() > EXACT_NODES {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| Reverse((items[i].1.gpu, items[i].1.memory, items[i].1.cpu_milli, i)));
+    let mut free: Vec<Resources> = nodes.iter().map(|(_, f)| *f).collect();
+    let mut chosen = vec![0usize; items.len()];
+    let mut steps = 0;
+    if !search(&order, items, &mut free, &mut chosen, 0, &mut steps) {
+        return None;
+    }
+    Some(chosen.iter().map(|&n| nodes[n].0).collect())
+}
+
+fn search(
+    order: &[usize],
+    items: &[(usize, Resources)],
+    free: &mut [Resources],
+    chosen: &mut [usize],
+    depth: usize,
+    steps: &mut usize,
+) -> bool {
+    let Some(&item) = order.get(depth) else {
+        return true;
+    };
+    let need = items[item].1;
+    for n in 0..free.len() {
+        *steps += 1;
+        if *steps > EXACT_STEPS {
+            return false;
+        }
+        // Nodes with the same free room are interchangeable: try the first only.
+        if !need.fits_in(&free[n]) || free[..n].contains(&free[n]) {
+            continue;
+        }
+        free[n] -= need;
+        chosen[item] = n;
+        let done = search(order, items, free, chosen, depth + 1, steps);
+        free[n] += need;
+        if done {
+            return true;
+        }
+    }
+    false
+}
