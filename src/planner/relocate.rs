@@ -15,6 +15,9 @@ const RELOCATION_BUDGET: usize = 256;
 /// Most trainers placed this pass that a full repack will take on.
 const REPACK_LIMIT: usize = 2048;
 
+/// A sort key of trainer sizes, largest first after `Reverse`.
+type SizeOrder = fn(&Resources) -> (i64, i64, i64);
+
 /// Exact packing is tried only this small: trainers, nodes, and search steps.
 const EXACT_ITEMS: usize = 16;
 const EXACT_NODES: usize = 16;
@@ -170,7 +173,7 @@ fn repack_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
     items.push((i, jobs[i].trainer()));
     let before: Vec<BTreeMap<NodeId, u32>> = jobs.iter().map(|j| j.placed.clone()).collect();
     release_all(jobs, index);
-    let orders: [fn(&Resources) -> (i64, i64, i64); 3] = [
+    let orders: [SizeOrder; 3] = [
         |r| (r.gpu, r.cpu_milli, r.memory),
         |r| (r.memory, r.cpu_milli, r.gpu),
         |r| (r.cpu_milli, r.memory, r.gpu),
