@@ -3,4 +3,5 @@
 pub mod api;
 pub mod cluster;
 pub mod commands;
+pub mod daemon;
 pub mod planner;
