@@ -51,7 +51,10 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Crd => {
-            print!("{}", commands::crd::crd_yaml().context("serializing the CRD")?);
+            print!(
+                "{}",
+                commands::crd::crd_yaml().context("serializing the CRD")?
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => commands::run::run(args),

@@ -8,7 +8,16 @@ use super::{FieldError, GPU_RESOURCE_NAMES, Quantity, TrainingJob, read_quantity
 
 /// A namespaced object's identity, ordered by namespace then name.
 #[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 pub struct JobKey {
     pub namespace: String,

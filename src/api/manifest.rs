@@ -19,7 +19,9 @@ impl Document {
         let kind = self.value.get("kind").and_then(Value::as_str);
         let meta = self.value.get("metadata");
         let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
-        let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str);
+        let namespace = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str);
         match (kind, name) {
             (Some(kind), Some(name)) => match namespace {
                 Some(ns) => format!("{kind} {ns}/{name}"),
@@ -38,7 +40,11 @@ impl Document {
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, FieldError> {
         serde_path_to_error::deserialize(&self.value).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." { "(root)".to_string() } else { path };
+            let field = if path == "." {
+                "(root)".to_string()
+            } else {
+                path
+            };
             FieldError::new(self.object_ref(), field, e.into_inner().to_string())
         })
     }
@@ -138,7 +144,10 @@ mod tests {
     #[test]
     fn broken_text_names_the_file() {
         let err = parse_documents("{ not json", "bad.json").unwrap_err();
-        assert!(err.to_string().starts_with("bad.json: not valid YAML or JSON"));
+        assert!(
+            err.to_string()
+                .starts_with("bad.json: not valid YAML or JSON")
+        );
         let err = parse_documents("a: [1, 2", "bad.yaml").unwrap_err();
         assert!(err.to_string().starts_with("bad.yaml:"));
     }

@@ -11,7 +11,9 @@ use std::fmt;
 pub enum QuantityError {
     #[error("empty quantity")]
     Empty,
-    #[error("quantity {0:?} is not a number with an optional suffix (m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3)")]
+    #[error(
+        "quantity {0:?} is not a number with an optional suffix (m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, or an exponent like e3)"
+    )]
     Syntax(String),
     #[error("quantity {0:?} has an unknown suffix")]
     UnknownSuffix(String),
@@ -231,15 +233,39 @@ mod tests {
 
     #[test]
     fn garbage_is_rejected() {
-        assert!(matches!(Quantity::parse("12Qi"), Err(QuantityError::UnknownSuffix(_))));
-        assert!(matches!(Quantity::parse("-1"), Err(QuantityError::Negative(_))));
-        assert!(matches!(Quantity::parse("1.2.3"), Err(QuantityError::Syntax(_))));
+        assert!(matches!(
+            Quantity::parse("12Qi"),
+            Err(QuantityError::UnknownSuffix(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("-1"),
+            Err(QuantityError::Negative(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1.2.3"),
+            Err(QuantityError::Syntax(_))
+        ));
         assert!(matches!(Quantity::parse(""), Err(QuantityError::Empty)));
-        assert!(matches!(Quantity::parse("Gi"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1 Gi"), Err(QuantityError::Syntax(_))));
-        assert!(matches!(Quantity::parse("1e"), Err(QuantityError::UnknownSuffix(_))));
-        assert!(matches!(Quantity::parse("1e999"), Err(QuantityError::Overflow(_))));
-        assert!(matches!(Quantity::parse("9999999999E"), Err(QuantityError::Overflow(_))));
+        assert!(matches!(
+            Quantity::parse("Gi"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1 Gi"),
+            Err(QuantityError::Syntax(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e"),
+            Err(QuantityError::UnknownSuffix(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("1e999"),
+            Err(QuantityError::Overflow(_))
+        ));
+        assert!(matches!(
+            Quantity::parse("9999999999E"),
+            Err(QuantityError::Overflow(_))
+        ));
     }
 
     #[test]

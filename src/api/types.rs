@@ -51,9 +51,21 @@ fn preserved_object_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
         type_ = "integer",
         json_path = ".spec.trainer.replicaSpec.spec.parallelism"
     ),
-    printcolumn(name = "Min", type_ = "integer", json_path = ".spec.trainer.min-instance"),
-    printcolumn(name = "Max", type_ = "integer", json_path = ".spec.trainer.max-instance"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Min",
+        type_ = "integer",
+        json_path = ".spec.trainer.min-instance"
+    ),
+    printcolumn(
+        name = "Max",
+        type_ = "integer",
+        json_path = ".spec.trainer.max-instance"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 pub struct TrainingJobSpec {
     #[serde(default, skip_serializing_if = "is_default")]
@@ -145,7 +157,11 @@ pub struct MasterSpec {
     pub etcd_endpoint: String,
     #[serde(default, skip_serializing_if = "is_default")]
     pub resources: ResourceRequirements,
-    #[serde(rename = "replicaSpec", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "replicaSpec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(schema_with = "preserved_object")]
     pub replica_spec: Option<ReplicaSet>,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -177,10 +193,18 @@ pub struct PserverSpec {
     pub max_instance: i32,
     #[serde(default, skip_serializing_if = "is_default")]
     pub resources: ResourceRequirements,
-    #[serde(rename = "replicaSpec", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "replicaSpec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(schema_with = "preserved_object")]
     pub replica_spec: Option<ReplicaSet>,
-    #[serde(rename = "imagePullSecrets", default, skip_serializing_if = "is_default")]
+    #[serde(
+        rename = "imagePullSecrets",
+        default,
+        skip_serializing_if = "is_default"
+    )]
     pub image_pull_secrets: Vec<LocalObjectReference>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub envs: BTreeMap<String, String>,
@@ -218,10 +242,18 @@ pub struct TrainerSpec {
     pub max_instance: i32,
     #[serde(default, skip_serializing_if = "is_default")]
     pub resources: ResourceRequirements,
-    #[serde(rename = "replicaSpec", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "replicaSpec",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(schema_with = "preserved_object")]
     pub replica_spec: Option<Job>,
-    #[serde(rename = "imagePullSecrets", default, skip_serializing_if = "is_default")]
+    #[serde(
+        rename = "imagePullSecrets",
+        default,
+        skip_serializing_if = "is_default"
+    )]
     pub image_pull_secrets: Vec<LocalObjectReference>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub envs: BTreeMap<String, String>,
@@ -294,7 +326,11 @@ pub enum ScaleResults {
 /// One rescale of the trainer Job.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct TrainerJobScaleRecord {
-    #[serde(rename = "scaleTimestamp", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "scaleTimestamp",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scale_timestamp: Option<Time>,
     /// The change in trainer count.
     #[serde(default)]

@@ -93,7 +93,10 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
         if !FRAMEWORKS.contains(&fw.name.as_str()) {
             problem(
                 "spec.frame_work.name",
-                format!("unknown framework {:?} (known: paddle, tensorflow)", fw.name),
+                format!(
+                    "unknown framework {:?} (known: paddle, tensorflow)",
+                    fw.name
+                ),
             );
         }
         if !JOB_TYPES.contains(&fw.job_type.as_str()) {

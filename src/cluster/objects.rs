@@ -22,7 +22,11 @@ pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("Node {name}");
     if name.is_empty() {
-        return Err(FieldError::new(object, "metadata.name", "a Node needs a name"));
+        return Err(FieldError::new(
+            object,
+            "metadata.name",
+            "a Node needs a name",
+        ));
     }
     let status = node.status.as_ref();
     let allocatable = resources_of(
@@ -106,7 +110,11 @@ pub fn pod_key(meta: &ObjectMeta) -> (String, String) {
 pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     let object = meta_ref("Pod", &pod.metadata);
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
-        return Err(FieldError::new(object, "metadata.name", "a Pod needs a name"));
+        return Err(FieldError::new(
+            object,
+            "metadata.name",
+            "a Pod needs a name",
+        ));
     }
     let mut requests = Resources::ZERO;
     let mut init_max = Resources::ZERO;

@@ -165,9 +165,9 @@ impl ClusterState {
         if let Some(slot) = self.slots[id as usize].take() {
             self.node_ids.remove(&slot.name);
             let slots = &self.slots;
-            let pos = self
-                .node_order
-                .partition_point(|other| *other != id && slot_name(slots, *other) < slot.name.as_str());
+            let pos = self.node_order.partition_point(|other| {
+                *other != id && slot_name(slots, *other) < slot.name.as_str()
+            });
             if self.node_order.get(pos) == Some(&id) {
                 self.node_order.remove(pos);
             } else {

@@ -24,7 +24,12 @@ pub enum LogFormat {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Planning policy.
-    #[arg(long, env = "TRAINSCALE_POLICY", value_enum, default_value = "fulfillment")]
+    #[arg(
+        long,
+        env = "TRAINSCALE_POLICY",
+        value_enum,
+        default_value = "fulfillment"
+    )]
     pub policy: Policy,
     /// `edl` policy: the load above which jobs are scaled down.
     #[arg(long, env = "TRAINSCALE_MAX_LOAD_DESIRED", default_value_t = 0.97)]
@@ -51,7 +56,11 @@ pub struct RunArgs {
     #[arg(long, env = "TRAINSCALE_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
     /// Name of the leader Lease.
-    #[arg(long, env = "TRAINSCALE_LEASE_NAME", default_value = "trainscale-leader")]
+    #[arg(
+        long,
+        env = "TRAINSCALE_LEASE_NAME",
+        default_value = "trainscale-leader"
+    )]
     pub lease_name: String,
     /// Namespace of the leader Lease; default: the pod's namespace, else the kubeconfig's.
     #[arg(long, env = "POD_NAMESPACE")]
@@ -60,7 +69,12 @@ pub struct RunArgs {
     #[arg(long, env = "TRAINSCALE_DRY_RUN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub dry_run: bool,
     /// Log format; the level comes from RUST_LOG (default info).
-    #[arg(long, env = "TRAINSCALE_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "TRAINSCALE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     pub log_format: LogFormat,
 }
 

@@ -2,6 +2,8 @@
 //! scale records and phase, and Events. Every write is bounded and one job's failure is returned
 //! as its outcome, never propagated to the others.
 
+use std::time::Duration;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -10,6 +12,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use super::metrics;
 use super::store::{InvalidJob, TrainerJobRef};
@@ -100,6 +103,30 @@ impl Actuator {
     pub fn with_clock(mut self, clock: fn() -> Timestamp) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Applies every rescale of a pass in order, each bounded by `timeout`. A failure is that
+    /// job's outcome only; a requested shutdown (`stop`) leaves the remaining jobs alone.
+    pub async fn apply_all(
+        &self,
+        rescales: &[Rescale],
+        timeout: Duration,
+        stop: &watch::Receiver<bool>,
+    ) -> Vec<(JobKey, Outcome)> {
+        let mut outcomes = Vec::with_capacity(rescales.len());
+        for r in rescales {
+            if *stop.borrow() {
+                tracing::info!("shutdown requested; leaving the rest of the plan");
+                break;
+            }
+            let outcome = tokio::time::timeout(timeout, self.rescale(r))
+                .await
+                .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
+            metrics::rescale(outcome.result_str());
+            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = reason_str(r.reason), result = outcome.result_str(), error = %outcome.reason, "rescale");
+            outcomes.push((r.key.clone(), outcome));
+        }
+        outcomes
     }
 
     /// Rescales one job: victims, parallelism, scale record, Event.
@@ -329,10 +356,9 @@ fn read_back(job: &Job, target: i32) -> Outcome {
 /// responses) leaves the outcome Unknown.
 fn outcome_of(error: &kube::Error, doing: &str) -> Outcome {
     match error {
-        kube::Error::Api(s) => Outcome::failed(format!(
-            "{doing}: {} {}: {}",
-            s.code, s.reason, s.message
-        )),
+        kube::Error::Api(s) => {
+            Outcome::failed(format!("{doing}: {} {}: {}", s.code, s.reason, s.message))
+        }
         other => Outcome::unknown(format!("{doing}: {other}")),
     }
 }

@@ -31,7 +31,11 @@ impl<'de> Deserialize<'de> for GuardedTrainingJob {
             Ok(job) => Ok(GuardedTrainingJob(Ok(job))),
             Err(e) => {
                 let path = e.path().to_string();
-                let field = if path == "." { "(root)".to_string() } else { path };
+                let field = if path == "." {
+                    "(root)".to_string()
+                } else {
+                    path
+                };
                 let metadata = value
                     .get("metadata")
                     .and_then(|m| ObjectMeta::deserialize(m).ok())

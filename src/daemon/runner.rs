@@ -12,7 +12,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::{Notify, watch};
 use tokio::time::MissedTickBehavior;
 
-use super::actuator::{Actuator, Outcome};
+use super::DaemonError;
+use super::actuator::Actuator;
 use super::config::DaemonConfig;
 use super::http::{self, Health};
 use super::leader::Leadership;
@@ -20,7 +21,6 @@ use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::store::{Kind, Store, WatchEvent};
 use super::watch::watch_all;
-use super::DaemonError;
 use crate::planner::PlannerConfig;
 
 /// Runs the daemon until `shutdown` resolves.
@@ -183,7 +183,9 @@ fn restart_kind(event: &WatchEvent) -> Option<Kind> {
 
 fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
     // A panic while holding the lock leaves a state that is still consistent per event.
-    store.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    store
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 struct Daemon {
@@ -236,20 +238,14 @@ impl Daemon {
             }
             lock(&self.store).mark_reported(&job.key, &job.resource_version);
         }
-        for r in &work.rescales {
-            if self.config.dry_run {
+        if self.config.dry_run {
+            for r in &work.rescales {
                 tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, victims = ?r.victims, "dry run: would rescale");
-                continue;
             }
-            if *self.stop.borrow() {
-                tracing::info!("shutdown requested; leaving the rest of the plan");
-                break;
-            }
-            let outcome = tokio::time::timeout(self.config.apply_timeout, self.actuator.rescale(r))
-                .await
-                .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
-            metrics::rescale(outcome.result_str());
-            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, result = outcome.result_str(), error = %outcome.reason, "rescale");
+        } else {
+            self.actuator
+                .apply_all(&work.rescales, self.config.apply_timeout, &self.stop)
+                .await;
         }
         if !self.config.dry_run {
             for key in &work.settled {

@@ -306,11 +306,8 @@ impl Store {
         let obj_key = (job.namespace().unwrap_or_default(), job.name_any());
         self.remove_batch_job(&obj_key);
         if let Some((key, parallelism)) = read_trainer_job(job) {
-            let indexed = job
-                .spec
-                .as_ref()
-                .and_then(|s| s.completion_mode.as_deref())
-                == Some("Indexed");
+            let indexed =
+                job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed");
             let reference = TrainerJobRef {
                 namespace: obj_key.0.clone(),
                 name: obj_key.1.clone(),

@@ -42,7 +42,10 @@ pub fn watch_all(
         .boxed();
     let training_jobs = watcher(scoped::<GuardedTrainingJob>(&client, namespace), config())
         .default_backoff()
-        .map(move |r| r.map(WatchEvent::TrainingJob).map_err(err_of(Kind::TrainingJob)))
+        .map(move |r| {
+            r.map(WatchEvent::TrainingJob)
+                .map_err(err_of(Kind::TrainingJob))
+        })
         .boxed();
     select_all([nodes, pods, jobs, training_jobs]).boxed()
 }
