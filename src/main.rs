@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use trainscale::commands::{self, OutputFormat};
+use trainscale::planner::{PlannerConfig, Policy};
 
 /// Elastic scheduler and autoscaler for PaddlePaddle TrainingJobs on Kubernetes.
 #[derive(Parser)]
@@ -32,6 +33,25 @@ enum Command {
         /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
         #[arg(long)]
         snapshot: PathBuf,
+        #[arg(long, value_enum, default_value = "table")]
+        output: OutputFormat,
+    },
+    /// Run one planning pass on a cluster dump and print the plan (changes nothing).
+    Plan {
+        /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
+        #[arg(long)]
+        snapshot: PathBuf,
+        #[arg(long, value_enum, default_value = "fulfillment")]
+        policy: Policy,
+        /// `edl` only: load above which jobs are scaled down.
+        #[arg(long, default_value_t = 0.97)]
+        max_load_desired: f64,
+        /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`.
+        #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+        cooldown: std::time::Duration,
+        /// The time the pass runs at (RFC 3339; default: now), for cooldowns.
+        #[arg(long)]
+        now: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
@@ -69,6 +89,41 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::State { snapshot, output } => {
             let (text, warnings) = commands::state::state_report(&snapshot, output)?;
+            for w in warnings {
+                eprintln!("warning: skipped {w}");
+            }
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan {
+            snapshot,
+            policy,
+            max_load_desired,
+            cooldown,
+            now,
+            output,
+        } => {
+            anyhow::ensure!(
+                max_load_desired > 0.0 && max_load_desired <= 1.0,
+                "--max-load-desired must be in (0, 1], got {max_load_desired}"
+            );
+            let now = match now {
+                Some(text) => humantime::parse_rfc3339(&text)
+                    .with_context(|| format!("--now {text:?} is not an RFC 3339 time"))?,
+                None => std::time::SystemTime::now(),
+            };
+            let now = now
+                .duration_since(std::time::UNIX_EPOCH)
+                .context("--now is before 1970")?
+                .as_secs() as i64;
+            let config = PlannerConfig {
+                policy,
+                max_load_desired,
+                now,
+                cooldown_s: cooldown.as_secs() as i64,
+                ..PlannerConfig::default()
+            };
+            let (text, warnings) = commands::plan::plan_snapshot(&snapshot, &config, output)?;
             for w in warnings {
                 eprintln!("warning: skipped {w}");
             }

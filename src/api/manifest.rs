@@ -71,9 +71,13 @@ pub fn parse_documents(text: &str, origin: &str) -> Result<Vec<Document>, Manife
             other => vec![other],
         }
     } else {
-        serde_saphyr::from_multiple::<Value>(text).map_err(|e| ManifestError {
-            origin: origin.to_string(),
-            message: e.to_string(),
+        // YAML 1.2 booleans only: `n` or `no` as a name or namespace stays a string.
+        let options = serde_saphyr::options! { strict_booleans: true };
+        serde_saphyr::from_multiple_with_options::<Value>(text, options).map_err(|e| {
+            ManifestError {
+                origin: origin.to_string(),
+                message: e.to_string(),
+            }
         })?
     };
     let many = values.iter().filter(|v| !v.is_null()).count() > 1;
@@ -131,6 +135,18 @@ mod tests {
         assert_eq!(docs[0].object_ref(), "Node a");
         assert_eq!(docs[1].object_ref(), "Pod ns/p");
         assert_eq!(docs[2].origin, "f.yaml document 2 items[1]");
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_stay_strings() {
+        let docs = parse_documents(
+            "kind: Pod\nmetadata: {name: y, namespace: n}\nx: no\nt: true\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(docs[0].object_ref(), "Pod n/y");
+        assert_eq!(docs[0].value["x"], "no");
+        assert_eq!(docs[0].value["t"], true);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The TrainingJob API: CRD types, quantities, helper methods, validation and manifest loading.
 
+mod embedded;
 mod error;
 mod job;
 pub mod manifest;
@@ -8,6 +9,7 @@ mod resources;
 mod types;
 pub mod validate;
 
+pub use embedded::Embedded;
 pub use error::FieldError;
 pub use job::{JobKey, fulfillment_of};
 pub use quantity::{Quantity, QuantityError};

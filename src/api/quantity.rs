@@ -37,7 +37,12 @@ impl Quantity {
 
     /// Parses a quantity string; negative values are rejected (no resource amount is negative).
     pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
-        parse_nanos(text).map(|nanos| Quantity { nanos })
+        let nanos = parse_nanos(text)?;
+        // Kubernetes caps quantities at 2^63-1 in magnitude.
+        if nanos / NANO > i128::from(i64::MAX) {
+            return Err(QuantityError::Overflow(text.to_string()));
+        }
+        Ok(Quantity { nanos })
     }
 
     /// A quantity of whole units.
@@ -214,6 +219,7 @@ mod tests {
         assert_eq!(q("1.5Ki").value_ceil(), 1536);
         assert_eq!(q("768Gi").value_ceil(), 768 << 30);
         assert_eq!(q("2E").value_ceil(), 2_000_000_000_000_000_000);
+        assert_eq!(q("7Ei").value_ceil(), 7 << 60);
         assert_eq!(q("0.1m").milli_ceil(), 1);
         assert_eq!(q("+3").value_ceil(), 3);
         assert_eq!(q("-0").value_ceil(), 0);

@@ -15,6 +15,8 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::Embedded;
+
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
@@ -45,27 +47,11 @@ fn preserved_object_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
     shortname = "tj",
     namespaced,
     status = "TrainingJobStatus",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
-    printcolumn(
-        name = "Trainers",
-        type_ = "integer",
-        json_path = ".spec.trainer.replicaSpec.spec.parallelism"
-    ),
-    printcolumn(
-        name = "Min",
-        type_ = "integer",
-        json_path = ".spec.trainer.min-instance"
-    ),
-    printcolumn(
-        name = "Max",
-        type_ = "integer",
-        json_path = ".spec.trainer.max-instance"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Trainers","type":"integer","jsonPath":".spec.trainer.replicaSpec.spec.parallelism"}"#,
+    printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.trainer.min-instance"}"#,
+    printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.trainer.max-instance"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct TrainingJobSpec {
     #[serde(default, skip_serializing_if = "is_default")]
@@ -163,7 +149,7 @@ pub struct MasterSpec {
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(schema_with = "preserved_object")]
-    pub replica_spec: Option<ReplicaSet>,
+    pub replica_spec: Option<Embedded<ReplicaSet>>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub envs: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -199,7 +185,7 @@ pub struct PserverSpec {
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(schema_with = "preserved_object")]
-    pub replica_spec: Option<ReplicaSet>,
+    pub replica_spec: Option<Embedded<ReplicaSet>>,
     #[serde(
         rename = "imagePullSecrets",
         default,
@@ -248,7 +234,7 @@ pub struct TrainerSpec {
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(schema_with = "preserved_object")]
-    pub replica_spec: Option<Job>,
+    pub replica_spec: Option<Embedded<Job>>,
     #[serde(
         rename = "imagePullSecrets",
         default,

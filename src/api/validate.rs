@@ -130,7 +130,6 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
             problem(field, format!("must not be negative, got {value}"));
         }
     }
-    drop(problem);
 
     if let Err(e) = job.priority() {
         problems.push(e);

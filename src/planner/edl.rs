@@ -1,8 +1,400 @@
-//! Placeholder until the policy lands.
+//! The `edl` policy: the original Go autoscaler's dry run (edl-autoscaler.md §2), quirks of §5.1
+//! included.
+//!
+//! Documented deviations from the original:
+//! 1. The node search takes the first fitting node in node-name order, not in Go map order.
+//! 2. Jobs tied on every sort key keep namespace/name order (a stable sort over key-ordered input);
+//!    the original sorted `sync.Map` order, so ties were unordered.
+//! 3. The outer loop stops after [`PlannerConfig::edl_iteration_cap`] iterations with a warning,
+//!    so the livelocks of §5.1.1 terminate.
+//!
+//! Adaptations to what [`ClusterState`] holds are documented on [`ClusterResource::from_state`]
+//! and [`is_pending`].
 
-use super::{JobPlan, PlannerConfig};
-use crate::cluster::ClusterState;
+use std::cmp::Ordering;
 
-pub fn plan(_state: &ClusterState, _config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
-    (Vec::new(), vec!["policy not implemented yet".to_string()])
+use super::{JobPlan, PlannerConfig, Reason, Removal};
+use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
+use crate::cluster::{ClusterState, JobInfo, JobSlot};
+
+#[cfg(test)]
+mod tests;
+
+/// Bytes per "Mega", the original's memory unit.
+const MEGA: i64 = 1_000_000;
+
+/// `ceil(bytes / 10^6)`, like Go's `ScaledValue(resource.Mega)`.
+fn mega_ceil(bytes: i64) -> i64 {
+    let whole = bytes.div_euclid(MEGA);
+    if bytes.rem_euclid(MEGA) > 0 {
+        whole + 1
+    } else {
+        whole
+    }
+}
+
+/// `int64(float64(total) * maxLoad)`: the load threshold, truncated toward zero.
+fn threshold(total: i64, max_load: f64) -> i64 {
+    (total as f64 * max_load) as i64
+}
+
+/// One node's entry in the original's `NodesCPUIdleMilli` / `NodesMemoryFreeMega` maps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NodeIdle {
+    name: String,
+    cpu_idle_milli: i64,
+    memory_free_mega: i64,
+}
+
+/// The original's `ClusterResource`; mutated by the dry run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct ClusterResource {
+    cpu_total_milli: i64,
+    cpu_request_milli: i64,
+    memory_total_mega: i64,
+    memory_request_mega: i64,
+    gpu_total: i64,
+    gpu_limit: i64,
+    /// Schedulable nodes in name order (deviation 1).
+    nodes: Vec<NodeIdle>,
+}
+
+impl ClusterResource {
+    /// Builds the resource view from the state.
+    ///
+    /// Totals are the allocatable of schedulable nodes (the original counted every node).
+    /// Requests are those of every live pod, bound or not, with a pod's effective request
+    /// (the original summed init containers and containers); GPU requests stand in for limits.
+    /// Per-node idle CPU and free memory cover schedulable nodes and bound pods; a node's free
+    /// memory is `ceil(allocatable / 10^6) - ceil(used / 10^6)` (the original rounded up each
+    /// container's request before subtracting it).
+    fn from_state(state: &ClusterState) -> Self {
+        let total = state.total_capacity();
+        let requests = state.bound_requests() + state.pending_requests();
+        let nodes = state
+            .nodes()
+            .filter(|(_, slot)| slot.schedulable())
+            .map(|(_, slot)| NodeIdle {
+                name: slot.name.clone(),
+                cpu_idle_milli: slot.free().cpu_milli,
+                memory_free_mega: mega_ceil(slot.capacity().memory) - mega_ceil(slot.used.memory),
+            })
+            .collect();
+        ClusterResource {
+            cpu_total_milli: total.cpu_milli,
+            cpu_request_milli: requests.cpu_milli,
+            memory_total_mega: mega_ceil(total.memory),
+            memory_request_mega: mega_ceil(requests.memory),
+            gpu_total: total.gpu,
+            gpu_limit: requests.gpu,
+            nodes,
+        }
+    }
+
+    /// `searchAssignableNode`: the first node whose idle CPU and free memory hold one trainer.
+    fn search_assignable_node(&self, job: &DryJob) -> Option<usize> {
+        self.nodes.iter().position(|n| {
+            job.cpu_milli <= n.cpu_idle_milli && job.memory_mega <= n.memory_free_mega
+        })
+    }
+
+    /// The deferred update of `scaleDryRun`: totals always, the chosen node (if any) by subtraction.
+    fn apply(&mut self, job: &DryJob, additional: i64, node: Option<usize>) {
+        self.gpu_limit += job.gpu * additional;
+        self.cpu_request_milli += job.cpu_milli * additional;
+        self.memory_request_mega += job.memory_mega * additional;
+        if let Some(n) = node.and_then(|i| self.nodes.get_mut(i)) {
+            n.cpu_idle_milli -= job.cpu_milli * additional;
+            n.memory_free_mega -= job.memory_mega * additional;
+        }
+    }
+}
+
+/// An elastic candidate as the dry run sees it.
+#[derive(Debug, Clone, PartialEq)]
+struct DryJob {
+    /// Trainer count the dry run starts from.
+    current: i64,
+    min: i64,
+    max: i64,
+    /// Per-trainer CPU request, milli, ceil.
+    cpu_milli: i64,
+    /// Per-trainer memory request, Mega, ceil.
+    memory_mega: i64,
+    /// Per-trainer GPU limit, whole devices, ceil.
+    gpu: i64,
+    /// Sort key, from `current`; frozen during the pass (§5.1.2).
+    fulfillment: f64,
+    /// Exact GPU limit, CPU request and memory request, for the tie-breaks.
+    exact: [Quantity; 3],
+}
+
+impl DryJob {
+    fn new(current: i32, info: &JobInfo) -> Self {
+        let [gpu, cpu, memory] = info.exact;
+        DryJob {
+            current: i64::from(current),
+            min: i64::from(info.min),
+            max: i64::from(info.max),
+            cpu_milli: cpu.milli_ceil(),
+            memory_mega: memory.mega_ceil(),
+            gpu: gpu.value_ceil(),
+            fulfillment: fulfillment_of(
+                i64::from(current),
+                i64::from(info.min),
+                i64::from(info.max),
+            ),
+            exact: info.exact,
+        }
+    }
+}
+
+/// The comparator of `trainingjob_list.go`: fulfillment, then exact GPU limit, CPU request and
+/// memory request, all ascending.
+fn compare(a: &DryJob, b: &DryJob) -> Ordering {
+    if a.fulfillment == b.fulfillment {
+        let [gpu_a, cpu_a, mem_a] = a.exact;
+        let [gpu_b, cpu_b, mem_b] = b.exact;
+        gpu_a
+            .cmp_exact(gpu_b)
+            .then(cpu_a.cmp_exact(cpu_b))
+            .then(mem_a.cmp_exact(mem_b))
+    } else if a.fulfillment < b.fulfillment {
+        Ordering::Less
+    } else {
+        Ordering::Greater
+    }
+}
+
+/// Indices of `jobs` in scale-up order; stable, so full ties keep input order (deviation 2).
+fn sorted_order(jobs: &[DryJob]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| compare(&jobs[a], &jobs[b]));
+    order
+}
+
+/// The scale-down branch of `scaleDryRun`: −1 over max or under load above min, else 0.
+fn scale_down_step(r: &ClusterResource, job: &DryJob, planned: i64, max_load: f64) -> i64 {
+    if planned > job.max {
+        return -1;
+    }
+    let gpu_cond = r.gpu_limit > threshold(r.gpu_total, max_load);
+    let cpu_cond = r.cpu_request_milli > threshold(r.cpu_total_milli, max_load);
+    let mem_cond = r.memory_request_mega > threshold(r.memory_total_mega, max_load);
+    if (gpu_cond || cpu_cond || mem_cond) && planned > job.min {
+        -1
+    } else {
+        0
+    }
+}
+
+/// The scale-up branch of `scaleDryRun`: the delta and the node found, if the search ran and hit.
+fn scale_up_step(
+    r: &ClusterResource,
+    job: &DryJob,
+    planned: i64,
+    max_load: f64,
+) -> (i64, Option<usize>) {
+    if planned >= job.max {
+        return (job.max - planned, None);
+    }
+    if r.memory_total_mega - r.memory_request_mega <= job.memory_mega {
+        return (0, None);
+    }
+    let Some(node) = r.search_assignable_node(job) else {
+        return (0, None);
+    };
+    let cpu_ok = threshold(r.cpu_total_milli, max_load) - r.cpu_request_milli >= job.cpu_milli;
+    let gpu_ok = job.gpu > 0 && r.gpu_total - r.gpu_limit >= job.gpu;
+    let ok = if job.gpu > 0 {
+        gpu_ok && cpu_ok
+    } else {
+        cpu_ok
+    };
+    (i64::from(ok), Some(node))
+}
+
+/// `scaleDryRun`: one step for one job given its diff so far; updates `r` on every return.
+fn scale_dry_run(
+    r: &mut ClusterResource,
+    job: &DryJob,
+    cur_diff: i64,
+    max_load: f64,
+    scale_down: bool,
+) -> i64 {
+    let planned = job.current + cur_diff;
+    let (additional, node) = if scale_down {
+        (scale_down_step(r, job, planned, max_load), None)
+    } else {
+        scale_up_step(r, job, planned, max_load)
+    };
+    r.apply(job, additional, node);
+    additional
+}
+
+/// `scaleAllJobsDryRun`: up pass in sort order, down pass in reverse, until a pass pair changes
+/// nothing or `cap` outer iterations ran. Returns the diffs (indexed like `jobs`) and whether the
+/// loop settled.
+fn scale_all_jobs_dry_run(
+    jobs: &[DryJob],
+    mut r: ClusterResource,
+    max_load: f64,
+    cap: u32,
+) -> (Vec<i64>, bool) {
+    let order = sorted_order(jobs);
+    let mut diff = vec![0i64; jobs.len()];
+    for _ in 0..cap {
+        let mut changed = false;
+        for &i in &order {
+            let add = scale_dry_run(&mut r, &jobs[i], diff[i], max_load, false);
+            diff[i] += add;
+            changed |= add != 0;
+        }
+        for &i in order.iter().rev() {
+            let add = scale_dry_run(&mut r, &jobs[i], diff[i], max_load, true);
+            diff[i] += add;
+            changed |= add != 0;
+        }
+        if !changed {
+            return (diff, true);
+        }
+    }
+    (diff, false)
+}
+
+/// Whether a job counts as "pending" for `findPendingJob`.
+///
+/// The original looked for master (fault-tolerant) or pserver pods that were all Unschedulable;
+/// the state does not track those, so a job is pending here when it is not finished, wants
+/// trainers that are not on a node, and has none bound.
+fn is_pending(slot: &JobSlot, info: &JobInfo) -> bool {
+    !info.phase.is_finished() && slot.pending_trainers() > 0 && slot.trainers.bound == 0
+}
+
+/// A job the pass plans for.
+struct Candidate<'a> {
+    key: &'a JobKey,
+    slot: &'a JobSlot,
+    info: &'a JobInfo,
+    current: i32,
+}
+
+/// `findTrainingJobsMightBeRescheduled`: unfinished jobs that are Running, or all unfinished
+/// jobs when any job is pending; namespace/name order.
+fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
+    let have_pending = state.jobs().any(|(_, slot, info)| is_pending(slot, info));
+    state
+        .jobs()
+        .filter(|(_, _, info)| !info.phase.is_finished())
+        .filter(|(_, _, info)| have_pending || info.phase == TrainingJobPhase::Running)
+        .map(|(key, slot, info)| Candidate {
+            key,
+            slot,
+            info,
+            current: slot.current(),
+        })
+        .collect()
+}
+
+/// The reason for a candidate's decision.
+fn reason(current: i32, target: i32, max: i32) -> Reason {
+    match target.cmp(&current) {
+        Ordering::Less if current > max => Reason::OverMax,
+        Ordering::Less => Reason::Overload,
+        Ordering::Greater => Reason::ScaleUp,
+        Ordering::Equal if current < max => Reason::NoFit,
+        Ordering::Equal => Reason::Unchanged,
+    }
+}
+
+/// Trainers to take away: pending ones first, then bound ones from the nodes holding most of
+/// this job's trainers (ties by node name).
+fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
+    let mut out = Vec::new();
+    let pending = count.min(slot.pending_trainers());
+    if pending > 0 {
+        out.push(Removal {
+            node: None,
+            trainers: pending,
+        });
+    }
+    let mut left = count - pending;
+    let mut bound: Vec<(&str, u32)> = slot
+        .trainers
+        .bound_by_node
+        .iter()
+        .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.as_str(), *n)))
+        .collect();
+    bound.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    for (name, n) in bound {
+        if left == 0 {
+            break;
+        }
+        let take = n.min(left);
+        out.push(Removal {
+            node: Some(name.to_string()),
+            trainers: take,
+        });
+        left -= take;
+    }
+    out
+}
+
+/// The plan of one candidate moved by `diff`; a job that is not elastic is `unchanged`.
+fn job_plan(state: &ClusterState, c: &Candidate<'_>, diff: i64) -> JobPlan {
+    let (min, max) = (c.info.min, c.info.max);
+    let wide = (i64::from(c.current) + diff).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+    let target = i32::try_from(wide).unwrap_or(c.current);
+    let removed = u32::try_from(i64::from(c.current) - i64::from(target)).unwrap_or(0);
+    JobPlan {
+        key: c.key.clone(),
+        current: c.current,
+        target,
+        min,
+        max,
+        fulfillment_before: fulfillment_of(c.current.into(), min.into(), max.into()),
+        fulfillment_after: fulfillment_of(target.into(), min.into(), max.into()),
+        reason: if min < max {
+            reason(c.current, target, max)
+        } else {
+            Reason::Unchanged
+        },
+        placements: Vec::new(),
+        removals: removals(state, c.slot, removed),
+    }
+}
+
+/// One `edl` pass: a plan per candidate in namespace/name order, and warnings.
+///
+/// Only elastic candidates (min < max) are scaled; the others keep their count. A cap of 0 runs
+/// one outer iteration.
+pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
+    let candidates = candidates(state);
+    let elastic: Vec<usize> = (0..candidates.len())
+        .filter(|&i| candidates[i].info.min < candidates[i].info.max)
+        .collect();
+    let jobs: Vec<DryJob> = elastic
+        .iter()
+        .map(|&i| DryJob::new(candidates[i].current, candidates[i].info))
+        .collect();
+    let cap = config.edl_iteration_cap.max(1);
+    let resource = ClusterResource::from_state(state);
+    let (diffs, settled) = scale_all_jobs_dry_run(&jobs, resource, config.max_load_desired, cap);
+    let mut diff_of = vec![0i64; candidates.len()];
+    for (&i, d) in elastic.iter().zip(diffs) {
+        diff_of[i] = d;
+    }
+    let plans = candidates
+        .iter()
+        .zip(diff_of)
+        .map(|(c, d)| job_plan(state, c, d))
+        .collect();
+    let mut warnings = Vec::new();
+    if !settled {
+        warnings.push(format!(
+            "edl: the dry run did not settle within {cap} outer iterations (livelock, \
+             edl-autoscaler.md §5.1.1); the diffs of the last iteration are used"
+        ));
+    }
+    (plans, warnings)
 }

@@ -1,8 +1,10 @@
 //! The planning pass: from a `ClusterState` to a `ScalePlan`. Pure and deterministic: no I/O, no
 //! clock (time comes in through [`PlannerConfig::now`]), no randomness.
 
+mod candidates;
 mod edl;
 mod fulfillment;
+mod nodes;
 mod plan;
 mod static_policy;
 mod summary;

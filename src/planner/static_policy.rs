@@ -1,8 +1,47 @@
-//! Placeholder until the policy lands.
+//! The `static` policy: no elasticity. Each job runs at one fixed size, admitted as a whole gang in
+//! arrival order; later jobs that fit are backfilled; running jobs are never resized. Trainers
+//! asked for beyond the fixed size are dropped with reason `over_max` (the size is the job's max).
 
-use super::{JobPlan, PlannerConfig};
+use super::candidates::candidates;
+use super::nodes::NodeIndex;
+use super::{JobPlan, PlannerConfig, Reason};
 use crate::cluster::ClusterState;
 
-pub fn plan(_state: &ClusterState, _config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
-    (Vec::new(), vec!["policy not implemented yet".to_string()])
+/// Runs the `static` pass.
+pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
+    let mut index = NodeIndex::new(state);
+    let mut jobs = candidates(state);
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        (jobs[a].info.created, jobs[a].key).cmp(&(jobs[b].info.created, jobs[b].key))
+    });
+    let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
+    for i in order {
+        let j = &mut jobs[i];
+        let size = config
+            .static_sizes
+            .get(j.key)
+            .copied()
+            .unwrap_or(j.info.min)
+            .max(0);
+        decided[i] = if j.bound >= size {
+            let target = j.bound.max(size);
+            let reason = if target < j.current {
+                Reason::OverMax
+            } else {
+                Reason::Unchanged
+            };
+            (target, reason)
+        } else if j.place_gang(&mut index, size - j.bound) {
+            (size, Reason::ScaleUp)
+        } else {
+            (j.current, Reason::Starving)
+        };
+    }
+    let plans = jobs
+        .iter()
+        .zip(decided)
+        .map(|(j, (target, reason))| j.finish(state, target, reason))
+        .collect();
+    (plans, Vec::new())
 }

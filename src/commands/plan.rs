@@ -1,0 +1,107 @@
+//! `trainscale plan`: one planning pass on a cluster dump, printed as a table or JSON.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::OutputFormat;
+use crate::api::manifest::ManifestError;
+use crate::cluster::ClusterState;
+use crate::planner::{JobPlan, PlanSummary, PlannerConfig, Policy, plan};
+
+/// The printed plan.
+#[derive(Debug, Serialize)]
+pub struct PlanOutput {
+    pub policy: Policy,
+    /// Milliseconds the pass took (state loading excluded).
+    pub pass_ms: f64,
+    pub jobs: Vec<JobPlan>,
+    pub summary: PlanSummary,
+    pub warnings: Vec<String>,
+}
+
+/// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
+pub fn plan_snapshot(
+    snapshot: &Path,
+    config: &PlannerConfig,
+    format: OutputFormat,
+) -> Result<(String, Vec<String>), ManifestError> {
+    let snap = ClusterState::from_file(snapshot)?;
+    let started = Instant::now();
+    let result = plan(&snap.state, config);
+    let pass_ms = started.elapsed().as_secs_f64() * 1e3;
+    let output = PlanOutput {
+        policy: result.policy,
+        pass_ms,
+        jobs: result.jobs,
+        summary: result.summary,
+        warnings: result.warnings,
+    };
+    let text = match format {
+        OutputFormat::Json => serde_json::to_string_pretty(&output).unwrap_or_default() + "\n",
+        OutputFormat::Table => render_table(&output),
+    };
+    Ok((text, snap.warnings.iter().map(|w| w.to_string()).collect()))
+}
+
+fn render_table(p: &PlanOutput) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
+        "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
+    );
+    for j in &p.jobs {
+        let placements: Vec<String> = j
+            .placements
+            .iter()
+            .map(|c| format!("+{}@{}", c.trainers, c.node))
+            .collect();
+        let removals: Vec<String> = j
+            .removals
+            .iter()
+            .map(|r| format!("-{}@{}", r.trainers, r.node.as_deref().unwrap_or("pending")))
+            .collect();
+        let reason = serde_json::to_value(j.reason)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
+            j.key.to_string(),
+            j.current,
+            j.target,
+            j.min,
+            j.max,
+            j.fulfillment_before,
+            j.fulfillment_after,
+            reason,
+            placements
+                .into_iter()
+                .chain(removals)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    let s = &p.summary;
+    let _ = writeln!(
+        out,
+        "\npolicy {}: +{} / -{} trainers, {} job(s) up, {} down, min fulfillment {:.2}, free GPUs {} ({} stranded), pass {:.3} ms",
+        p.policy.as_str(),
+        s.trainers_added,
+        s.trainers_removed,
+        s.jobs_scaled_up,
+        s.jobs_scaled_down,
+        s.min_fulfillment,
+        s.free_gpus_after,
+        s.stranded_gpus_after,
+        p.pass_ms
+    );
+    for w in &p.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}

@@ -1,0 +1,189 @@
+//! The jobs a pass plans, with the working counts the policies change.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use super::nodes::NodeIndex;
+use super::{JobPlan, NodeCount, Reason, Removal};
+use crate::api::{JobKey, Resources, fulfillment_of};
+use crate::cluster::{ClusterState, JobInfo, NodeId};
+
+/// One job under planning.
+#[derive(Debug, Clone)]
+pub struct Candidate<'a> {
+    pub key: &'a JobKey,
+    pub info: &'a JobInfo,
+    /// The trainer count the job has asked for (its trainer Job's parallelism).
+    pub current: i32,
+    /// Trainers bound to nodes when the pass started.
+    pub bound: i32,
+    /// Trainers kept or placed so far in the pass.
+    pub planned: i32,
+    /// Bound trainers still on each node.
+    pub on_node: BTreeMap<NodeId, u32>,
+    /// Trainers placed by this pass, per node.
+    pub placed: BTreeMap<NodeId, u32>,
+    /// Bound trainers removed by this pass, per node.
+    pub removed: BTreeMap<NodeId, u32>,
+    /// The reason that stands so far, if anything happened.
+    pub reason: Option<Reason>,
+}
+
+impl<'a> Candidate<'a> {
+    /// Per-trainer resources.
+    pub fn trainer(&self) -> Resources {
+        self.info.trainer
+    }
+
+    /// Fulfillment at `count` trainers.
+    pub fn fulfillment_at(&self, count: i32) -> f64 {
+        fulfillment_of(
+            i64::from(count),
+            i64::from(self.info.min),
+            i64::from(self.info.max),
+        )
+    }
+
+    /// Whether the job scales at all.
+    pub fn elastic(&self) -> bool {
+        self.info.min < self.info.max
+    }
+
+    /// The tie-break order: higher priority, then older, then namespace/name.
+    pub fn order_key(&self) -> (Reverse<i32>, i64, &'a JobKey) {
+        (Reverse(self.info.priority), self.info.created, self.key)
+    }
+
+    /// Records one trainer placed on `node`.
+    pub fn place(&mut self, node: NodeId) {
+        *self.placed.entry(node).or_insert(0) += 1;
+        self.planned += 1;
+    }
+
+    /// Takes back one trainer this pass placed on `node`.
+    pub fn unplace(&mut self, node: NodeId) {
+        if let Some(n) = self.placed.get_mut(&node) {
+            *n -= 1;
+            if *n == 0 {
+                self.placed.remove(&node);
+            }
+            self.planned -= 1;
+        }
+    }
+
+    /// Removes one bound trainer from `node`.
+    pub fn remove_bound(&mut self, node: NodeId) {
+        if let Some(n) = self.on_node.get_mut(&node) {
+            *n -= 1;
+            if *n == 0 {
+                self.on_node.remove(&node);
+            }
+            *self.removed.entry(node).or_insert(0) += 1;
+            self.planned -= 1;
+        }
+    }
+
+    /// Puts back one bound trainer removed from `node`.
+    pub fn restore_bound(&mut self, node: NodeId) {
+        if let Some(n) = self.removed.get_mut(&node) {
+            *n -= 1;
+            if *n == 0 {
+                self.removed.remove(&node);
+            }
+            *self.on_node.entry(node).or_insert(0) += 1;
+            self.planned += 1;
+        }
+    }
+
+    /// Places `count` trainers best-fit, all or none.
+    pub fn place_gang(&mut self, index: &mut NodeIndex, count: i32) -> bool {
+        let mut placed = Vec::new();
+        for _ in 0..count {
+            match index.best_fit(self.trainer()) {
+                Some(node) => {
+                    index.adjust(node, self.trainer(), -1);
+                    self.place(node);
+                    placed.push(node);
+                }
+                None => {
+                    for node in placed {
+                        index.adjust(node, self.trainer(), 1);
+                        self.unplace(node);
+                    }
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The job's plan once the pass is done.
+    pub fn finish(&self, state: &ClusterState, target: i32, reason: Reason) -> JobPlan {
+        let name = |id: &NodeId| state.node(*id).map(|n| n.name.clone()).unwrap_or_default();
+        let mut placements: Vec<NodeCount> = self
+            .placed
+            .iter()
+            .map(|(id, n)| NodeCount {
+                node: name(id),
+                trainers: *n,
+            })
+            .collect();
+        placements.sort_by(|a, b| a.node.cmp(&b.node));
+        let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
+        let unplaced = (self.current - self.bound).max(0);
+        let mut removals = Vec::new();
+        if target < self.current {
+            let pending_removed = (unplaced - placed).max(0).min(self.current - target);
+            if pending_removed > 0 {
+                removals.push(Removal {
+                    node: None,
+                    trainers: pending_removed as u32,
+                });
+            }
+        }
+        let mut bound_removals: Vec<Removal> = self
+            .removed
+            .iter()
+            .map(|(id, n)| Removal {
+                node: Some(name(id)),
+                trainers: *n,
+            })
+            .collect();
+        bound_removals.sort_by(|a, b| a.node.cmp(&b.node));
+        removals.extend(bound_removals);
+        JobPlan {
+            key: self.key.clone(),
+            current: self.current,
+            target,
+            min: self.info.min,
+            max: self.info.max,
+            fulfillment_before: self.fulfillment_at(self.current),
+            fulfillment_after: self.fulfillment_at(target),
+            reason,
+            placements,
+            removals,
+        }
+    }
+}
+
+/// Valid TrainingJobs that have not finished, in namespace/name order.
+pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
+    state
+        .jobs()
+        .filter(|(_, _, info)| !info.phase.is_finished())
+        .map(|(key, slot, info)| {
+            let bound = slot.trainers.bound as i32;
+            Candidate {
+                key,
+                info,
+                current: slot.current(),
+                bound,
+                planned: bound,
+                on_node: slot.trainers.bound_by_node.clone(),
+                placed: BTreeMap::new(),
+                removed: BTreeMap::new(),
+                reason: None,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,216 @@
+//! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
+
+use std::collections::BTreeSet;
+
+use crate::api::Resources;
+use crate::cluster::{ClusterState, NodeId};
+
+/// How many fitting nodes a search looks at for one that strands nothing before taking the tightest.
+const GOOD_FIT_SCAN: usize = 32;
+
+/// Schedulable nodes by free resources; placements and releases update it in O(log n).
+#[derive(Debug, Clone)]
+pub struct NodeIndex {
+    /// Free resources by node id; `None` for ids that are not schedulable nodes.
+    free: Vec<Option<Resources>>,
+    /// Position of each node id in name order (the deterministic tie-break).
+    rank: Vec<u32>,
+    /// Node ids by rank.
+    by_rank: Vec<NodeId>,
+    /// (free GPU, free CPU, free memory, rank) of every schedulable node.
+    set: BTreeSet<(i64, i64, i64, u32)>,
+}
+
+impl NodeIndex {
+    /// Indexes the schedulable nodes of a state by their free resources.
+    pub fn new(state: &ClusterState) -> Self {
+        let bound = state.node_id_bound();
+        let mut index = NodeIndex {
+            free: vec![None; bound],
+            rank: vec![u32::MAX; bound],
+            by_rank: Vec::new(),
+            set: BTreeSet::new(),
+        };
+        for (id, slot) in state.nodes() {
+            let rank = index.by_rank.len() as u32;
+            index.by_rank.push(id);
+            index.rank[id as usize] = rank;
+            if slot.schedulable() {
+                let free = slot.free();
+                index.free[id as usize] = Some(free);
+                index.set.insert(entry(free, rank));
+            }
+        }
+        index
+    }
+
+    /// Free resources of a schedulable node.
+    pub fn free(&self, id: NodeId) -> Option<Resources> {
+        self.free.get(id as usize).copied().flatten()
+    }
+
+    /// Schedulable nodes whose free resources are below zero somewhere, in name order.
+    pub fn overloaded(&self) -> Vec<NodeId> {
+        let mut ids: Vec<NodeId> = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.is_some_and(|f| f.any_negative()))
+            .map(|(id, _)| id as NodeId)
+            .collect();
+        ids.sort_by_key(|id| self.rank[*id as usize]);
+        ids
+    }
+
+    /// The free room of all schedulable nodes together, counting no node below zero.
+    pub fn total_free(&self) -> Resources {
+        self.free.iter().flatten().fold(Resources::ZERO, |acc, f| {
+            acc + Resources::new(f.cpu_milli.max(0), f.memory.max(0), f.gpu.max(0))
+        })
+    }
+
+    /// Name-order rank of a node (smaller sorts first).
+    pub fn rank(&self, id: NodeId) -> u32 {
+        self.rank.get(id as usize).copied().unwrap_or(u32::MAX)
+    }
+
+    /// Changes a node's free resources by `delta` (negative to take, positive to give back).
+    pub fn adjust(&mut self, id: NodeId, delta: Resources, sign: i64) {
+        let rank = self.rank(id);
+        if let Some(Some(free)) = self.free.get_mut(id as usize) {
+            self.set.remove(&entry(*free, rank));
+            *free = if sign >= 0 {
+                *free + delta
+            } else {
+                *free - delta
+            };
+            self.set.insert(entry(*free, rank));
+        }
+    }
+
+    /// The best node for one trainer of `need`, if any node fits it.
+    ///
+    /// GPU trainers go to the node with the fewest free GPUs that fits, preferring one left either
+    /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
+    /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
+    pub fn best_fit(&self, need: Resources) -> Option<NodeId> {
+        let mut first_fit = None;
+        let mut scanned = 0;
+        let mut level = need.gpu.max(0);
+        loop {
+            let start = (level, need.cpu_milli, i64::MIN, 0u32);
+            let mut next_level = None;
+            for &(gpu, cpu, mem, rank) in self.set.range(start..) {
+                if gpu != level {
+                    next_level = Some(gpu);
+                    break;
+                }
+                if mem < need.memory {
+                    continue;
+                }
+                let left = Resources::new(cpu - need.cpu_milli, mem - need.memory, gpu - need.gpu);
+                let strands_nothing = left.gpu == 0 || need.gpu == 0 || need.fits_in(&left);
+                if strands_nothing {
+                    return Some(self.by_rank[rank as usize]);
+                }
+                first_fit.get_or_insert(self.by_rank[rank as usize]);
+                scanned += 1;
+                if scanned >= GOOD_FIT_SCAN {
+                    return first_fit;
+                }
+            }
+            match next_level {
+                Some(l) => level = l,
+                None => return first_fit,
+            }
+        }
+    }
+}
+
+fn entry(free: Resources, rank: u32) -> (i64, i64, i64, u32) {
+    (free.gpu, free.cpu_milli, free.memory, rank)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeInfo;
+
+    fn state(nodes: &[(&str, Resources)]) -> ClusterState {
+        let mut s = ClusterState::new();
+        for (name, r) in nodes {
+            s.set_node(
+                name,
+                Some(NodeInfo {
+                    allocatable: *r,
+                    schedulable: true,
+                }),
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn gpu_trainer_takes_the_tightest_gpu_node() {
+        let s = state(&[
+            ("a", Resources::new(8000, 64 << 30, 8)),
+            ("b", Resources::new(8000, 64 << 30, 2)),
+            ("c", Resources::new(8000, 64 << 30, 0)),
+        ]);
+        let idx = NodeIndex::new(&s);
+        let b = s.node_id_of("b");
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 2)), b);
+        assert_eq!(
+            idx.best_fit(Resources::new(1000, 1 << 30, 3)),
+            s.node_id_of("a")
+        );
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 9)), None);
+    }
+
+    #[test]
+    fn cpu_trainer_prefers_nodes_without_free_gpus() {
+        let s = state(&[
+            ("gpu", Resources::new(8000, 64 << 30, 8)),
+            ("cpu", Resources::new(4000, 64 << 30, 0)),
+        ]);
+        let idx = NodeIndex::new(&s);
+        assert_eq!(
+            idx.best_fit(Resources::new(1000, 1 << 30, 0)),
+            s.node_id_of("cpu")
+        );
+        // Too big for the CPU node: falls back to the GPU node.
+        assert_eq!(
+            idx.best_fit(Resources::new(6000, 1 << 30, 0)),
+            s.node_id_of("gpu")
+        );
+    }
+
+    #[test]
+    fn avoids_stranding_gpus_when_it_can() {
+        // Node a: 2 free GPUs but CPU for one trainer only; node b: 2 GPUs and CPU for two.
+        let s = state(&[
+            ("a", Resources::new(1000, 64 << 30, 2)),
+            ("b", Resources::new(2000, 64 << 30, 2)),
+        ]);
+        let idx = NodeIndex::new(&s);
+        assert_eq!(
+            idx.best_fit(Resources::new(1000, 1 << 30, 1)),
+            s.node_id_of("b")
+        );
+    }
+
+    #[test]
+    fn memory_is_checked_and_adjust_moves_entries() {
+        let s = state(&[("a", Resources::new(4000, 4 << 30, 0))]);
+        let mut idx = NodeIndex::new(&s);
+        let a = s.node_id_of("a").unwrap();
+        assert_eq!(idx.best_fit(Resources::new(1000, 5 << 30, 0)), None);
+        let t = Resources::new(1000, 2 << 30, 0);
+        idx.adjust(a, t, -1);
+        idx.adjust(a, t, -1);
+        assert_eq!(idx.best_fit(t), None);
+        idx.adjust(a, t, 1);
+        assert_eq!(idx.best_fit(t), Some(a));
+        assert_eq!(idx.free(a), Some(Resources::new(3000, 2 << 30, 0)));
+    }
+}

@@ -1,0 +1,251 @@
+//! Every kind of bad input gets an error that names the object and the field.
+
+use std::process::Command;
+
+use trainscale::api::manifest::parse_documents;
+use trainscale::api::validate::validate_document;
+use trainscale::cluster::ClusterState;
+
+/// The problems `validate` reports for one TrainingJob built from `spec` (JSON).
+fn problems(spec: serde_json::Value) -> Vec<String> {
+    let doc = serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1",
+        "kind": "TrainingJob",
+        "metadata": {"name": "bad", "namespace": "ns"},
+        "spec": spec,
+    });
+    let docs = parse_documents(&doc.to_string(), "test.json").unwrap();
+    validate_document(&docs[0])
+        .problems
+        .iter()
+        .map(|p| p.to_string())
+        .collect()
+}
+
+fn good_spec() -> serde_json::Value {
+    serde_json::json!({
+        "fault_tolerant": true,
+        "pserver": {"min-instance": 1, "max-instance": 1},
+        "trainer": {
+            "min-instance": 1, "max-instance": 4,
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
+        }
+    })
+}
+
+fn with(path: &[&str], value: serde_json::Value) -> serde_json::Value {
+    let mut spec = good_spec();
+    let mut cur = &mut spec;
+    for key in &path[..path.len() - 1] {
+        cur = cur
+            .as_object_mut()
+            .unwrap()
+            .entry(key.to_string())
+            .or_insert(serde_json::json!({}));
+    }
+    cur[path[path.len() - 1]] = value;
+    spec
+}
+
+fn assert_one(problems: &[String], expected: &str) {
+    assert!(
+        problems.iter().any(|p| p.contains(expected)),
+        "expected a problem containing {expected:?}, got {problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .all(|p| p.starts_with("TrainingJob ns/bad: ")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_good_job_has_no_problems() {
+    assert_eq!(problems(good_spec()), Vec::<String>::new());
+}
+
+#[test]
+fn min_greater_than_max() {
+    let p = problems(with(&["trainer", "min-instance"], 5.into()));
+    assert_one(
+        &p,
+        "spec.trainer.min-instance: min-instance 5 is greater than max-instance 4",
+    );
+}
+
+#[test]
+fn negative_and_zero_counts() {
+    let p = problems(with(&["trainer", "max-instance"], (-2).into()));
+    assert_one(&p, "spec.trainer.max-instance: must be at least 1, got -2");
+    let p = problems(with(&["trainer", "min-instance"], 0.into()));
+    assert_one(&p, "spec.trainer.min-instance: must be at least 1, got 0");
+    let p = problems(with(&["pserver", "min-instance"], 0.into()));
+    assert_one(
+        &p,
+        "spec.pserver.min-instance: this job type runs parameter servers",
+    );
+    let p = problems(with(&["port"], (-1).into()));
+    assert_one(&p, "spec.port: must not be negative, got -1");
+}
+
+#[test]
+fn bad_quantities() {
+    for (value, why) in [
+        ("12Qi", "unknown suffix"),
+        ("-1", "is negative"),
+        ("1.2.3", "is not a number"),
+    ] {
+        let p = problems(with(
+            &["trainer", "resources", "requests", "memory"],
+            value.into(),
+        ));
+        assert_one(&p, "spec.trainer.resources.requests.memory: quantity");
+        assert_one(&p, why);
+    }
+    let p = problems(with(
+        &["pserver", "resources", "limits", "cpu"],
+        "2x".into(),
+    ));
+    assert_one(&p, "spec.pserver.resources.limits.cpu: quantity \"2x\"");
+}
+
+#[test]
+fn elastic_without_fault_tolerance() {
+    let p = problems(with(&["fault_tolerant"], false.into()));
+    assert_one(&p, "spec.fault_tolerant: an elastic job");
+}
+
+#[test]
+fn unknown_framework_and_job_type() {
+    let p = problems(with(
+        &["frame_work"],
+        serde_json::json!({"name": "caffe", "type": "ring"}),
+    ));
+    assert_one(&p, "spec.frame_work.name: unknown framework \"caffe\"");
+    assert_one(&p, "spec.frame_work.type: unknown job type \"ring\"");
+}
+
+#[test]
+fn elastic_trainer_without_requests() {
+    let p = problems(with(&["trainer", "resources"], serde_json::json!({})));
+    assert_one(
+        &p,
+        "spec.trainer.resources.requests: an elastic trainer needs",
+    );
+}
+
+#[test]
+fn bad_priority_and_walltime() {
+    let p = problems(with(&["annotations", "priority"], "high".into()));
+    assert_one(&p, "spec.annotations.priority: \"high\" is not an integer");
+    let p = problems(with(&["annotations", "walltime"], (-5).into()));
+    assert_one(&p, "spec.annotations.walltime: must not be negative");
+}
+
+#[test]
+fn wrong_types_name_the_field_path() {
+    let p = problems(with(&["trainer", "min-instance"], "two".into()));
+    assert_one(
+        &p,
+        "spec.trainer.min-instance: invalid type: string \"two\"",
+    );
+}
+
+#[test]
+fn other_kinds_are_reported() {
+    let docs = parse_documents(
+        "kind: ConfigMap\nmetadata: {name: c, namespace: n}\n",
+        "f.yaml",
+    )
+    .unwrap();
+    let report = validate_document(&docs[0]);
+    assert_eq!(
+        report.problems[0].to_string(),
+        "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob"
+    );
+}
+
+#[test]
+fn cluster_state_skips_bad_objects_with_a_warning() {
+    let dump = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+         "status": {"allocatable": {"cpu": "4", "memory": "12Qi"}}},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"},
+         "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"},
+         "spec": {"nodeName": "n2", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1.2.3"}}}]}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "q", "namespace": "ns"},
+         "spec": {"containers": "not a list"}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "ns"}},
+    ]});
+    let docs = parse_documents(&dump.to_string(), "dump.json").unwrap();
+    let snap = ClusterState::from_documents(&docs);
+    let warnings: Vec<String> = snap.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    assert!(warnings[0].starts_with("Node n1: status.allocatable.memory: quantity \"12Qi\""));
+    assert!(
+        warnings[1]
+            .starts_with("Pod ns/p: spec.containers[0].resources.requests.cpu: quantity \"1.2.3\"")
+    );
+    assert!(warnings[2].starts_with("Pod ns/q: spec.containers: invalid type"));
+    assert!(warnings[3].starts_with("Service ns/s: kind:"));
+    // The good node is there, the bad one is not, and the bad pod holds nothing.
+    let n2 = snap.state.node_id_of("n2").unwrap();
+    assert_eq!(snap.state.node(n2).unwrap().free().cpu_milli, 4000);
+    assert!(snap.state.node_id_of("n1").is_none());
+}
+
+#[test]
+fn validate_command_exit_codes() {
+    let bin = env!("CARGO_BIN_EXE_trainscale");
+    let ok = Command::new(bin)
+        .args(["validate", "-f", "tests/fixtures/original-fields.yaml"])
+        .output()
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stdout)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("ok: TrainingJob paddlecloud/example"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {name: a, namespace: n}\nspec:\n  fault_tolerant: true\n  pserver: {min-instance: 1, max-instance: 1}\n  trainer: {min-instance: 3, max-instance: 2, resources: {requests: {cpu: 12Qi}}}\n---\napiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {name: b, namespace: n}\nspec:\n  pserver: {min-instance: 1, max-instance: 1}\n  trainer: {min-instance: 1, max-instance: 1, resources: {requests: {cpu: 1}}}\n",
+    )
+    .unwrap();
+    let out = Command::new(bin)
+        .args(["validate", "-f"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("invalid: TrainingJob n/a: spec.trainer.min-instance: min-instance 3 is greater than max-instance 2"), "{stdout}");
+    assert!(stdout.contains("invalid: TrainingJob n/a: spec.trainer.resources.requests.cpu: quantity \"12Qi\" has an unknown suffix"), "{stdout}");
+    assert!(stdout.contains("ok: TrainingJob n/b"), "{stdout}");
+    assert!(
+        stdout.contains("2 object(s) checked, 1 invalid"),
+        "{stdout}"
+    );
+
+    let missing = Command::new(bin)
+        .args(["validate", "-f", "no/such/file.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stdout).contains("error: no/such/file.yaml"));
+}
+
+#[test]
+fn committed_crd_matches_the_generated_one() {
+    let generated = trainscale::commands::crd::crd_yaml().unwrap();
+    let committed = std::fs::read_to_string("deploy/crd.yaml").unwrap();
+    assert_eq!(
+        committed, generated,
+        "deploy/crd.yaml is stale: run `cargo run -- crd > deploy/crd.yaml`"
+    );
+}
