@@ -44,7 +44,7 @@ fn decode<T: DeserializeOwned>(value: &Value) -> T {
 
 fn node(i: usize) -> Node {
     let mut allocatable = json!({"cpu": "64", "memory": "256Gi", "pods": "110"});
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         allocatable["nvidia.com/gpu"] = json!("8");
     }
     decode(&json!({
@@ -63,11 +63,14 @@ fn pod(i: usize, scale: Scale) -> Pod {
     let (namespace, name) = if i < trainer_pods {
         let job = i / TRAINERS_PER_JOB;
         labels = json!({"paddle-job": format!("job-{job:05}"), "batch.kubernetes.io/job-name": format!("job-{job:05}-trainer")});
-        (format!("team-{}", job % 50), format!("job-{job:05}-trainer-{}", i % TRAINERS_PER_JOB))
+        (
+            format!("team-{}", job % 50),
+            format!("job-{job:05}-trainer-{}", i % TRAINERS_PER_JOB),
+        )
     } else {
         (format!("svc-{}", i % 100), format!("pod-{i:06}"))
     };
-    let pending = i % 50 == 0;
+    let pending = i.is_multiple_of(50);
     let mut spec = json!({"containers": [
         {"name": "main", "image": "registry.example/app:1.0",
          "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
@@ -125,9 +128,21 @@ fn list<K>(store: &mut Store, wrap: fn(Event<K>) -> WatchEvent, items: impl Iter
 fn replay(scale: Scale) -> Store {
     let mut store = Store::new();
     list(&mut store, WatchEvent::Node, (0..scale.nodes).map(node));
-    list(&mut store, WatchEvent::TrainingJob, (0..scale.jobs).map(training_job));
-    list(&mut store, WatchEvent::Job, (0..scale.jobs).map(trainer_job));
-    list(&mut store, WatchEvent::Pod, (0..scale.pods).map(|i| pod(i, scale)));
+    list(
+        &mut store,
+        WatchEvent::TrainingJob,
+        (0..scale.jobs).map(training_job),
+    );
+    list(
+        &mut store,
+        WatchEvent::Job,
+        (0..scale.jobs).map(trainer_job),
+    );
+    list(
+        &mut store,
+        WatchEvent::Pod,
+        (0..scale.pods).map(|i| pod(i, scale)),
+    );
     assert!(store.synced());
     store
 }
@@ -168,9 +183,7 @@ fn main() {
     let benchmarking = std::env::args().any(|a| a == "--bench");
     let scale = if benchmarking { FULL } else { SMOKE };
     report_memory(scale);
-    let mut criterion = Criterion::default()
-        .sample_size(10)
-        .configure_from_args();
+    let mut criterion = Criterion::default().sample_size(10).configure_from_args();
     criterion.bench_function("replay_to_ready", |b| b.iter(|| replay(scale)));
     criterion.final_summary();
 }

@@ -84,8 +84,8 @@ pub const EXIT_NO_CONFIG: u8 = 2;
 /// Runs the daemon until SIGTERM or SIGINT.
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     init_logging(args.log_format);
-    // Deserializing TrainingJobs (with their embedded Job and ReplicaSet templates) inside the
-    // watch futures needs more than the default 2 MiB of stack in unoptimized builds.
+    // The watch futures over deep Kubernetes types (a TrainingJob embeds a Job and ReplicaSets)
+    // overflowed tokio's default 2 MiB worker stack in unoptimized builds.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .thread_stack_size(8 * 1024 * 1024)
         .enable_all()

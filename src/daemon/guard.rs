@@ -11,9 +11,10 @@ use serde::{Deserialize, Deserializer};
 
 use crate::api::TrainingJob;
 
-/// A TrainingJob as the watch delivers it: parsed, or the reason it could not be.
+/// A TrainingJob as the watch delivers it: parsed (boxed: the type is over 10 kB, too big to
+/// move through stream futures), or the reason it could not be.
 #[derive(Debug, Clone)]
-pub struct GuardedTrainingJob(pub Result<TrainingJob, MalformedTrainingJob>);
+pub struct GuardedTrainingJob(pub Result<Box<TrainingJob>, MalformedTrainingJob>);
 
 /// A TrainingJob object that does not deserialize.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +29,7 @@ impl<'de> Deserialize<'de> for GuardedTrainingJob {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
         match serde_path_to_error::deserialize::<_, TrainingJob>(&value) {
-            Ok(job) => Ok(GuardedTrainingJob(Ok(job))),
+            Ok(job) => Ok(GuardedTrainingJob(Ok(Box::new(job)))),
             Err(e) => {
                 let path = e.path().to_string();
                 let field = if path == "." {

@@ -46,6 +46,10 @@ impl Kind {
 
 /// One event of one watch stream.
 #[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "Pod and Job are ~2.5 kB each; an event is moved once, from the stream into the store"
+)]
 pub enum WatchEvent {
     Node(Event<Node>),
     Pod(Event<Pod>),
