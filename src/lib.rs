@@ -4,4 +4,7 @@ pub mod api;
 pub mod cluster;
 pub mod commands;
 pub mod daemon;
+pub mod operator;
 pub mod planner;
+pub mod sim;
+pub mod testkit;

@@ -36,6 +36,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
     },
+    /// Build a TrainingJob from flags: print it (--dry-run, default) or create it (--apply).
+    Submit(Box<commands::submit::SubmitArgs>),
     /// Run one planning pass on a cluster dump and print the plan (changes nothing).
     Plan {
         /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
@@ -54,6 +56,19 @@ enum Command {
         now: Option<String>,
         #[arg(long, value_enum, default_value = "table")]
         output: OutputFormat,
+    },
+    /// Replay a job trace in simulated time under each policy; write a summary, a time series
+    /// and plots, and print the policies side by side.
+    Simulate {
+        /// Scenario file (YAML).
+        #[arg(default_value = commands::simulate::DEFAULT_SCENARIO)]
+        scenario: PathBuf,
+        /// Output directory [default: simulations/out/<scenario name>].
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Policies to run, instead of the scenario's list.
+        #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+        policies: Vec<Policy>,
     },
 }
 
@@ -95,6 +110,25 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{text}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Submit(args) => {
+            let job = commands::submit::build_training_job(&args)?;
+            if args.apply {
+                let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+                let created = runtime.block_on(async {
+                    let client = kube::Client::try_default()
+                        .await
+                        .context("loading the kubeconfig")?;
+                    Ok::<_, anyhow::Error>(commands::submit::apply(client, &job).await?)
+                })?;
+                println!(
+                    "trainingjob.paddlepaddle.org/{} created",
+                    kube::ResourceExt::name_any(&created)
+                );
+            } else {
+                print!("{}", commands::submit::render(&job, args.output)?);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Plan {
             snapshot,
             policy,
@@ -128,6 +162,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("warning: skipped {w}");
             }
             print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate {
+            scenario,
+            output,
+            policies,
+        } => {
+            let outcome =
+                commands::simulate::simulate(&scenario, output.as_deref(), &policies, true)?;
+            print!("{}", outcome.table);
+            eprintln!(
+                "simulated in {:.1} s; results in {}",
+                outcome.elapsed_s,
+                outcome.output_dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

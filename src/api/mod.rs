@@ -13,7 +13,7 @@ pub use embedded::Embedded;
 pub use error::FieldError;
 pub use job::{JobKey, fulfillment_of};
 pub use quantity::{Quantity, QuantityError};
-pub use resources::{GPU_RESOURCE_NAMES, Resources, read_quantity, resources_of};
+pub use resources::{GPU_RESOURCE_NAMES, Resources, parse_resources, read_quantity, resources_of};
 pub use types::*;
 
 /// The CRD's API group.

@@ -52,6 +52,13 @@ impl Quantity {
         }
     }
 
+    /// A quantity of thousandths (millicores).
+    pub fn from_milli(milli: i64) -> Quantity {
+        Quantity {
+            nanos: i128::from(milli) * 1_000_000,
+        }
+    }
+
     /// The value in units of 10^-9.
     pub fn nanos(self) -> i128 {
         self.nanos

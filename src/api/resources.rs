@@ -5,7 +5,7 @@ use std::ops::{Add, AddAssign, Sub, SubAssign};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
-use super::{FieldError, Quantity};
+use super::{FieldError, Quantity, QuantityError};
 
 /// Extended resource names read as GPUs.
 pub const GPU_RESOURCE_NAMES: [&str; 2] = ["nvidia.com/gpu", "alpha.kubernetes.io/nvidia-gpu"];
@@ -124,11 +124,27 @@ pub fn resources_of(
     object: &str,
     field: &str,
 ) -> Result<Resources, FieldError> {
-    let cpu = read_quantity(map, "cpu", object, field)?;
-    let memory = read_quantity(map, "memory", object, field)?;
+    parse_resources(map)
+        .map_err(|(name, e)| FieldError::new(object, format!("{field}.{name}"), e.to_string()))
+}
+
+/// [`resources_of`] without the error context, for hot paths that add it only on failure: the
+/// error is the resource name and why its quantity was rejected.
+pub fn parse_resources(
+    map: Option<&BTreeMap<String, KubeQuantity>>,
+) -> Result<Resources, (&'static str, QuantityError)> {
+    let Some(map) = map else {
+        return Ok(Resources::ZERO);
+    };
+    let read = |name: &'static str| match map.get(name) {
+        None => Ok(Quantity::ZERO),
+        Some(q) => Quantity::parse(&q.0).map_err(|e| (name, e)),
+    };
+    let cpu = read("cpu")?;
+    let memory = read("memory")?;
     let mut gpu = Quantity::ZERO;
     for name in GPU_RESOURCE_NAMES {
-        let q = read_quantity(map, name, object, field)?;
+        let q = read(name)?;
         if q != Quantity::ZERO {
             gpu = q;
             break;

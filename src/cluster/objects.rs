@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::api::{
     FieldError, JobKey, LABEL_MASTER, LABEL_PSERVER, LABEL_TRAINER, Quantity, Resources,
-    TrainingJob, TrainingJobPhase, resources_of, validate::validate_training_job,
+    TrainingJob, TrainingJobPhase, parse_resources, resources_of, validate::validate_training_job,
 };
 
 /// What the state keeps of a Node.
@@ -108,10 +108,17 @@ pub fn pod_key(meta: &ObjectMeta) -> (String, String) {
 
 /// Reads a Pod: its node, phase, effective requests and TrainingJob role.
 pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
-    let object = meta_ref("Pod", &pod.metadata);
+    // Error context is built only on failure: this runs for every pod event.
+    let bad = |field: String, (name, e): (&str, crate::api::QuantityError)| {
+        FieldError::new(
+            meta_ref("Pod", &pod.metadata),
+            format!("{field}.{name}"),
+            e.to_string(),
+        )
+    };
     if pod.metadata.name.as_deref().unwrap_or("").is_empty() {
         return Err(FieldError::new(
-            object,
+            meta_ref("Pod", &pod.metadata),
             "metadata.name",
             "a Pod needs a name",
         ));
@@ -121,24 +128,17 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     let mut node = None;
     if let Some(spec) = pod.spec.as_ref() {
         for (i, c) in spec.containers.iter().enumerate() {
-            let field = format!("spec.containers[{i}].resources.requests");
-            requests += resources_of(
-                c.resources.as_ref().and_then(|r| r.requests.as_ref()),
-                &object,
-                &field,
-            )?;
+            requests += parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+                .map_err(|e| bad(format!("spec.containers[{i}].resources.requests"), e))?;
         }
         for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-            let field = format!("spec.initContainers[{i}].resources.requests");
-            let r = resources_of(
-                c.resources.as_ref().and_then(|r| r.requests.as_ref()),
-                &object,
-                &field,
-            )?;
+            let r = parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+                .map_err(|e| bad(format!("spec.initContainers[{i}].resources.requests"), e))?;
             init_max = init_max.max(r);
         }
         requests = requests.max(init_max);
-        requests += resources_of(spec.overhead.as_ref(), &object, "spec.overhead")?;
+        requests += parse_resources(spec.overhead.as_ref())
+            .map_err(|e| bad("spec.overhead".to_string(), e))?;
         node = spec.node_name.clone().filter(|n| !n.is_empty());
     }
     let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use foldhash::fast::RandomState;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -105,12 +107,12 @@ impl JobSlot {
 /// The cluster as the planner sees it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    node_ids: HashMap<String, NodeId>,
+    node_ids: HashMap<String, NodeId, RandomState>,
     slots: Vec<Option<NodeSlot>>,
     free_ids: Vec<NodeId>,
     /// Node ids sorted by node name.
     node_order: Vec<NodeId>,
-    pods: HashMap<(String, String), PodInfo>,
+    pods: HashMap<(String, String), PodInfo, RandomState>,
     jobs: BTreeMap<JobKey, JobSlot>,
     /// Requests of bound live pods.
     bound_requests: Resources,
@@ -262,20 +264,19 @@ impl ClusterState {
 
     /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
     pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
-        let old = match &info {
+        let old = match info {
             Some(new) => {
-                if self.pods.get(&key) == Some(new) {
+                if self.pods.get(&key) == Some(&new) {
                     return;
                 }
-                self.pods.insert(key, new.clone())
+                // Accounting is a sum, so the new pod may count before the old one is taken off.
+                self.account_pod(&new, 1);
+                self.pods.insert(key, new)
             }
             None => self.pods.remove(&key),
         };
         if let Some(old) = old {
             self.account_pod(&old, -1);
-        }
-        if let Some(new) = info {
-            self.account_pod(&new, 1);
         }
     }
 
@@ -292,7 +293,7 @@ impl ClusterState {
     fn account_pod(&mut self, pod: &PodInfo, sign: i64) {
         if pod.phase == PodPhase::Finished {
             if let Some((key, Role::Trainer)) = &pod.owner {
-                let slot = self.jobs.entry(key.clone()).or_default();
+                let slot = self.job_slot_mut(key);
                 slot.trainers.finished = add_u32(slot.trainers.finished, sign);
                 self.drop_job_if_empty(key);
             }
@@ -315,8 +316,7 @@ impl ClusterState {
             }
         };
         if let Some((key, Role::Trainer)) = &pod.owner {
-            let slot = self.jobs.entry(key.clone()).or_default();
-            let t = &mut slot.trainers;
+            let t = &mut self.job_slot_mut(key).trainers;
             match (pod.terminating, node_id) {
                 (true, _) => t.terminating = add_u32(t.terminating, sign),
                 (false, Some(id)) => {
@@ -398,6 +398,16 @@ impl ClusterState {
         slot.has_trainer_job = job.is_some();
         slot.trainer_job_parallelism = job.flatten();
         self.drop_job_if_empty(&key);
+    }
+
+    /// The slot of `key`, created empty when missing (without cloning the key when present).
+    fn job_slot_mut(&mut self, key: &JobKey) -> &mut JobSlot {
+        if !self.jobs.contains_key(key) {
+            return self.jobs.entry(key.clone()).or_default();
+        }
+        self.jobs
+            .get_mut(key)
+            .expect("the key was checked to be present")
     }
 
     fn drop_job_if_empty(&mut self, key: &JobKey) {

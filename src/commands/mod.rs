@@ -3,7 +3,9 @@
 pub mod crd;
 pub mod plan;
 pub mod run;
+pub mod simulate;
 pub mod state;
+pub mod submit;
 pub mod validate;
 
 /// How a command prints its result.

@@ -1,0 +1,85 @@
+//! `trainscale simulate`: run a scenario's policies, write the results, print the table.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::planner::Policy;
+use crate::sim::report::{self, Summary};
+use crate::sim::{self, Scenario, SimError, plot};
+
+/// The scenario run when none is named.
+pub const DEFAULT_SCENARIO: &str = "simulations/default.yaml";
+
+/// What a simulation produced.
+#[derive(Debug)]
+pub struct SimulateOutcome {
+    pub summary: Summary,
+    /// The side-by-side table.
+    pub table: String,
+    pub output_dir: PathBuf,
+    /// Wall time of the runs (all policies), seconds.
+    pub elapsed_s: f64,
+}
+
+/// Runs `scenario` with `policies` (the scenario's own list when empty) and writes its results to
+/// `output` (default `simulations/out/<scenario name>/`). `progress` shows a bar on stderr.
+pub fn simulate(
+    scenario: &Path,
+    output: Option<&Path>,
+    policies: &[Policy],
+    progress: bool,
+) -> Result<SimulateOutcome, SimError> {
+    let mut scenario = Scenario::load(scenario)?;
+    if !policies.is_empty() {
+        scenario.policies = policies.to_vec();
+    }
+    let (jobs, speedup) = sim::load_inputs(&scenario)?;
+    tracing::info!(
+        scenario = %scenario.name,
+        jobs = jobs.len(),
+        gpus = scenario.total_gpus(),
+        "simulating"
+    );
+    let bar = (progress && std::io::stderr().is_terminal()).then(|| {
+        let bar = ProgressBar::new((jobs.len() * scenario.policies.len()) as u64);
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:12} [{bar:40}] {pos}/{len} jobs done ({elapsed})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar
+    });
+    let started = Instant::now();
+    let runs = sim::run_policies(
+        &scenario,
+        &jobs,
+        &speedup,
+        &scenario.policies,
+        &mut |policy: Policy, _done, _total| {
+            if let Some(bar) = &bar {
+                bar.set_message(policy.as_str());
+                bar.inc(1);
+            }
+        },
+    );
+    let elapsed_s = started.elapsed().as_secs_f64();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let output_dir = output
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| Path::new("simulations/out").join(&scenario.name));
+    let summary = Summary::of(&scenario.name, &runs);
+    report::write_all(&output_dir, &summary, &runs)?;
+    plot::write_all(&output_dir, &scenario.name, &runs)?;
+    let table = report::table(&summary, &runs);
+    Ok(SimulateOutcome {
+        summary,
+        table,
+        output_dir,
+        elapsed_s,
+    })
+}

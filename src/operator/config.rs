@@ -1,0 +1,42 @@
+//! The operator's command-line configuration, flattened into `trainscale run`.
+
+/// Which PodGroup kind the operator creates for each TrainingJob.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodGroupMode {
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    Volcano,
+    /// `scheduling.x-k8s.io/v1alpha1` PodGroup (scheduler-plugins Coscheduling).
+    SchedulerPlugins,
+    /// No PodGroup.
+    #[default]
+    None,
+}
+
+/// How the operator creates and finishes TrainingJobs.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct OperatorConfig {
+    /// Create a PodGroup for each TrainingJob (gang = master + pserver min + trainer min).
+    #[arg(long = "podgroups", value_enum, default_value_t = PodGroupMode::None)]
+    pub podgroups: PodGroupMode,
+    /// Label trainer Jobs for Kueue (queue from the TrainingJob's `kueue.x-k8s.io/queue-name`
+    /// label) and mark them elastic.
+    #[arg(long)]
+    pub kueue: bool,
+    /// Fail a job once a pserver container has restarted this many times (0: no limit).
+    #[arg(long = "restart-limit", default_value_t = 5)]
+    pub restart_limit: i32,
+    /// Release the pods of finished jobs (scale master/pservers to 0, delete trainer pods).
+    #[arg(long)]
+    pub autoclean: bool,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        OperatorConfig {
+            podgroups: PodGroupMode::None,
+            kueue: false,
+            restart_limit: 5,
+            autoclean: false,
+        }
+    }
+}

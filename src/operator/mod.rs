@@ -1,0 +1,19 @@
+//! Minimal job creation (design §5): from a TrainingJob, the master and pserver ReplicaSets, the
+//! trainer Job, the trainer-count ConfigMap and optionally a PodGroup, all owned by the TrainingJob
+//! so deletion cascades; the job's phase and per-role status.
+//!
+//! [`run_operator`] runs the kube-rs `Controller`; the rest is pure and tested without a cluster.
+
+mod config;
+pub mod controller;
+mod error;
+pub mod names;
+pub mod phase;
+pub mod pod;
+pub mod podgroup;
+pub mod resources;
+
+pub use config::{OperatorConfig, PodGroupMode};
+pub use controller::{Context, reconcile, run_operator};
+pub use error::OperatorError;
+pub use resources::{Desired, desired};

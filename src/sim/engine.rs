@@ -1,0 +1,530 @@
+//! The event loop, in simulated seconds.
+//!
+//! Events, ordered by (time, kind, sequence) so that a run is deterministic: at one instant
+//! completions come first (they free resources), then rescale completions, node failures and
+//! recoveries, arrivals, and last the planner tick.
+//!
+//! - **Arrival**: the original operator creates the TrainingJob (phase Creating) and its trainer
+//!   Job with `parallelism` = min; the trainer pods are pending.
+//! - **Tick** (every `interval_s`): one planner pass over the [`ClusterState`](crate::cluster::ClusterState);
+//!   the trainer Job controller applies each new target (pods created, or deleted pending first
+//!   then newest); the kube-scheduler binds pending pods.
+//! - **Rescale done**: a job whose bound trainers changed (and has at least min) makes no
+//!   progress for `rescale_cost_s`, then runs at `speedup(n)` worker-s per second.
+//! - **Completion**: the job has accumulated `work_worker_s`; its pods and objects are deleted.
+//! - **Node down / up**: trainers on a failed node are lost; the job goes on with the rest, or
+//!   waits below min, while its controller recreates the lost pods as pending.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::time::Instant;
+
+use ordered_float::OrderedFloat;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+
+use super::metrics::{JobOutcome, TickSample};
+use super::scenario::Scenario;
+use super::scheduler::{NAMESPACE, World};
+use super::speedup::SpeedupModel;
+use super::trace::TraceJob;
+use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
+use crate::cluster::JobInfo;
+use crate::planner::{self, PlannerConfig, Policy};
+
+pub use super::metrics::RunResult;
+
+/// Bytes in a MiB.
+const MIB: i64 = 1 << 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    // Variant order is the order of events at the same instant.
+    Completion { job: usize, version: u64 },
+    RescaleDone { job: usize, version: u64 },
+    NodeDown { fault: usize },
+    NodeUp { node: usize },
+    Arrival { job: usize },
+    Tick,
+}
+
+impl Event {
+    fn rank(&self) -> u8 {
+        match self {
+            Event::Completion { .. } => 0,
+            Event::RescaleDone { .. } => 1,
+            Event::NodeDown { .. } => 2,
+            Event::NodeUp { .. } => 3,
+            Event::Arrival { .. } => 4,
+            Event::Tick => 5,
+        }
+    }
+}
+
+/// An event in the queue: (time, kind rank, sequence, event).
+type Queued = (OrderedFloat<f64>, u8, u64, Event);
+
+/// Progress of one job.
+#[derive(Debug, Clone)]
+struct JobRun {
+    info: JobInfo,
+    /// Trainer Job parallelism.
+    parallelism: i32,
+    work_done: f64,
+    last_t: f64,
+    /// Worker-seconds per second right now.
+    rate: f64,
+    /// Invalidates scheduled completion / rescale-done events.
+    version: u64,
+    arrived: bool,
+    started: Option<f64>,
+    finished: Option<f64>,
+    rescales: u32,
+}
+
+/// One simulation of one policy.
+pub struct Engine<'a> {
+    scenario: &'a Scenario,
+    trace: &'a [TraceJob],
+    speedup: &'a SpeedupModel,
+    policy: Policy,
+    config: PlannerConfig,
+    world: World,
+    runs: Vec<JobRun>,
+    key_index: HashMap<JobKey, usize>,
+    /// Arrived, unfinished jobs.
+    active: std::collections::BTreeSet<usize>,
+    heap: BinaryHeap<Reverse<Queued>>,
+    seq: u64,
+    rng: ChaCha8Rng,
+    /// Fault events not yet processed.
+    faults_pending: usize,
+    /// Jobs arrived so far.
+    arrived: usize,
+    completed: usize,
+    samples: Vec<TickSample>,
+    pass_ms: Vec<f64>,
+}
+
+impl<'a> Engine<'a> {
+    /// Sets up the cluster and the arrivals of a scenario's trace for one policy.
+    pub fn new(
+        scenario: &'a Scenario,
+        trace: &'a [TraceJob],
+        speedup: &'a SpeedupModel,
+        policy: Policy,
+    ) -> Engine<'a> {
+        let mut nodes = Vec::new();
+        for pool in &scenario.node_pools {
+            for i in 0..pool.count {
+                nodes.push((
+                    format!("{}-{i:03}", pool.name),
+                    pool.name.clone(),
+                    pool.allocatable,
+                ));
+            }
+        }
+        let mut world = World::new(nodes);
+        let mut runs = Vec::with_capacity(trace.len());
+        let mut key_index = HashMap::with_capacity(trace.len());
+        let mut static_sizes = BTreeMap::new();
+        for (i, t) in trace.iter().enumerate() {
+            let key = JobKey::new(NAMESPACE, t.id.clone());
+            let trainer = Resources::new(
+                t.cpus_per_worker * 1000,
+                t.mem_mib_per_worker * MIB,
+                t.gpus_per_worker,
+            );
+            let info = JobInfo {
+                min: t.min_workers,
+                max: t.max_workers,
+                trainer,
+                exact: [
+                    Quantity::from_units(t.gpus_per_worker),
+                    Quantity::from_units(t.cpus_per_worker),
+                    Quantity::from_units(t.mem_mib_per_worker * MIB),
+                ],
+                priority: 0,
+                created: t.submit_s as i64,
+                phase: TrainingJobPhase::Creating,
+                stored_parallelism: Some(t.min_workers),
+                last_scale: None,
+            };
+            static_sizes.insert(key.clone(), t.req_workers);
+            world.add_job(key.clone(), trainer);
+            key_index.insert(key, i);
+            runs.push(JobRun {
+                info,
+                parallelism: 0,
+                work_done: 0.0,
+                last_t: 0.0,
+                rate: 0.0,
+                version: 0,
+                arrived: false,
+                started: None,
+                finished: None,
+                rescales: 0,
+            });
+        }
+        let config = PlannerConfig {
+            policy,
+            max_load_desired: scenario.max_load_desired,
+            now: 0,
+            cooldown_s: scenario.cooldown_s,
+            static_sizes,
+            ..PlannerConfig::default()
+        };
+        let mut engine = Engine {
+            scenario,
+            trace,
+            speedup,
+            policy,
+            config,
+            world,
+            runs,
+            key_index,
+            active: Default::default(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            rng: ChaCha8Rng::seed_from_u64(scenario.seed),
+            faults_pending: scenario.faults.len(),
+            arrived: 0,
+            completed: 0,
+            samples: Vec::new(),
+            pass_ms: Vec::new(),
+        };
+        for (i, t) in trace.iter().enumerate() {
+            engine.push(t.submit_s, Event::Arrival { job: i });
+        }
+        for (f, fault) in scenario.faults.iter().enumerate() {
+            engine.push(fault.at_s, Event::NodeDown { fault: f });
+        }
+        engine.push(0.0, Event::Tick);
+        engine
+    }
+
+    fn push(&mut self, t: f64, event: Event) {
+        self.seq += 1;
+        self.heap
+            .push(Reverse((OrderedFloat(t), event.rank(), self.seq, event)));
+    }
+
+    /// Runs to the end: every job finished, the horizon passed, or nothing can change any more.
+    /// `progress(jobs_done, jobs_total)` is called as jobs finish.
+    pub fn run(mut self, progress: &mut dyn FnMut(usize, usize)) -> RunResult {
+        let total = self.trace.len();
+        let stall_limit =
+            (self.scenario.cooldown_s as f64 / self.scenario.interval_s).ceil() as u32 + 3;
+        let mut stalled = 0u32;
+        let mut end = 0.0f64;
+        while let Some(Reverse((OrderedFloat(now), _, _, event))) = self.heap.pop() {
+            if let Some(h) = self.scenario.horizon_s
+                && now > h
+            {
+                tracing::info!(
+                    policy = self.policy.as_str(),
+                    horizon_s = h,
+                    "horizon reached"
+                );
+                break;
+            }
+            end = now;
+            match event {
+                Event::Arrival { job } => self.arrive(job, now),
+                Event::Completion { job, version } => {
+                    if self.runs[job].version == version && self.runs[job].finished.is_none() {
+                        self.complete(job, now);
+                        progress(self.completed, total);
+                    }
+                }
+                Event::RescaleDone { job, version } => {
+                    if self.runs[job].version == version {
+                        self.start_running(job, now);
+                    }
+                }
+                Event::NodeDown { fault } => {
+                    self.faults_pending -= 1;
+                    self.fail(fault, now);
+                }
+                Event::NodeUp { node } => {
+                    self.faults_pending -= 1;
+                    self.world.set_up(node, true);
+                }
+                Event::Tick => {
+                    let changed = self.tick(now);
+                    if self.completed == total {
+                        break;
+                    }
+                    let arrivals_left = self.arrived < total;
+                    let progressing = self
+                        .active
+                        .iter()
+                        .any(|&j| self.runs[j].started.is_some() && self.is_running(j));
+                    if changed || arrivals_left || progressing || self.faults_pending > 0 {
+                        stalled = 0;
+                    } else {
+                        stalled += 1;
+                    }
+                    if stalled >= stall_limit {
+                        tracing::warn!(
+                            policy = self.policy.as_str(),
+                            unfinished = total - self.completed,
+                            at_s = now,
+                            "no job can make progress any more; stopping"
+                        );
+                        break;
+                    }
+                    self.push(now + self.scenario.interval_s, Event::Tick);
+                }
+            }
+        }
+        let outcomes = self
+            .trace
+            .iter()
+            .zip(&self.runs)
+            .map(|(t, r)| JobOutcome {
+                id: t.id.clone(),
+                req_workers: t.req_workers,
+                submit_s: t.submit_s,
+                start_s: r.started,
+                finish_s: r.finished,
+                rescales: r.rescales,
+            })
+            .collect();
+        RunResult {
+            policy: self.policy,
+            end_s: end,
+            jobs: outcomes,
+            samples: self.samples,
+            pass_ms: self.pass_ms,
+        }
+    }
+
+    fn is_running(&self, job: usize) -> bool {
+        self.world.bound(job) as i32 >= self.runs[job].info.min
+    }
+
+    fn arrive(&mut self, job: usize, now: f64) {
+        self.arrived += 1;
+        let run = &mut self.runs[job];
+        run.arrived = true;
+        run.last_t = now;
+        run.parallelism = run.info.min;
+        let key = self.world.jobs[job].key.clone();
+        self.world
+            .state
+            .set_training_job(key.clone(), Some(run.info.clone()));
+        self.world
+            .state
+            .set_trainer_job(key, Some(Some(run.parallelism)));
+        self.world
+            .create_pods(job, run.parallelism.max(0) as u32, now as i64);
+        self.active.insert(job);
+    }
+
+    /// Adds the work done since the last update.
+    fn accrue(&mut self, job: usize, now: f64) {
+        let r = &mut self.runs[job];
+        r.work_done += r.rate * (now - r.last_t);
+        r.last_t = now;
+    }
+
+    /// The bound trainers of `job` changed: it pauses for the rescale cost (or waits below min).
+    fn reallocated(&mut self, job: usize, now: f64) {
+        self.accrue(job, now);
+        let running = self.is_running(job);
+        let r = &mut self.runs[job];
+        r.version += 1;
+        r.rate = 0.0;
+        if !running {
+            return;
+        }
+        if r.started.is_none() {
+            r.started = Some(now);
+            r.info.phase = TrainingJobPhase::Running;
+            let info = r.info.clone();
+            let key = self.world.jobs[job].key.clone();
+            self.world.state.set_training_job(key, Some(info));
+        } else {
+            r.rescales += 1;
+        }
+        let version = r.version;
+        if self.scenario.rescale_cost_s > 0.0 {
+            self.push(
+                now + self.scenario.rescale_cost_s,
+                Event::RescaleDone { job, version },
+            );
+        } else {
+            self.start_running(job, now);
+        }
+    }
+
+    /// The rescale is over: progress at the speedup of the bound trainers.
+    fn start_running(&mut self, job: usize, now: f64) {
+        self.accrue(job, now);
+        if !self.is_running(job) {
+            return;
+        }
+        let n = self.world.bound(job);
+        let rate = self.speedup.speedup(&self.trace[job].application, n);
+        let r = &mut self.runs[job];
+        r.version += 1;
+        r.rate = rate;
+        if rate > 0.0 {
+            let left = (self.trace[job].work_worker_s - r.work_done).max(0.0);
+            let version = r.version;
+            self.push(now + left / rate, Event::Completion { job, version });
+        }
+    }
+
+    fn complete(&mut self, job: usize, now: f64) {
+        self.accrue(job, now);
+        let r = &mut self.runs[job];
+        r.finished = Some(now);
+        r.rate = 0.0;
+        r.version += 1;
+        self.completed += 1;
+        self.active.remove(&job);
+        self.world.remove_job_pods(job);
+        let key = self.world.jobs[job].key.clone();
+        self.world.state.set_trainer_job(key.clone(), None);
+        self.world.state.set_training_job(key, None);
+    }
+
+    fn fail(&mut self, fault: usize, now: f64) {
+        let f = &self.scenario.faults[fault];
+        let mut candidates: Vec<usize> = (0..self.world.nodes.len())
+            .filter(|&n| self.world.nodes[n].up && self.world.nodes[n].pool == f.node_pool)
+            .collect();
+        let mut picked = Vec::new();
+        while picked.len() < f.count as usize && !candidates.is_empty() {
+            let i = (self.rng.next_u64() % candidates.len() as u64) as usize;
+            picked.push(candidates.remove(i));
+        }
+        let down_for = f.down_for_s;
+        for node in picked {
+            tracing::debug!(node = %self.world.nodes[node].name, at_s = now, "node down");
+            for job in self.world.fail_node(node, now as i64) {
+                self.reallocated(job, now);
+            }
+            if let Some(d) = down_for {
+                self.faults_pending += 1;
+                self.push(now + d, Event::NodeUp { node });
+            }
+        }
+    }
+
+    /// One planner pass, its application, and a scheduling pass. Returns whether anything changed.
+    fn tick(&mut self, now: f64) -> bool {
+        self.config.now = now as i64;
+        let started = Instant::now();
+        let plan = planner::plan(&self.world.state, &self.config);
+        self.pass_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        for w in &plan.warnings {
+            tracing::debug!(policy = self.policy.as_str(), warning = %w, "planner");
+        }
+
+        let mut changed = false;
+        let mut dirty = std::collections::BTreeSet::new();
+        let mut placements: HashMap<usize, Vec<(usize, u32)>> = HashMap::new();
+        for jp in &plan.jobs {
+            let Some(&job) = self.key_index.get(&jp.key) else {
+                continue;
+            };
+            if self.runs[job].finished.is_some() || !self.runs[job].arrived {
+                continue;
+            }
+            let target = jp.target.max(0);
+            if target != self.runs[job].parallelism {
+                changed = true;
+                let r = &mut self.runs[job];
+                r.parallelism = target;
+                r.info.last_scale = Some(now as i64);
+                let info = r.info.clone();
+                let key = self.world.jobs[job].key.clone();
+                self.world.state.set_training_job(key.clone(), Some(info));
+                self.world.state.set_trainer_job(key, Some(Some(target)));
+                if self.world.scale_to(job, target as u32, now as i64) {
+                    dirty.insert(job);
+                }
+            }
+            let places: Vec<(usize, u32)> = jp
+                .placements
+                .iter()
+                .filter_map(|p| self.world.node_index(&p.node).map(|n| (n, p.trainers)))
+                .collect();
+            if !places.is_empty() {
+                placements.insert(job, places);
+            }
+        }
+        let runs = &self.runs;
+        let min = |j: usize| runs[j].info.min.max(0) as u32;
+        let gang = self.scenario.gang_scheduling;
+        for job in self.world.schedule(&mut placements, &min, gang) {
+            changed = true;
+            dirty.insert(job);
+        }
+        for job in dirty {
+            self.reallocated(job, now);
+        }
+        self.sample(now);
+        changed
+    }
+
+    fn sample(&mut self, now: f64) {
+        let state = &self.world.state;
+        let cap = state.total_capacity();
+        let used = state.bound_requests();
+        let ratio = |u: i64, c: i64| if c > 0 { u as f64 / c as f64 } else { 0.0 };
+        let mut queue = 0u32;
+        let mut running = 0u32;
+        let mut fulfillment = (0.0, 0u32);
+        // Smallest trainer of a job that wants more room (pending pods, or below max).
+        let mut wanting: Vec<Resources> = Vec::new();
+        for &j in &self.active {
+            let info = &self.runs[j].info;
+            let bound = self.world.bound(j) as i32;
+            if bound >= info.min {
+                running += 1;
+            } else {
+                queue += 1;
+            }
+            if info.min < info.max {
+                fulfillment.0 +=
+                    fulfillment_of(bound.into(), info.min.into(), info.max.into()).clamp(0.0, 1.0);
+                fulfillment.1 += 1;
+            }
+            if (bound < info.max || !self.world.jobs[j].pending.is_empty())
+                && info.trainer.gpu > 0
+                && !wanting.contains(&info.trainer)
+            {
+                wanting.push(info.trainer);
+            }
+        }
+        let mut stranded = 0i64;
+        if !wanting.is_empty() {
+            for n in &self.world.nodes {
+                if let Some(slot) = state.node(n.id).filter(|s| s.schedulable()) {
+                    let free = slot.free();
+                    if free.gpu > 0 && !wanting.iter().any(|t| t.fits_in(&free)) {
+                        stranded += free.gpu;
+                    }
+                }
+            }
+        }
+        self.samples.push(TickSample {
+            time_s: now,
+            gpus_bound: used.gpu,
+            gpus_capacity: cap.gpu,
+            gpu_util: ratio(used.gpu, cap.gpu),
+            cpu_util: ratio(used.cpu_milli, cap.cpu_milli),
+            mem_util: ratio(used.memory, cap.memory),
+            queue_len: queue,
+            running_jobs: running,
+            pending_trainers: self.world.pending_pods() as u32,
+            stranded_gpus: stranded,
+            fulfillment_avg: (fulfillment.1 > 0).then(|| fulfillment.0 / f64::from(fulfillment.1)),
+            pass_ms: self.pass_ms.last().copied().unwrap_or(0.0),
+        });
+    }
+}

@@ -1,0 +1,63 @@
+//! The offline discrete-event simulator behind `trainscale simulate`.
+//!
+//! It replays a job trace in simulated time against the same [`ClusterState`](crate::cluster::ClusterState)
+//! and [`plan`](crate::planner::plan) the daemon uses: jobs arrive as the original operator creates
+//! them, a planner pass runs every `interval_s`, a simulated kube-scheduler binds trainer pods, and
+//! jobs progress at their speedup curve while at least `min` trainers are bound.
+//!
+//! - [`scenario`]: the YAML scenario file.
+//! - [`trace`]: the job trace (CSV).
+//! - [`speedup`]: speedup models (`pollux`, `linear`, `amdahl:P`).
+//! - [`engine`]: the event loop.
+//! - [`scheduler`]: the simulated kube-scheduler and job controller.
+//! - [`metrics`]: per-tick samples and per-job outcomes, summarised per policy.
+//! - [`report`]: `summary.json`, `timeseries.csv`, `jobs.csv`, the terminal table.
+//! - [`plot`]: SVG plots.
+
+pub mod engine;
+mod error;
+pub mod metrics;
+pub mod plot;
+pub mod report;
+pub mod scenario;
+pub mod scheduler;
+pub mod speedup;
+pub mod trace;
+
+pub use engine::{Engine, RunResult};
+pub use error::SimError;
+pub use scenario::Scenario;
+pub use speedup::SpeedupModel;
+pub use trace::TraceJob;
+
+use crate::planner::Policy;
+
+/// Runs every policy of `policies` on a loaded scenario, one after the other.
+///
+/// `progress(policy, jobs_done, jobs_total)` is called as jobs finish.
+pub fn run_policies(
+    scenario: &Scenario,
+    jobs: &[TraceJob],
+    speedup: &SpeedupModel,
+    policies: &[Policy],
+    progress: &mut dyn FnMut(Policy, usize, usize),
+) -> Vec<RunResult> {
+    policies
+        .iter()
+        .map(|&policy| {
+            let engine = Engine::new(scenario, jobs, speedup, policy);
+            engine.run(&mut |done, total| progress(policy, done, total))
+        })
+        .collect()
+}
+
+/// Loads the scenario's trace and speedup model.
+pub fn load_inputs(scenario: &Scenario) -> Result<(Vec<TraceJob>, SpeedupModel), SimError> {
+    let speedup = SpeedupModel::load(&scenario.speedup)?;
+    let jobs = trace::load(&scenario.trace)?;
+    speedup.check_applications(
+        jobs.iter().map(|j| (j.application.as_str(), j.row)),
+        &scenario.trace.path,
+    )?;
+    Ok((jobs, speedup))
+}

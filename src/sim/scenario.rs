@@ -1,0 +1,540 @@
+//! Scenario files: the cluster, the trace, the policies and the knobs of one simulation (YAML).
+//!
+//! Every key is checked: an unknown key, a value of the wrong type or one out of range is an error
+//! naming the key. Paths are relative to the scenario file.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::SimError;
+use crate::api::{Quantity, Resources};
+use crate::planner::Policy;
+
+/// A node pool: `count` identical nodes named `<name>-000`, `<name>-001`, ...
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodePool {
+    pub name: String,
+    pub count: u32,
+    pub allocatable: Resources,
+}
+
+/// Which trace to replay and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceSpec {
+    /// Resolved path of the trace CSV.
+    pub path: PathBuf,
+    /// Only the first `limit_jobs` rows (after `skip_jobs`).
+    pub limit_jobs: Option<usize>,
+    /// Rows skipped at the start of the trace.
+    pub skip_jobs: usize,
+    /// Submit times are multiplied by this (below 1 compresses arrivals, raising the load).
+    pub time_scale: f64,
+}
+
+/// Which speedup model a job's progress follows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpeedupSpec {
+    /// Per-application curves from a `pollux-speedup.csv` table at the given GPUs per node.
+    Pollux { path: PathBuf, gpus_per_node: u32 },
+    /// `speedup(n) = n`.
+    Linear,
+    /// Amdahl's law with serial fraction `p`: `1 / (p + (1 - p) / n)`.
+    Amdahl(f64),
+}
+
+/// A node failure: `count` nodes of `node_pool` fail at `at_s` and come back `down_for_s` later
+/// (never, when absent). Which nodes is drawn from the scenario's seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    pub at_s: f64,
+    pub node_pool: String,
+    pub count: u32,
+    pub down_for_s: Option<f64>,
+}
+
+/// A loaded, checked scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    /// The file it came from (for messages).
+    pub path: PathBuf,
+    pub node_pools: Vec<NodePool>,
+    pub trace: TraceSpec,
+    pub policies: Vec<Policy>,
+    pub max_load_desired: f64,
+    pub interval_s: f64,
+    pub rescale_cost_s: f64,
+    pub cooldown_s: i64,
+    pub speedup: SpeedupSpec,
+    pub seed: u64,
+    pub faults: Vec<Fault>,
+    /// Simulated time after which the run stops, jobs still running reported unfinished.
+    pub horizon_s: Option<f64>,
+    /// Bind a job below its min all or nothing (the PodGroup the operator creates); default true.
+    pub gang_scheduling: bool,
+}
+
+/// A number or a string in YAML (`cpu: 96` as well as `cpu: "500m"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum QuantityText {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl QuantityText {
+    fn text(&self) -> String {
+        match self {
+            QuantityText::Int(i) => i.to_string(),
+            QuantityText::Float(f) => f.to_string(),
+            QuantityText::Text(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    cluster: RawCluster,
+    trace: RawTrace,
+    policies: Option<Vec<String>>,
+    max_load_desired: Option<f64>,
+    interval_s: Option<f64>,
+    rescale_cost_s: Option<f64>,
+    cooldown_s: Option<i64>,
+    speedup: Option<RawSpeedup>,
+    seed: Option<u64>,
+    #[serde(default)]
+    faults: Vec<RawFault>,
+    horizon_s: Option<f64>,
+    gang_scheduling: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    node_pools: Vec<RawPool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPool {
+    name: String,
+    count: i64,
+    cpu: QuantityText,
+    memory: QuantityText,
+    #[serde(default)]
+    gpus: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTrace {
+    path: String,
+    format: String,
+    limit_jobs: Option<i64>,
+    skip_jobs: Option<i64>,
+    time_scale: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpeedup {
+    model: String,
+    path: Option<String>,
+    gpus_per_node: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    at_s: f64,
+    node_pool: String,
+    count: i64,
+    down_for_s: Option<f64>,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, SimError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".to_string());
+        Scenario::parse(&text, path, base, &stem)
+    }
+
+    /// Checks scenario text; `path` names it in errors, `base` resolves relative paths,
+    /// `default_name` is used when the scenario has no `name`.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        base: &Path,
+        default_name: &str,
+    ) -> Result<Scenario, SimError> {
+        let value: serde_json::Value =
+            serde_saphyr::from_str(text).map_err(|e| SimError::Yaml {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })?;
+        let raw: RawScenario = serde_path_to_error::deserialize(&value).map_err(|e| {
+            let key = e.path().to_string();
+            let key = if key == "." {
+                "(top level)".to_string()
+            } else {
+                key
+            };
+            SimError::key(path, key, e.into_inner().to_string())
+        })?;
+        let err = |key: &str, message: String| SimError::key(path, key, message);
+
+        let name = match raw.name {
+            Some(n) if n.trim().is_empty() => return Err(err("name", "must not be empty".into())),
+            Some(n) => n,
+            None => default_name.to_string(),
+        };
+
+        // Cluster.
+        if raw.cluster.node_pools.is_empty() {
+            return Err(err("cluster.node_pools", "needs at least one pool".into()));
+        }
+        let mut pool_names = BTreeSet::new();
+        let mut node_pools = Vec::new();
+        for (i, p) in raw.cluster.node_pools.iter().enumerate() {
+            let key = |k: &str| format!("cluster.node_pools[{i}].{k}");
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            {
+                return Err(err(
+                    &key("name"),
+                    format!("{:?} must be lowercase letters, digits and '-'", p.name),
+                ));
+            }
+            if !pool_names.insert(p.name.clone()) {
+                return Err(err(
+                    &key("name"),
+                    format!("pool {:?} is listed twice", p.name),
+                ));
+            }
+            if !(1..=100_000).contains(&p.count) {
+                return Err(err(
+                    &key("count"),
+                    format!("{} is not in 1..=100000", p.count),
+                ));
+            }
+            if !(0..=1024).contains(&p.gpus) {
+                return Err(err(&key("gpus"), format!("{} is not in 0..=1024", p.gpus)));
+            }
+            let quantity = |k: &str, q: &QuantityText| -> Result<Quantity, SimError> {
+                let q = Quantity::parse(&q.text()).map_err(|e| err(&key(k), e.to_string()))?;
+                if q == Quantity::ZERO {
+                    return Err(err(&key(k), "must be above zero".into()));
+                }
+                Ok(q)
+            };
+            let cpu = quantity("cpu", &p.cpu)?;
+            let memory = quantity("memory", &p.memory)?;
+            node_pools.push(NodePool {
+                name: p.name.clone(),
+                count: p.count as u32,
+                allocatable: Resources::new(cpu.milli_ceil(), memory.value_ceil(), p.gpus),
+            });
+        }
+
+        // Trace.
+        if raw.trace.format != "philly-pollux" {
+            return Err(err(
+                "trace.format",
+                format!(
+                    "{:?} is not a known format (known: philly-pollux)",
+                    raw.trace.format
+                ),
+            ));
+        }
+        let limit_jobs = match raw.trace.limit_jobs {
+            Some(n) if n < 1 => return Err(err("trace.limit_jobs", format!("{n} is below 1"))),
+            n => n.map(|n| n as usize),
+        };
+        let skip_jobs = match raw.trace.skip_jobs {
+            Some(n) if n < 0 => return Err(err("trace.skip_jobs", format!("{n} is negative"))),
+            n => n.unwrap_or(0) as usize,
+        };
+        let time_scale = raw.trace.time_scale.unwrap_or(1.0);
+        if !(time_scale > 0.0 && time_scale <= 1000.0) {
+            return Err(err(
+                "trace.time_scale",
+                format!("{time_scale} is not in (0, 1000]"),
+            ));
+        }
+        let trace = TraceSpec {
+            path: base.join(&raw.trace.path),
+            limit_jobs,
+            skip_jobs,
+            time_scale,
+        };
+
+        // Policies.
+        let policies = match raw.policies {
+            None => vec![Policy::Fulfillment, Policy::Edl, Policy::Static],
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(err("policies", "needs at least one policy".into()));
+                }
+                let mut out = Vec::new();
+                for (i, p) in list.iter().enumerate() {
+                    let policy: Policy =
+                        p.parse().map_err(|e| err(&format!("policies[{i}]"), e))?;
+                    if out.contains(&policy) {
+                        return Err(err(
+                            &format!("policies[{i}]"),
+                            format!("{p:?} is listed twice"),
+                        ));
+                    }
+                    out.push(policy);
+                }
+                out
+            }
+        };
+
+        let max_load_desired = raw.max_load_desired.unwrap_or(0.97);
+        if !(max_load_desired > 0.0 && max_load_desired <= 1.0) {
+            return Err(err(
+                "max_load_desired",
+                format!("{max_load_desired} is not in (0, 1]"),
+            ));
+        }
+        let interval_s = raw.interval_s.unwrap_or(60.0);
+        if !(1.0..=86_400.0).contains(&interval_s) {
+            return Err(err(
+                "interval_s",
+                format!("{interval_s} is not in [1, 86400]"),
+            ));
+        }
+        let rescale_cost_s = raw.rescale_cost_s.unwrap_or(30.0);
+        if !(0.0..=86_400.0).contains(&rescale_cost_s) {
+            return Err(err(
+                "rescale_cost_s",
+                format!("{rescale_cost_s} is not in [0, 86400]"),
+            ));
+        }
+        let cooldown_s = raw.cooldown_s.unwrap_or(0);
+        if !(0..=86_400 * 7).contains(&cooldown_s) {
+            return Err(err(
+                "cooldown_s",
+                format!("{cooldown_s} is not in [0, 604800]"),
+            ));
+        }
+        if let Some(h) = raw.horizon_s
+            && !(h > 0.0 && h.is_finite())
+        {
+            return Err(err("horizon_s", format!("{h} is not above zero")));
+        }
+
+        // Speedup.
+        let max_gpus = node_pools
+            .iter()
+            .map(|p| p.allocatable.gpu)
+            .max()
+            .unwrap_or(0);
+        let speedup = match raw.speedup {
+            None => SpeedupSpec::Linear,
+            Some(s) => {
+                if s.gpus_per_node.is_some() && s.model != "pollux" {
+                    return Err(err(
+                        "speedup.gpus_per_node",
+                        "only the pollux model takes it".into(),
+                    ));
+                }
+                if s.path.is_some() && s.model != "pollux" {
+                    return Err(err(
+                        "speedup.path",
+                        "only the pollux model takes a path".into(),
+                    ));
+                }
+                match s.model.as_str() {
+                    "linear" => SpeedupSpec::Linear,
+                    "pollux" => {
+                        let Some(p) = s.path else {
+                            return Err(err(
+                                "speedup.path",
+                                "the pollux model needs a path".into(),
+                            ));
+                        };
+                        let gpn = s.gpus_per_node.unwrap_or(max_gpus.max(1));
+                        if !(1..=1024).contains(&gpn) {
+                            return Err(err(
+                                "speedup.gpus_per_node",
+                                format!("{gpn} is not in 1..=1024"),
+                            ));
+                        }
+                        SpeedupSpec::Pollux {
+                            path: base.join(p),
+                            gpus_per_node: gpn as u32,
+                        }
+                    }
+                    m => match m.strip_prefix("amdahl:").map(str::parse::<f64>) {
+                        Some(Ok(p)) if (0.0..=1.0).contains(&p) => SpeedupSpec::Amdahl(p),
+                        Some(_) => {
+                            return Err(err(
+                                "speedup.model",
+                                format!("{m:?}: the serial fraction of amdahl:P must be in [0, 1]"),
+                            ));
+                        }
+                        None => {
+                            return Err(err(
+                                "speedup.model",
+                                format!("{m:?} is not a known model (pollux, linear, amdahl:P)"),
+                            ));
+                        }
+                    },
+                }
+            }
+        };
+
+        // Faults.
+        let mut faults = Vec::new();
+        for (i, f) in raw.faults.iter().enumerate() {
+            let key = |k: &str| format!("faults[{i}].{k}");
+            let Some(pool) = node_pools.iter().find(|p| p.name == f.node_pool) else {
+                return Err(err(
+                    &key("node_pool"),
+                    format!("no node pool named {:?}", f.node_pool),
+                ));
+            };
+            if !(f.at_s >= 0.0 && f.at_s.is_finite()) {
+                return Err(err(&key("at_s"), format!("{} is negative", f.at_s)));
+            }
+            if !(1..=i64::from(pool.count)).contains(&f.count) {
+                return Err(err(
+                    &key("count"),
+                    format!("{} is not in 1..={} (the pool's size)", f.count, pool.count),
+                ));
+            }
+            if let Some(d) = f.down_for_s
+                && !(d > 0.0 && d.is_finite())
+            {
+                return Err(err(&key("down_for_s"), format!("{d} is not above zero")));
+            }
+            faults.push(Fault {
+                at_s: f.at_s,
+                node_pool: f.node_pool.clone(),
+                count: f.count as u32,
+                down_for_s: f.down_for_s,
+            });
+        }
+
+        Ok(Scenario {
+            name,
+            path: path.to_path_buf(),
+            node_pools,
+            trace,
+            policies,
+            max_load_desired,
+            interval_s,
+            rescale_cost_s,
+            cooldown_s,
+            speedup,
+            seed: raw.seed.unwrap_or(0),
+            faults,
+            horizon_s: raw.horizon_s,
+            gang_scheduling: raw.gang_scheduling.unwrap_or(true),
+        })
+    }
+
+    /// GPUs of the whole cluster.
+    pub fn total_gpus(&self) -> i64 {
+        self.node_pools
+            .iter()
+            .map(|p| p.allocatable.gpu * i64::from(p.count))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "
+cluster:
+  node_pools:
+    - {name: gpu, count: 2, cpu: 96, memory: 768Gi, gpus: 8}
+trace: {path: traces/t.csv, format: philly-pollux, limit_jobs: 10}
+speedup: {model: 'amdahl:0.05'}
+faults:
+  - {at_s: 100, node_pool: gpu, count: 1, down_for_s: 600}
+";
+
+    fn parse(text: &str) -> Result<Scenario, SimError> {
+        Scenario::parse(text, Path::new("s.yaml"), Path::new("/base"), "s")
+    }
+
+    #[test]
+    fn reads_a_scenario_with_defaults() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.name, "s");
+        assert_eq!(
+            s.node_pools[0].allocatable,
+            Resources::new(96_000, 768 << 30, 8)
+        );
+        assert_eq!(s.trace.path, Path::new("/base/traces/t.csv"));
+        assert_eq!(s.policies.len(), 3);
+        assert_eq!(s.interval_s, 60.0);
+        assert_eq!(s.rescale_cost_s, 30.0);
+        assert_eq!(s.max_load_desired, 0.97);
+        assert_eq!(s.speedup, SpeedupSpec::Amdahl(0.05));
+        assert_eq!(s.faults[0].down_for_s, Some(600.0));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse(&GOOD.replace("gpus: 8", "gpu: 8"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster.node_pools[0]") && e.contains("gpu"),
+            "{e}"
+        );
+        let e = parse(&format!("{GOOD}bogus: 1\n")).unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        let cases = [
+            ("count: 2", "count: 0", "cluster.node_pools[0].count"),
+            (
+                "memory: 768Gi",
+                "memory: lots",
+                "cluster.node_pools[0].memory",
+            ),
+            ("limit_jobs: 10", "limit_jobs: 0", "trace.limit_jobs"),
+            ("format: philly-pollux", "format: csv", "trace.format"),
+            ("'amdahl:0.05'", "'amdahl:2'", "speedup.model"),
+            ("node_pool: gpu", "node_pool: cpu", "faults[0].node_pool"),
+            ("count: 1,", "count: 3,", "faults[0].count"),
+        ];
+        for (from, to, key) in cases {
+            let text = GOOD.replace(from, to);
+            assert_ne!(text, GOOD, "{from}");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{key}: {e}");
+        }
+        let e = parse(&format!("{GOOD}interval_s: 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `interval_s`"), "{e}");
+        let e = parse(&format!("{GOOD}policies: [fulfillment, fifo]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `policies[1]`"), "{e}");
+    }
+}

@@ -1,0 +1,147 @@
+//! The pure builders: pod templates, ports, env, PodGroup bodies.
+
+use serde_json::json;
+use trainscale::api::TrainingJob;
+use trainscale::operator::pod::{Role, command, role_ports, scheduling};
+use trainscale::operator::podgroup::{format_quantity, min_member, min_resources};
+use trainscale::operator::{OperatorConfig, PodGroupMode, desired};
+
+fn job(yaml: &str) -> TrainingJob {
+    let mut job: TrainingJob = serde_saphyr::from_str(yaml).unwrap();
+    job.metadata.namespace = Some("ns".into());
+    job.metadata.uid = Some("u".into());
+    job
+}
+
+#[test]
+fn entrypoints_are_split_as_a_shell_would() {
+    let j = job(
+        "metadata: {name: a}\nspec:\n  trainer: {entrypoint: \"python 'my train.py' --x=\\\"a b\\\"\"}\n",
+    );
+    assert_eq!(
+        command(&j, Role::Trainer).unwrap(),
+        ["python", "my train.py", "--x=a b"]
+    );
+    let bad = job("metadata: {name: a}\nspec:\n  trainer: {entrypoint: \"python 'unclosed\"}\n");
+    let err = command(&bad, Role::Trainer).unwrap_err();
+    assert_eq!(err.field, "spec.trainer.entrypoint");
+}
+
+#[test]
+fn ports_follow_the_job_type() {
+    let legacy =
+        job("metadata: {name: a}\nspec: {port: 7000, ports_num: 2, ports_num_for_sparse: 1}\n");
+    assert_eq!(role_ports(&legacy).pserver, [7000, 7001, 7002]);
+    let nccl = job("metadata: {name: a}\nspec: {is_nccl: true}\n");
+    assert_eq!(role_ports(&nccl).trainer, [7164, 7165]);
+    let tf = job(
+        "metadata: {name: a}\nspec: {trainer_port: 9000, trainer_ports_num: 1, frame_work: {name: tensorflow, type: multi}}\n",
+    );
+    assert_eq!(role_ports(&tf).trainer, [9000]);
+    assert_eq!(role_ports(&tf).pserver, [7164, 7165]);
+    let local = job("metadata: {name: a}\nspec: {frame_work: {name: paddle, type: local}}\n");
+    assert!(role_ports(&local).pserver.is_empty() && role_ports(&local).trainer.is_empty());
+}
+
+#[test]
+fn scheduler_annotation_overrides_spec_and_podgroups_default_the_group() {
+    let j = job("metadata: {name: a}\nspec: {schedulerName: x, annotations: {scheduler: y}}\n");
+    let s = scheduling(&j, &OperatorConfig::default());
+    assert_eq!(s.scheduler_name.as_deref(), Some("y"));
+    assert_eq!(s.group, None);
+    let plain = job("metadata: {name: a}\nspec: {}\n");
+    let s = scheduling(
+        &plain,
+        &OperatorConfig {
+            podgroups: PodGroupMode::Volcano,
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.scheduler_name.as_deref(), Some("volcano"));
+    assert_eq!(s.group.as_deref(), Some("a"));
+    assert!(!scheduling(&plain, &OperatorConfig::default()).co_scheduled());
+}
+
+#[test]
+fn gang_minimum_counts_master_pservers_and_trainer_min() {
+    let j = job(
+        "metadata: {name: a}\nspec:\n  pserver: {min-instance: 2, resources: {limits: {cpu: 500m, memory: 1Gi}}}\n  trainer: {min-instance: 3, max-instance: 9, resources: {requests: {cpu: 250m, memory: 100M}}}\n",
+    );
+    assert_eq!(min_member(&j, true, true), 6);
+    assert_eq!(min_member(&j, false, true), 5);
+    assert_eq!(min_member(&j, false, false), 3);
+    let r = min_resources(&j, false, true).unwrap();
+    // pserver limits stand in for the missing requests; 2×1Gi + 3×100M.
+    assert_eq!(r["cpu"], "1750m");
+    assert_eq!(r["memory"], (2 * (1i64 << 30) + 300_000_000).to_string());
+    assert_eq!(
+        format_quantity("memory", 3 * (1i128 << 30) * 1_000_000_000),
+        "3Gi"
+    );
+    assert_eq!(format_quantity("cpu", 1024 * 1_000_000_000), "1024");
+}
+
+#[test]
+fn every_child_is_owned_and_labelled() {
+    let j = job(
+        "metadata: {name: a}\nspec:\n  fault_tolerant: true\n  pserver: {min-instance: 1}\n  trainer: {min-instance: 1, max-instance: 2}\n",
+    );
+    let d = desired(
+        &j,
+        &OperatorConfig {
+            podgroups: PodGroupMode::SchedulerPlugins,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let metas = [
+        serde_json::to_value(&d.trainers_config).unwrap(),
+        serde_json::to_value(d.pod_group.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(d.master.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(d.pserver.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(&d.trainer).unwrap(),
+    ];
+    for m in metas {
+        assert_eq!(m["metadata"]["ownerReferences"][0]["uid"], "u");
+        assert_eq!(m["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(m["metadata"]["labels"]["trainscale.io/job"], "a");
+    }
+    // A job without a uid cannot own anything.
+    let mut orphan = j.clone();
+    orphan.metadata.uid = None;
+    assert!(desired(&orphan, &OperatorConfig::default()).is_err());
+}
+
+#[test]
+fn probes_host_network_and_volumes_are_honoured() {
+    let j = job(r#"
+metadata: {name: a}
+spec:
+  host_network: true
+  volumes: [{name: data, emptyDir: {}}]
+  VolumeMounts: [{name: data, mountPath: /data}]
+  pserver:
+    min-instance: 1
+    readiness_probe: {tcpSocket: {port: 7164}, periodSeconds: 5}
+    grace_period_seconds: 10
+  trainer: {min-instance: 1, max-instance: 1}
+"#);
+    let d = desired(&j, &OperatorConfig::default()).unwrap();
+    let ps = serde_json::to_value(d.pserver.unwrap()).unwrap();
+    let pod = &ps["spec"]["template"]["spec"];
+    assert_eq!(pod["hostNetwork"], true);
+    assert_eq!(pod["terminationGracePeriodSeconds"], 10);
+    assert_eq!(
+        pod["containers"][0]["readinessProbe"],
+        json!({"tcpSocket": {"port": 7164}, "periodSeconds": 5})
+    );
+    assert!(
+        pod["containers"][0].get("lifecycle").is_none(),
+        "no preStop without a command"
+    );
+    assert_eq!(pod["volumes"][0]["name"], "data");
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0],
+        json!({"name": "data", "mountPath": "/data"})
+    );
+}
