@@ -3,6 +3,7 @@
 pub mod api;
 pub mod cluster;
 pub mod commands;
+pub mod daemon;
 pub mod operator;
 pub mod planner;
 pub mod sim;

@@ -20,6 +20,8 @@ struct Cli {
 enum Command {
     /// Print the TrainingJob CustomResourceDefinition (YAML).
     Crd,
+    /// Run the in-cluster scheduler/autoscaler daemon.
+    Run(commands::run::RunArgs),
     /// Check TrainingJob manifests; exit 1 if any object is invalid.
     Validate {
         /// Manifest files: YAML or JSON, one or many documents, or a List.
@@ -90,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Run(args) => commands::run::run(args),
         Command::Validate { files } => {
             let outcome = commands::validate::validate_files(&files);
             print!("{}", outcome.render());

@@ -2,6 +2,7 @@
 
 pub mod crd;
 pub mod plan;
+pub mod run;
 pub mod simulate;
 pub mod state;
 pub mod submit;

@@ -1,0 +1,189 @@
+//! Replay of the watch path: a 10,000-node, 100,000-pod, 5,000-job cluster fed to the daemon's
+//! store as the watchers deliver it (Init, one InitApply per object decoded from JSON bytes,
+//! InitDone per kind), timed to "ready" (every cache synced). Objects are generated one at a time
+//! and dropped after they are applied, as on the wire, so resident memory is the store's.
+//!
+//! `cargo bench --bench replay` first replays once and prints the peak resident set (VmHWM from
+//! /proc/self/status), then lets criterion time the replay. Under `cargo test` it runs a small
+//! cluster once.
+
+use std::time::Instant;
+
+use criterion::Criterion;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use trainscale::daemon::guard::GuardedTrainingJob;
+use trainscale::daemon::{Store, WatchEvent};
+
+#[derive(Clone, Copy)]
+struct Scale {
+    nodes: usize,
+    pods: usize,
+    jobs: usize,
+}
+
+const FULL: Scale = Scale {
+    nodes: 10_000,
+    pods: 100_000,
+    jobs: 5_000,
+};
+const SMOKE: Scale = Scale {
+    nodes: 100,
+    pods: 1_000,
+    jobs: 50,
+};
+const TRAINERS_PER_JOB: usize = 8;
+
+fn decode<T: DeserializeOwned>(value: &Value) -> T {
+    let bytes = serde_json::to_vec(value).expect("generated JSON serializes");
+    serde_json::from_slice(&bytes).expect("generated object decodes")
+}
+
+fn node(i: usize) -> Node {
+    let mut allocatable = json!({"cpu": "64", "memory": "256Gi", "pods": "110"});
+    if i.is_multiple_of(4) {
+        allocatable["nvidia.com/gpu"] = json!("8");
+    }
+    decode(&json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": format!("node-{i:05}"), "resourceVersion": "1",
+                     "labels": {"kubernetes.io/hostname": format!("node-{i:05}"), "topology.kubernetes.io/zone": "z1"}},
+        "spec": {"podCIDR": "10.0.0.0/24"},
+        "status": {"allocatable": allocatable.clone(), "capacity": allocatable,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
+    }))
+}
+
+fn pod(i: usize, scale: Scale) -> Pod {
+    let trainer_pods = scale.jobs * TRAINERS_PER_JOB;
+    let mut labels = json!({"app": "batch"});
+    let (namespace, name) = if i < trainer_pods {
+        let job = i / TRAINERS_PER_JOB;
+        labels = json!({"paddle-job": format!("job-{job:05}"), "batch.kubernetes.io/job-name": format!("job-{job:05}-trainer")});
+        (
+            format!("team-{}", job % 50),
+            format!("job-{job:05}-trainer-{}", i % TRAINERS_PER_JOB),
+        )
+    } else {
+        (format!("svc-{}", i % 100), format!("pod-{i:06}"))
+    };
+    let pending = i.is_multiple_of(50);
+    let mut spec = json!({"containers": [
+        {"name": "main", "image": "registry.example/app:1.0",
+         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
+        {"name": "sidecar", "image": "registry.example/sidecar:1.0",
+         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
+    ]});
+    if !pending {
+        spec["nodeName"] = json!(format!("node-{:05}", i % scale.nodes));
+    }
+    decode(&json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1", "uid": format!("uid-pod-{i}"),
+                     "creationTimestamp": "2024-05-01T00:00:00Z", "labels": labels},
+        "spec": spec,
+        "status": {"phase": if pending {"Pending"} else {"Running"}, "podIP": "10.0.0.1"}
+    }))
+}
+
+fn training_job(j: usize) -> GuardedTrainingJob {
+    decode(&json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": format!("job-{j:05}"), "namespace": format!("team-{}", j % 50),
+                     "resourceVersion": "1", "uid": format!("uid-tj-{j}"), "creationTimestamp": "2024-05-01T00:00:00Z"},
+        "spec": {"image": "paddlepaddle/paddle:latest", "fault_tolerant": true,
+                 "frame_work": {"name": "paddle", "type": "nccl2"},
+                 "trainer": {"entrypoint": "python train.py", "min-instance": 2, "max-instance": 16,
+                             "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
+                             "replicaSpec": {"spec": {"parallelism": TRAINERS_PER_JOB, "template": {"spec": {"containers": []}}}}}},
+        "status": {"phase": "Running"}
+    }))
+}
+
+fn trainer_job(j: usize) -> Job {
+    decode(&json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": format!("job-{j:05}-trainer"), "namespace": format!("team-{}", j % 50),
+                     "resourceVersion": "1",
+                     "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+                                          "name": format!("job-{j:05}"), "uid": format!("uid-tj-{j}")}]},
+        "spec": {"parallelism": TRAINERS_PER_JOB,
+                 "template": {"metadata": {"labels": {"paddle-job": format!("job-{j:05}")}},
+                              "spec": {"containers": [{"name": "trainer", "image": "paddle"}]}}}
+    }))
+}
+
+fn list<K>(store: &mut Store, wrap: fn(Event<K>) -> WatchEvent, items: impl Iterator<Item = K>) {
+    store.handle(wrap(Event::Init));
+    for item in items {
+        store.handle(wrap(Event::InitApply(item)));
+    }
+    store.handle(wrap(Event::InitDone));
+}
+
+/// Replays a whole cluster into a fresh store; returns it ready.
+fn replay(scale: Scale) -> Store {
+    let mut store = Store::new();
+    list(&mut store, WatchEvent::Node, (0..scale.nodes).map(node));
+    list(
+        &mut store,
+        WatchEvent::TrainingJob,
+        (0..scale.jobs).map(training_job),
+    );
+    list(
+        &mut store,
+        WatchEvent::Job,
+        (0..scale.jobs).map(trainer_job),
+    );
+    list(
+        &mut store,
+        WatchEvent::Pod,
+        (0..scale.pods).map(|i| pod(i, scale)),
+    );
+    assert!(store.synced());
+    store
+}
+
+fn proc_status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn report_memory(scale: Scale) {
+    let before = proc_status_kib("VmRSS:").unwrap_or(0);
+    let started = Instant::now();
+    let store = replay(scale);
+    let elapsed = started.elapsed();
+    let peak = proc_status_kib("VmHWM:").unwrap_or(0);
+    let after = proc_status_kib("VmRSS:").unwrap_or(0);
+    println!(
+        "replay {} nodes, {} pods, {} jobs: ready in {:.2?}; {} pods held; RSS before {:.1} MiB, after {:.1} MiB, peak (VmHWM) {:.1} MiB",
+        scale.nodes,
+        scale.pods,
+        scale.jobs,
+        elapsed,
+        store.state().pod_count(),
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        peak as f64 / 1024.0
+    );
+    drop(store);
+}
+
+fn main() {
+    let benchmarking = std::env::args().any(|a| a == "--bench");
+    let scale = if benchmarking { FULL } else { SMOKE };
+    report_memory(scale);
+    let mut criterion = Criterion::default().sample_size(10).configure_from_args();
+    criterion.bench_function("replay_to_ready", |b| b.iter(|| replay(scale)));
+    criterion.final_summary();
+}

@@ -1,0 +1,190 @@
+//! `trainscale run`: flags, logging, the Kubernetes client, signals; the daemon itself lives in
+//! `crate::daemon`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing_subscriber::EnvFilter;
+
+use crate::daemon::{self, DaemonConfig, parse_duration};
+use crate::planner::Policy;
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags of `trainscale run`; each has an environment fallback.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Planning policy.
+    #[arg(
+        long,
+        env = "TRAINSCALE_POLICY",
+        value_enum,
+        default_value = "fulfillment"
+    )]
+    pub policy: Policy,
+    /// `edl` policy: the load above which jobs are scaled down.
+    #[arg(long, env = "TRAINSCALE_MAX_LOAD_DESIRED", default_value_t = 0.97)]
+    pub max_load_desired: f64,
+    /// Period of the unconditional pass (e.g. 30s, 2m).
+    #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Delay from a cluster change to the pass it triggers (e.g. 2s, 500ms).
+    #[arg(long, env = "TRAINSCALE_DEBOUNCE", default_value = "2s", value_parser = parse_duration)]
+    pub debounce: Duration,
+    /// Minimum time between two rescales of one job.
+    #[arg(long, env = "TRAINSCALE_COOLDOWN", default_value = "60s", value_parser = parse_duration)]
+    pub cooldown: Duration,
+    /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
+    #[arg(long, env = "TRAINSCALE_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
+    #[arg(long, env = "TRAINSCALE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of the /metrics, /healthz and /readyz port.
+    #[arg(long, env = "TRAINSCALE_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// Act only while holding the Lease (run several replicas safely).
+    #[arg(long, env = "TRAINSCALE_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "TRAINSCALE_LEASE_NAME",
+        default_value = "trainscale-leader"
+    )]
+    pub lease_name: String,
+    /// Namespace of the leader Lease; default: the pod's namespace, else the kubeconfig's.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Compute and log plans without writing anything.
+    #[arg(long, env = "TRAINSCALE_DRY_RUN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
+    pub dry_run: bool,
+    /// Log format; the level comes from RUST_LOG (default info).
+    #[arg(
+        long,
+        env = "TRAINSCALE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// Exit code when no Kubernetes configuration can be found.
+pub const EXIT_NO_CONFIG: u8 = 2;
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    init_logging(args.log_format);
+    // The watch futures over deep Kubernetes types (a TrainingJob embeds a Job and ReplicaSets)
+    // overflowed tokio's default 2 MiB worker stack in unoptimized builds.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 * 1024 * 1024)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let kube_config = match load_config(args.kubeconfig.as_ref()).await {
+        Ok(c) => c,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return Ok(ExitCode::from(EXIT_NO_CONFIG));
+        }
+    };
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| kube_config.default_namespace.clone());
+    let client = kube::Client::try_from(kube_config).context("building the Kubernetes client")?;
+    let config = DaemonConfig {
+        policy: args.policy,
+        max_load_desired: args.max_load_desired,
+        interval: args.interval,
+        debounce: args.debounce,
+        cooldown: args.cooldown,
+        namespace: args.namespace,
+        metrics_addr: args.metrics_addr,
+        leader_elect: args.leader_elect,
+        lease_name: args.lease_name,
+        lease_namespace,
+        identity: identity(),
+        dry_run: args.dry_run,
+        ..DaemonConfig::default()
+    };
+    let handle = daemon::metrics::install(config.interval * 3).context("installing metrics")?;
+    tracing::info!(policy = config.policy.as_str(), interval = ?config.interval, debounce = ?config.debounce, namespace = ?config.namespace, leader_elect = config.leader_elect, dry_run = config.dry_run, "starting");
+    daemon::run(client, config, Some(handle), shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The kubeconfig given, else the usual inference; errors as one line.
+async fn load_config(path: Option<&PathBuf>) -> Result<kube::Config, String> {
+    match path {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))
+        }
+        None => kube::Config::infer().await.map_err(|e| {
+            let detail = e.to_string().replace('\n', " ");
+            format!(
+                "no Kubernetes configuration: no usable kubeconfig ($KUBECONFIG, ~/.kube/config) and not running in a cluster ({detail})"
+            )
+        }),
+    }
+}
+
+/// This replica's Lease identity: the pod name when set, else the host name and process id.
+fn identity() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .map(|name| format!("{name}-{}", std::process::id()))
+        .unwrap_or_else(|_| format!("trainscale-{}", std::process::id()))
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

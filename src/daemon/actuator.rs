@@ -1,0 +1,391 @@
+//! Applying a plan to the cluster: the trainer Job's parallelism, victim pods, the TrainingJob's
+//! scale records and phase, and Events. Every write is bounded and one job's failure is returned
+//! as its outcome, never propagated to the others.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::metrics;
+use super::store::{InvalidJob, TrainerJobRef};
+use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJob, TrainingJobPhase};
+use crate::planner::Reason;
+
+/// Scale records kept in a TrainingJob's status.
+pub const MAX_SCALE_RECORDS: usize = 50;
+/// Attempts of a write that meets 409 Conflict (each retry re-reads the object).
+pub const MAX_ATTEMPTS: u32 = 4;
+
+/// One job's rescale, resolved against the store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rescale {
+    pub key: JobKey,
+    pub uid: Option<String>,
+    pub trainer_job: Option<TrainerJobRef>,
+    pub current: i32,
+    pub target: i32,
+    pub reason: Reason,
+    /// Trainer pods to delete before lowering parallelism, pending ones first.
+    pub victims: Vec<String>,
+}
+
+/// How a rescale ended, as the scale record states it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub result: ScaleResults,
+    /// Empty on success; the error otherwise.
+    pub reason: String,
+}
+
+impl Outcome {
+    fn ok() -> Self {
+        Outcome {
+            result: ScaleResults::True,
+            reason: String::new(),
+        }
+    }
+
+    fn failed(reason: impl Into<String>) -> Self {
+        Outcome {
+            result: ScaleResults::False,
+            reason: reason.into(),
+        }
+    }
+
+    /// The write may or may not have happened.
+    pub fn unknown(reason: impl Into<String>) -> Self {
+        Outcome {
+            result: ScaleResults::Unknown,
+            reason: reason.into(),
+        }
+    }
+
+    /// The result as the API writes it.
+    pub fn result_str(&self) -> &'static str {
+        match self.result {
+            ScaleResults::True => "True",
+            ScaleResults::False => "False",
+            ScaleResults::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Writes plans to the API server.
+pub struct Actuator {
+    client: Client,
+    recorder: Recorder,
+    clock: fn() -> Timestamp,
+}
+
+impl Actuator {
+    /// An actuator publishing Events as `trainscale` from `instance`.
+    pub fn new(client: Client, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: "trainscale".to_string(),
+            instance: Some(instance.to_string()),
+        };
+        Actuator {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            clock: Timestamp::now,
+        }
+    }
+
+    /// Replaces the clock that stamps scale records (tests).
+    pub fn with_clock(mut self, clock: fn() -> Timestamp) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Applies every rescale of a pass in order, each bounded by `timeout`. A failure is that
+    /// job's outcome only; a requested shutdown (`stop`) leaves the remaining jobs alone.
+    pub async fn apply_all(
+        &self,
+        rescales: &[Rescale],
+        timeout: Duration,
+        stop: &watch::Receiver<bool>,
+    ) -> Vec<(JobKey, Outcome)> {
+        let mut outcomes = Vec::with_capacity(rescales.len());
+        for r in rescales {
+            if *stop.borrow() {
+                tracing::info!("shutdown requested; leaving the rest of the plan");
+                break;
+            }
+            let outcome = tokio::time::timeout(timeout, self.rescale(r))
+                .await
+                .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
+            metrics::rescale(outcome.result_str());
+            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = reason_str(r.reason), result = outcome.result_str(), error = %outcome.reason, "rescale");
+            outcomes.push((r.key.clone(), outcome));
+        }
+        outcomes
+    }
+
+    /// Rescales one job: victims, parallelism, scale record, Event.
+    pub async fn rescale(&self, r: &Rescale) -> Outcome {
+        if r.target < r.current {
+            self.delete_victims(&r.key.namespace, &r.victims).await;
+        }
+        let outcome = self.patch_parallelism(r).await;
+        if let Err(e) = self.record(r, &outcome).await {
+            tracing::warn!(job = %r.key, error = %e, "could not write the scale record");
+        }
+        self.publish_rescale(r, &outcome).await;
+        outcome
+    }
+
+    async fn delete_victims(&self, namespace: &str, victims: &[String]) {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        for name in victims {
+            match pods.delete(name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(pod = %name, namespace, "deleted victim trainer pod"),
+                Err(kube::Error::Api(s)) if s.is_not_found() => {}
+                Err(e) => {
+                    metrics::api_error("delete");
+                    tracing::warn!(pod = %name, namespace, error = %e, "could not delete victim pod");
+                }
+            }
+        }
+    }
+
+    /// Sets the trainer Job's parallelism (and completions for Indexed Jobs) to the target,
+    /// guarded by the resourceVersion and retried with a fresh read on 409.
+    async fn patch_parallelism(&self, r: &Rescale) -> Outcome {
+        let Some(job) = &r.trainer_job else {
+            return Outcome::failed("no trainer Job found for this TrainingJob");
+        };
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &job.namespace);
+        let mut resource_version = job.resource_version.clone();
+        let mut indexed = job.indexed;
+        for attempt in 1..=MAX_ATTEMPTS {
+            let body = parallelism_patch(r.target, indexed, resource_version.as_deref());
+            match api
+                .patch(&job.name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(updated) => return read_back(&updated, r.target),
+                Err(kube::Error::Api(s)) if s.is_conflict() && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(job = %r.key, attempt, "conflict patching the trainer Job; re-reading");
+                    match api.get(&job.name).await {
+                        Ok(fresh) => {
+                            resource_version = fresh.resource_version();
+                            indexed = is_indexed(&fresh);
+                        }
+                        Err(e) => {
+                            metrics::api_error("get");
+                            return outcome_of(&e, "re-reading the trainer Job");
+                        }
+                    }
+                }
+                Err(e) => {
+                    metrics::api_error("patch");
+                    return outcome_of(&e, "patching the trainer Job");
+                }
+            }
+        }
+        Outcome::failed("conflict: gave up after repeated 409s")
+    }
+
+    /// Appends a scale record to the TrainingJob's status (newest 50 kept) and, on success,
+    /// sets the phase to Scaling.
+    async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
+        let api: Api<TrainingJob> = Api::namespaced(self.client.clone(), &r.key.namespace);
+        let record = TrainerJobScaleRecord {
+            scale_timestamp: Some(Time((self.clock)())),
+            additional: r.target - r.current,
+            status: outcome.result,
+            reason: outcome.reason.clone(),
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = api.get_status(&r.key.name).await.inspect_err(|_| {
+                metrics::api_error("get");
+            })?;
+            let mut records = current
+                .status
+                .as_ref()
+                .map(|s| s.scale_records.scale_records.clone())
+                .unwrap_or_default();
+            records.push(record.clone());
+            let excess = records.len().saturating_sub(MAX_SCALE_RECORDS);
+            records.drain(..excess);
+            let phase = (outcome.result == ScaleResults::True).then_some(TrainingJobPhase::Scaling);
+            let body = status_patch(&records, phase, current.resource_version().as_deref());
+            match api
+                .patch_status(&r.key.name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.is_conflict() && attempt < MAX_ATTEMPTS => continue,
+                Err(e) => {
+                    metrics::api_error("patch");
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Sets a TrainingJob whose rescale has settled back to Running.
+    pub async fn mark_running(&self, key: &JobKey) {
+        let api: Api<TrainingJob> = Api::namespaced(self.client.clone(), &key.namespace);
+        let body = json!({ "status": { "phase": TrainingJobPhase::Running.as_str() } });
+        if let Err(e) = api
+            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            metrics::api_error("patch");
+            tracing::warn!(job = %key, error = %e, "could not set phase Running");
+        }
+    }
+
+    async fn publish_rescale(&self, r: &Rescale, outcome: &Outcome) {
+        let (type_, reason) = match outcome.result {
+            ScaleResults::True => (EventType::Normal, "Rescaled"),
+            ScaleResults::False => (EventType::Warning, "RescaleFailed"),
+            ScaleResults::Unknown => (EventType::Warning, "RescaleUnknown"),
+        };
+        let mut note = format!(
+            "trainers {} -> {} ({})",
+            r.current,
+            r.target,
+            reason_str(r.reason)
+        );
+        if !outcome.reason.is_empty() {
+            note.push_str(": ");
+            note.push_str(&outcome.reason);
+        }
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(truncate(note)),
+            action: "Rescale".to_string(),
+            secondary: None,
+        };
+        self.publish(&r.key, r.uid.clone(), &event).await;
+    }
+
+    /// Reports an invalid TrainingJob with a Warning Event naming the fields.
+    pub async fn report_invalid(&self, job: &InvalidJob) {
+        let note = job
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.field, p.problem))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "InvalidSpec".to_string(),
+            note: Some(truncate(note)),
+            action: "Validate".to_string(),
+            secondary: None,
+        };
+        self.publish(&job.key, job.uid.clone(), &event).await;
+    }
+
+    async fn publish(&self, key: &JobKey, uid: Option<String>, event: &Event) {
+        let reference = ObjectReference {
+            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
+            kind: Some("TrainingJob".to_string()),
+            name: Some(key.name.clone()),
+            namespace: Some(key.namespace.clone()),
+            uid,
+            ..ObjectReference::default()
+        };
+        if let Err(e) = self.recorder.publish(event, &reference).await {
+            metrics::api_error("create");
+            tracing::warn!(job = %key, error = %e, "could not publish an Event");
+        }
+    }
+}
+
+/// The merge patch setting a trainer Job's size.
+pub fn parallelism_patch(target: i32, indexed: bool, resource_version: Option<&str>) -> Value {
+    let mut spec = json!({ "parallelism": target });
+    if indexed {
+        spec["completions"] = json!(target);
+    }
+    let mut body = json!({ "spec": spec });
+    if let Some(rv) = resource_version {
+        body["metadata"] = json!({ "resourceVersion": rv });
+    }
+    body
+}
+
+/// The merge patch of a TrainingJob's status: the whole record list (merge patches replace
+/// lists), and the phase when it changes.
+pub fn status_patch(
+    records: &[TrainerJobScaleRecord],
+    phase: Option<TrainingJobPhase>,
+    resource_version: Option<&str>,
+) -> Value {
+    let mut status = json!({ "scale_records": { "ScaleRecords": records } });
+    if let Some(phase) = phase {
+        status["phase"] = json!(phase.as_str());
+    }
+    let mut body = json!({ "status": status });
+    if let Some(rv) = resource_version {
+        body["metadata"] = json!({ "resourceVersion": rv });
+    }
+    body
+}
+
+fn is_indexed(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed")
+}
+
+fn read_back(job: &Job, target: i32) -> Outcome {
+    match job.spec.as_ref().and_then(|s| s.parallelism) {
+        Some(p) if p == target => Outcome::ok(),
+        Some(p) => Outcome::unknown(format!(
+            "the trainer Job reads back parallelism {p}, not {target}"
+        )),
+        None => Outcome::unknown("the trainer Job reads back no parallelism"),
+    }
+}
+
+/// An API error is a refusal (False); anything else (timeouts, broken connections, unreadable
+/// responses) leaves the outcome Unknown.
+fn outcome_of(error: &kube::Error, doing: &str) -> Outcome {
+    match error {
+        kube::Error::Api(s) => {
+            Outcome::failed(format!("{doing}: {} {}: {}", s.code, s.reason, s.message))
+        }
+        other => Outcome::unknown(format!("{doing}: {other}")),
+    }
+}
+
+fn reason_str(reason: Reason) -> &'static str {
+    match reason {
+        Reason::ScaleUp => "scale_up",
+        Reason::Reclaimed => "reclaimed",
+        Reason::Overload => "overload",
+        Reason::OverMax => "over_max",
+        Reason::Cooldown => "cooldown",
+        Reason::NoFit => "no_fit",
+        Reason::Unchanged => "unchanged",
+        Reason::Starving => "starving",
+    }
+}
+
+/// Event notes are limited to 1 kB.
+fn truncate(mut text: String) -> String {
+    const LIMIT: usize = 1000;
+    if text.len() > LIMIT {
+        let mut cut = LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}

@@ -1,0 +1,70 @@
+//! The daemon's settings, as the `run` command parses them.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::planner::Policy;
+
+/// Everything `trainscale run` is configured with, besides the Kubernetes client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    pub policy: Policy,
+    pub max_load_desired: f64,
+    /// Period of the unconditional pass.
+    pub interval: Duration,
+    /// Delay from the first change seen to the pass it triggers.
+    pub debounce: Duration,
+    /// Minimum time between two rescales of one job.
+    pub cooldown: Duration,
+    /// Restrict the namespaced kinds to one namespace.
+    pub namespace: Option<String>,
+    pub metrics_addr: SocketAddr,
+    pub leader_elect: bool,
+    pub lease_name: String,
+    /// Namespace of the Lease; the pod's own namespace in a cluster.
+    pub lease_namespace: String,
+    /// Holder identity; the pod name in a cluster.
+    pub identity: String,
+    pub dry_run: bool,
+    /// Upper bound on one job's writes (patch, retries, status, event).
+    pub apply_timeout: Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            policy: Policy::Fulfillment,
+            max_load_desired: 0.97,
+            interval: Duration::from_secs(30),
+            debounce: Duration::from_secs(2),
+            cooldown: Duration::from_secs(60),
+            namespace: None,
+            metrics_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            leader_elect: false,
+            lease_name: "trainscale-leader".to_string(),
+            lease_namespace: "default".to_string(),
+            identity: "trainscale".to_string(),
+            dry_run: false,
+            apply_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Parses durations written like `30s`, `500ms`, `2m`, `1h 30m`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim())
+        .map_err(|e| format!("{text:?} is not a duration like 30s, 500ms or 2m: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("soon").is_err());
+    }
+}

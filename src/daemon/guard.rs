@@ -1,0 +1,101 @@
+//! A TrainingJob that may fail to deserialize without stopping the watch.
+//!
+//! Like kube's `DeserializeGuard`, but the failure names the field (via `serde_path_to_error`), so
+//! the Event sent for a malformed object says which field is wrong.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::{Deserialize, Deserializer};
+
+use crate::api::TrainingJob;
+
+/// A TrainingJob as the watch delivers it: parsed (boxed: the type is over 10 kB, too big to
+/// move through stream futures), or the reason it could not be.
+#[derive(Debug, Clone)]
+pub struct GuardedTrainingJob(pub Result<Box<TrainingJob>, MalformedTrainingJob>);
+
+/// A TrainingJob object that does not deserialize.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedTrainingJob {
+    pub metadata: ObjectMeta,
+    /// The path of the offending field, e.g. `spec.trainer.min-instance`.
+    pub field: String,
+    pub error: String,
+}
+
+impl<'de> Deserialize<'de> for GuardedTrainingJob {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        match serde_path_to_error::deserialize::<_, TrainingJob>(&value) {
+            Ok(job) => Ok(GuardedTrainingJob(Ok(Box::new(job)))),
+            Err(e) => {
+                let path = e.path().to_string();
+                let field = if path == "." {
+                    "(root)".to_string()
+                } else {
+                    path
+                };
+                let metadata = value
+                    .get("metadata")
+                    .and_then(|m| ObjectMeta::deserialize(m).ok())
+                    .unwrap_or_default();
+                Ok(GuardedTrainingJob(Err(MalformedTrainingJob {
+                    metadata,
+                    field,
+                    error: e.into_inner().to_string(),
+                })))
+            }
+        }
+    }
+}
+
+impl Resource for GuardedTrainingJob {
+    type DynamicType = ();
+    type Scope = <TrainingJob as Resource>::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        TrainingJob::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        TrainingJob::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        TrainingJob::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        TrainingJob::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match &self.0 {
+            Ok(job) => &job.metadata,
+            Err(bad) => &bad.metadata,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match &mut self.0 {
+            Ok(job) => &mut job.metadata,
+            Err(bad) => &mut bad.metadata,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_job_names_the_field() {
+        let value = serde_json::json!({
+            "apiVersion": "paddlepaddle.org/v1alpha1",
+            "kind": "TrainingJob",
+            "metadata": {"name": "bad", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"trainer": {"min-instance": "two"}}
+        });
+        let guarded: GuardedTrainingJob = serde_json::from_value(value).unwrap();
+        let bad = guarded.0.unwrap_err();
+        assert_eq!(bad.field, "spec.trainer.min-instance");
+        assert_eq!(bad.metadata.name.as_deref(), Some("bad"));
+    }
+}

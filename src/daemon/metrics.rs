@@ -1,0 +1,129 @@
+//! Prometheus metrics: names in one place, the recorder, and the gauges refreshed every pass.
+
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
+
+use crate::api::{Resources, TrainingJobPhase};
+use crate::cluster::ClusterState;
+use crate::planner::ScalePlan;
+
+pub const PASS_DURATION: &str = "trainscale_pass_duration_seconds";
+pub const JOBS: &str = "trainscale_jobs";
+pub const TRAINERS_CURRENT: &str = "trainscale_job_trainers_current";
+pub const TRAINERS_TARGET: &str = "trainscale_job_trainers_target";
+pub const FREE_CPU: &str = "trainscale_cluster_free_cpu_millicores";
+pub const FREE_MEMORY: &str = "trainscale_cluster_free_memory_bytes";
+pub const FREE_GPU: &str = "trainscale_cluster_free_gpus";
+pub const RESCALES: &str = "trainscale_rescales_total";
+pub const API_ERRORS: &str = "trainscale_api_errors_total";
+pub const WATCH_RESTARTS: &str = "trainscale_watch_restarts_total";
+pub const WATCH_ERRORS: &str = "trainscale_watch_errors_total";
+pub const LEADER: &str = "trainscale_leader";
+pub const READY: &str = "trainscale_ready";
+
+/// Installs the global Prometheus recorder. Per-job gauges not refreshed for `stale_after`
+/// (deleted jobs) disappear from the output.
+pub fn install(stale_after: Duration) -> Result<PrometheusHandle, BuildError> {
+    PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::GAUGE, Some(stale_after))
+        .set_buckets_for_metric(
+            Matcher::Full(PASS_DURATION.to_string()),
+            &[
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ],
+        )?
+        .install_recorder()
+}
+
+/// Records one pass's duration.
+pub fn pass_duration(elapsed: Duration) {
+    histogram!(PASS_DURATION).record(elapsed.as_secs_f64());
+}
+
+/// Counts a failed API call by verb (`get`, `patch`, `delete`, `create`).
+pub fn api_error(verb: &'static str) {
+    counter!(API_ERRORS, "verb" => verb).increment(1);
+}
+
+/// Counts a rescale by result (`True`, `False`, `Unknown`).
+pub fn rescale(result: &'static str) {
+    counter!(RESCALES, "result" => result).increment(1);
+}
+
+/// Counts watch restarts (relists) of a kind.
+pub fn watch_restart(kind: &'static str) {
+    counter!(WATCH_RESTARTS, "kind" => kind).increment(1);
+}
+
+/// Counts watch stream errors of a kind (each is followed by a backoff and a retry).
+pub fn watch_error(kind: &'static str) {
+    counter!(WATCH_ERRORS, "kind" => kind).increment(1);
+}
+
+/// Whether this replica holds the lease.
+pub fn leader(is_leader: bool) {
+    gauge!(LEADER).set(if is_leader { 1.0 } else { 0.0 });
+}
+
+/// Whether the caches are synced.
+pub fn ready(is_ready: bool) {
+    gauge!(READY).set(if is_ready { 1.0 } else { 0.0 });
+}
+
+/// Cluster-wide gauges: jobs by phase and free resources on schedulable nodes.
+pub fn observe_state(state: &ClusterState) {
+    let phases = [
+        TrainingJobPhase::None,
+        TrainingJobPhase::Creating,
+        TrainingJobPhase::Running,
+        TrainingJobPhase::Scaling,
+        TrainingJobPhase::Succeed,
+        TrainingJobPhase::Failed,
+        TrainingJobPhase::Timeout,
+    ];
+    let mut counts = [0u64; 7];
+    for (_, _, info) in state.jobs() {
+        if let Some(i) = phases.iter().position(|p| *p == info.phase) {
+            counts[i] += 1;
+        }
+    }
+    for (phase, count) in phases.iter().zip(counts) {
+        let label = match phase.as_str() {
+            "" => "Pending",
+            other => other,
+        };
+        gauge!(JOBS, "phase" => label).set(count as f64);
+    }
+    gauge!(JOBS, "phase" => "Invalid").set(state.invalid_jobs().count() as f64);
+
+    let free = free_resources(state);
+    gauge!(FREE_CPU).set(free.cpu_milli as f64);
+    gauge!(FREE_MEMORY).set(free.memory as f64);
+    gauge!(FREE_GPU).set(free.gpu as f64);
+}
+
+/// Free resources summed over schedulable nodes, never negative per node.
+pub fn free_resources(state: &ClusterState) -> Resources {
+    state
+        .nodes()
+        .filter(|(_, n)| n.schedulable())
+        .map(|(_, n)| n.free())
+        .fold(Resources::ZERO, |acc, f| {
+            acc + Resources::new(f.cpu_milli.max(0), f.memory.max(0), f.gpu.max(0))
+        })
+}
+
+/// Per-job trainer gauges from a plan.
+pub fn observe_plan(plan: &ScalePlan) {
+    for job in &plan.jobs {
+        let labels = [
+            ("namespace", job.key.namespace.clone()),
+            ("job", job.key.name.clone()),
+        ];
+        gauge!(TRAINERS_CURRENT, &labels).set(f64::from(job.current));
+        gauge!(TRAINERS_TARGET, &labels).set(f64::from(job.target));
+    }
+}

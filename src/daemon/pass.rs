@@ -1,0 +1,93 @@
+//! One pass's work, computed under the store lock without I/O: the plan, the rescales it calls
+//! for (with victims resolved to pod names), invalid jobs to report, jobs to settle to Running.
+
+use crate::api::{JobKey, TrainingJobPhase};
+use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
+
+use super::actuator::Rescale;
+use super::store::{InvalidJob, Store};
+
+/// What a pass has to do.
+#[derive(Debug)]
+pub struct PassWork {
+    pub plan: ScalePlan,
+    pub rescales: Vec<Rescale>,
+    pub invalid: Vec<InvalidJob>,
+    /// Jobs in phase Scaling whose trainers all run at the current size.
+    pub settled: Vec<JobKey>,
+}
+
+/// Plans and resolves the plan against the store.
+pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
+    let plan = plan(store.state(), config);
+    let rescales: Vec<Rescale> = plan
+        .jobs
+        .iter()
+        .filter(|j| j.target != j.current)
+        .map(|j| rescale_of(store, j))
+        .collect();
+    let settled = store
+        .state()
+        .jobs()
+        .filter(|(key, slot, info)| {
+            info.phase == TrainingJobPhase::Scaling
+                && slot.pending_trainers() == 0
+                && slot.trainers.terminating == 0
+                && !rescales.iter().any(|r| &r.key == *key)
+        })
+        .map(|(key, _, _)| key.clone())
+        .collect();
+    PassWork {
+        rescales,
+        invalid: store.unreported_invalid(),
+        settled,
+        plan,
+    }
+}
+
+fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
+    Rescale {
+        key: job.key.clone(),
+        uid: store.training_job(&job.key).and_then(|m| m.uid.clone()),
+        trainer_job: store.trainer_job(&job.key).cloned(),
+        current: job.current,
+        target: job.target,
+        reason: job.reason,
+        victims: if job.target < job.current {
+            victims(store, job)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The trainer pods the plan's removals name: unbound ones first (node `None`), then the newest
+/// live pods on each named node.
+pub fn victims(store: &Store, job: &JobPlan) -> Vec<String> {
+    let state = store.state();
+    let namespace = job.key.namespace.as_str();
+    let mut live: Vec<(&str, Option<&str>, i64)> = store
+        .trainer_pods(&job.key)
+        .filter_map(|name| {
+            let pod = state.pod(namespace, name)?;
+            let finished = pod.phase == crate::cluster::PodPhase::Finished;
+            (!pod.terminating && !finished).then_some((name, pod.node.as_deref(), pod.created))
+        })
+        .collect();
+    // Newest first, then by name for determinism.
+    live.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+    let mut chosen = Vec::new();
+    let mut removals: Vec<_> = job.removals.iter().collect();
+    removals.sort_by_key(|r| r.node.is_some());
+    for removal in removals {
+        let wanted = removal.node.as_deref();
+        let picks = live
+            .iter()
+            .filter(|(name, node, _)| *node == wanted && !chosen.contains(&name.to_string()))
+            .take(removal.trainers as usize)
+            .map(|(name, _, _)| name.to_string())
+            .collect::<Vec<_>>();
+        chosen.extend(picks);
+    }
+    chosen
+}

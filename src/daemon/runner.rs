@@ -1,0 +1,257 @@
+//! The daemon's main loop: watch into the store, pass on a debounced change or the periodic tick
+//! while leader, serve metrics and probes, shut down on request.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::runtime::watcher::Event;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::sync::{Notify, watch};
+use tokio::time::MissedTickBehavior;
+
+use super::DaemonError;
+use super::actuator::Actuator;
+use super::config::DaemonConfig;
+use super::http::{self, Health};
+use super::leader::Leadership;
+use super::metrics;
+use super::pass::{PassWork, prepare};
+use super::store::{Kind, Store, WatchEvent};
+use super::watch::watch_all;
+use crate::planner::PlannerConfig;
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    config: DaemonConfig,
+    metrics_handle: Option<PrometheusHandle>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let health = Arc::new(Health::default());
+    let listener = http::bind(config.metrics_addr)
+        .await
+        .map_err(|source| DaemonError::Bind {
+            addr: config.metrics_addr,
+            source,
+        })?;
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+    }
+    let server = tokio::spawn(http::serve(
+        listener,
+        metrics_handle,
+        health.clone(),
+        stop_rx.clone(),
+    ));
+
+    let store = Arc::new(Mutex::new(Store::new()));
+    let changed = Arc::new(Notify::new());
+    let watching = tokio::spawn(consume_watch(
+        client.clone(),
+        config.namespace.clone(),
+        store.clone(),
+        changed.clone(),
+        health.clone(),
+        stop_rx.clone(),
+    ));
+
+    let mut shutdown = Box::pin(shutdown);
+    let mut leadership = if config.leader_elect {
+        tokio::select! {
+            elected = Leadership::elect(client.clone(), &config.lease_name, &config.lease_namespace, &config.identity) => {
+                elected.map_err(DaemonError::Lease)?
+            }
+            _ = &mut shutdown => {
+                let _ = stop_tx.send(true);
+                return Ok(());
+            }
+        }
+    } else {
+        Leadership::Always
+    };
+    metrics::leader(leadership.is_leader());
+
+    let daemon = Daemon {
+        actuator: Actuator::new(client, &config.identity),
+        store,
+        stop: stop_rx,
+        config,
+    };
+    let mut tick = tokio::time::interval(daemon.config.interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut pending_since: Option<tokio::time::Instant> = None;
+    loop {
+        let deadline = pending_since.map(|t| t + daemon.config.debounce);
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = leadership.changed() => {
+                let leader = leadership.is_leader();
+                metrics::leader(leader);
+                tracing::info!(leader, "leadership changed");
+                if leader {
+                    pending_since.get_or_insert_with(tokio::time::Instant::now);
+                }
+            }
+            _ = tick.tick() => {
+                pending_since = None;
+                daemon.pass(leadership.is_leader()).await;
+            }
+            _ = changed.notified(), if pending_since.is_none() => {
+                pending_since = Some(tokio::time::Instant::now());
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                pending_since = None;
+                daemon.pass(leadership.is_leader()).await;
+            }
+        }
+    }
+
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    leadership.release().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), watching).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Feeds the watch streams into the store until stopped.
+async fn consume_watch(
+    client: Client,
+    namespace: Option<String>,
+    store: Arc<Mutex<Store>>,
+    changed: Arc<Notify>,
+    health: Arc<Health>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut events = watch_all(client, namespace.as_deref());
+    loop {
+        let next = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            next = events.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Ok(event)) => {
+                let restart = restart_kind(&event);
+                let mut guard = lock(&store);
+                if let Some(kind) = restart
+                    && guard.synced_kind(kind)
+                {
+                    metrics::watch_restart(kind.as_str());
+                    tracing::info!(kind = kind.as_str(), "watch restarted; relisting");
+                }
+                let was_ready = guard.synced();
+                if guard.handle(event) {
+                    changed.notify_one();
+                }
+                let ready = guard.synced();
+                drop(guard);
+                if ready != was_ready {
+                    tracing::info!("caches synced");
+                    health.set_ready(ready);
+                    metrics::ready(ready);
+                }
+            }
+            Some(Err(e)) => {
+                metrics::watch_error(e.kind.as_str());
+                tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; retrying after backoff");
+            }
+        }
+    }
+}
+
+fn restart_kind(event: &WatchEvent) -> Option<Kind> {
+    match event {
+        WatchEvent::Node(Event::Init) => Some(Kind::Node),
+        WatchEvent::Pod(Event::Init) => Some(Kind::Pod),
+        WatchEvent::Job(Event::Init) => Some(Kind::Job),
+        WatchEvent::TrainingJob(Event::Init) => Some(Kind::TrainingJob),
+        _ => None,
+    }
+}
+
+fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+    // A panic while holding the lock leaves a state that is still consistent per event.
+    store
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct Daemon {
+    actuator: Actuator,
+    store: Arc<Mutex<Store>>,
+    stop: watch::Receiver<bool>,
+    config: DaemonConfig,
+}
+
+impl Daemon {
+    fn planner_config(&self) -> PlannerConfig {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        PlannerConfig {
+            policy: self.config.policy,
+            max_load_desired: self.config.max_load_desired,
+            now,
+            cooldown_s: self.config.cooldown.as_secs() as i64,
+            ..PlannerConfig::default()
+        }
+    }
+
+    /// One pass: observe always; plan and act only when synced and leader.
+    async fn pass(&self, leader: bool) {
+        let started = Instant::now();
+        let work: PassWork = {
+            let store = lock(&self.store);
+            if !store.synced() || store.relisting() {
+                tracing::debug!("pass skipped: caches not synced");
+                return;
+            }
+            metrics::observe_state(store.state());
+            if !leader {
+                return;
+            }
+            prepare(&store, &self.planner_config())
+        };
+        metrics::observe_plan(&work.plan);
+        for warning in &work.plan.warnings {
+            tracing::debug!(%warning, "planner");
+        }
+        for job in &work.invalid {
+            for problem in &job.problems {
+                tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "invalid TrainingJob; not planned");
+            }
+            if !self.config.dry_run {
+                self.actuator.report_invalid(job).await;
+            }
+            lock(&self.store).mark_reported(&job.key, &job.resource_version);
+        }
+        if self.config.dry_run {
+            for r in &work.rescales {
+                tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, victims = ?r.victims, "dry run: would rescale");
+            }
+        } else {
+            self.actuator
+                .apply_all(&work.rescales, self.config.apply_timeout, &self.stop)
+                .await;
+        }
+        if !self.config.dry_run {
+            for key in &work.settled {
+                self.actuator.mark_running(key).await;
+            }
+        }
+        metrics::pass_duration(started.elapsed());
+    }
+}

@@ -1,0 +1,416 @@
+//! The daemon's view of the cluster: `ClusterState` fed event by event from the watch streams,
+//! plus the few facts the actuator needs that the planner does not (object names, uids,
+//! resourceVersions, trainer pod names).
+//!
+//! Watch restarts are absorbed here: an `Init` starts collecting the keys re-listed for that kind,
+//! and `InitDone` deletes every object of the kind that was not re-listed.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::runtime::watcher::Event;
+
+use super::guard::GuardedTrainingJob;
+use crate::api::{FieldError, JobKey, TrainingJobPhase};
+use crate::cluster::objects::read_trainer_job;
+use crate::cluster::{ClusterState, Role};
+
+/// The kinds the daemon watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Node,
+    Pod,
+    Job,
+    TrainingJob,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [Kind::Node, Kind::Pod, Kind::Job, Kind::TrainingJob];
+
+    /// The kind's name in logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Node => "node",
+            Kind::Pod => "pod",
+            Kind::Job => "job",
+            Kind::TrainingJob => "trainingjob",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One event of one watch stream.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "Pod and Job are ~2.5 kB each; an event is moved once, from the stream into the store"
+)]
+pub enum WatchEvent {
+    Node(Event<Node>),
+    Pod(Event<Pod>),
+    Job(Event<Job>),
+    TrainingJob(Event<GuardedTrainingJob>),
+}
+
+/// The trainer batch/v1 Job of a TrainingJob, as the actuator patches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrainerJobRef {
+    pub namespace: String,
+    pub name: String,
+    pub resource_version: Option<String>,
+    /// `spec.completionMode: Indexed`: completions must follow parallelism.
+    pub indexed: bool,
+    pub parallelism: Option<i32>,
+}
+
+/// What the daemon keeps of a TrainingJob object besides its planning view.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrainingJobMeta {
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub phase: TrainingJobPhase,
+}
+
+/// A TrainingJob the planner cannot use, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidJob {
+    pub key: JobKey,
+    pub uid: Option<String>,
+    pub resource_version: String,
+    pub problems: Vec<FieldError>,
+}
+
+type ObjKey = (String, String);
+
+/// The watched cluster.
+#[derive(Debug, Default)]
+pub struct Store {
+    state: ClusterState,
+    nodes: HashSet<String>,
+    /// Trainer batch/v1 Jobs by (namespace, name), with the TrainingJob they run.
+    batch_jobs: HashMap<ObjKey, (JobKey, TrainerJobRef)>,
+    /// The trainer batch Jobs of each TrainingJob (normally one).
+    batch_jobs_of: HashMap<JobKey, BTreeSet<ObjKey>>,
+    training_jobs: BTreeMap<JobKey, TrainingJobMeta>,
+    /// TrainingJobs that did not deserialize.
+    malformed: BTreeMap<JobKey, InvalidJob>,
+    /// Trainer pod names by TrainingJob.
+    trainer_pods: HashMap<JobKey, BTreeSet<String>>,
+    /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
+    relisting: [Option<HashSet<ObjKey>>; 4],
+    synced: [bool; 4],
+    /// The resourceVersion last reported for each invalid TrainingJob.
+    reported_invalid: HashMap<JobKey, String>,
+    restarts: u64,
+}
+
+impl Store {
+    /// An empty store; not ready until every kind has been listed once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The planning view.
+    pub fn state(&self) -> &ClusterState {
+        &self.state
+    }
+
+    /// Whether every kind has completed its first list.
+    pub fn synced(&self) -> bool {
+        self.synced.iter().all(|s| *s)
+    }
+
+    /// Whether one kind has completed its first list.
+    pub fn synced_kind(&self, kind: Kind) -> bool {
+        self.synced[kind.index()]
+    }
+
+    /// Whether a kind is being re-listed (deletions not yet known).
+    pub fn relisting(&self) -> bool {
+        self.relisting.iter().any(Option::is_some)
+    }
+
+    /// Number of `Init` events after a kind's first list.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// The trainer Job of a TrainingJob.
+    pub fn trainer_job(&self, key: &JobKey) -> Option<&TrainerJobRef> {
+        let first = self.batch_jobs_of.get(key)?.iter().next()?;
+        self.batch_jobs.get(first).map(|(_, r)| r)
+    }
+
+    /// The TrainingJob object's metadata.
+    pub fn training_job(&self, key: &JobKey) -> Option<&TrainingJobMeta> {
+        self.training_jobs.get(key)
+    }
+
+    /// Names of the trainer pods of a TrainingJob.
+    pub fn trainer_pods(&self, key: &JobKey) -> impl Iterator<Item = &str> + '_ {
+        self.trainer_pods
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+
+    /// Applies one watch event; returns whether anything may have changed.
+    pub fn handle(&mut self, event: WatchEvent) -> bool {
+        match event {
+            WatchEvent::Node(e) => self.handle_kind(Kind::Node, e, Self::apply_node, key_of),
+            WatchEvent::Pod(e) => self.handle_kind(Kind::Pod, e, Self::apply_pod, key_of),
+            WatchEvent::Job(e) => self.handle_kind(Kind::Job, e, Self::apply_job, key_of),
+            WatchEvent::TrainingJob(e) => {
+                self.handle_kind(Kind::TrainingJob, e, Self::apply_training_job, key_of)
+            }
+        }
+    }
+
+    fn handle_kind<K>(
+        &mut self,
+        kind: Kind,
+        event: Event<K>,
+        apply: fn(&mut Self, &K),
+        key: fn(&K) -> ObjKey,
+    ) -> bool {
+        let i = kind.index();
+        match event {
+            Event::Apply(obj) => {
+                apply(self, &obj);
+                true
+            }
+            Event::Delete(obj) => {
+                self.delete(kind, &key(&obj));
+                true
+            }
+            Event::Init => {
+                if self.synced[i] {
+                    self.restarts += 1;
+                }
+                self.relisting[i] = Some(HashSet::new());
+                false
+            }
+            Event::InitApply(obj) => {
+                let k = key(&obj);
+                apply(self, &obj);
+                if let Some(seen) = self.relisting[i].as_mut() {
+                    seen.insert(k);
+                }
+                true
+            }
+            Event::InitDone => {
+                if let Some(seen) = self.relisting[i].take() {
+                    for stale in self.keys(kind) {
+                        if !seen.contains(&stale) {
+                            self.delete(kind, &stale);
+                        }
+                    }
+                }
+                self.synced[i] = true;
+                true
+            }
+        }
+    }
+
+    /// Every key of a kind the store holds.
+    fn keys(&self, kind: Kind) -> Vec<ObjKey> {
+        match kind {
+            Kind::Node => self
+                .nodes
+                .iter()
+                .map(|n| (String::new(), n.clone()))
+                .collect(),
+            Kind::Pod => self.state.pods().map(|(k, _)| k.clone()).collect(),
+            Kind::Job => self.batch_jobs.keys().cloned().collect(),
+            Kind::TrainingJob => self
+                .training_jobs
+                .keys()
+                .chain(self.malformed.keys())
+                .map(|k| (k.namespace.clone(), k.name.clone()))
+                .collect(),
+        }
+    }
+
+    fn delete(&mut self, kind: Kind, (namespace, name): &ObjKey) {
+        match kind {
+            Kind::Node => {
+                self.nodes.remove(name);
+                self.state.delete_node(name);
+            }
+            Kind::Pod => {
+                self.unindex_pod(namespace, name);
+                self.state.delete_pod(namespace, name);
+            }
+            Kind::Job => {
+                self.remove_batch_job(&(namespace.clone(), name.clone()));
+            }
+            Kind::TrainingJob => {
+                let key = JobKey::new(namespace.as_str(), name.as_str());
+                self.training_jobs.remove(&key);
+                self.malformed.remove(&key);
+                self.reported_invalid.remove(&key);
+                self.state.delete_training_job(namespace, name);
+            }
+        }
+    }
+
+    fn apply_node(&mut self, node: &Node) {
+        let name = node.name_any();
+        match self.state.apply_node(node) {
+            Ok(()) => {
+                self.nodes.insert(name);
+            }
+            Err(e) => {
+                self.nodes.remove(&name);
+                tracing::warn!(error = %e, "skipping malformed Node");
+            }
+        }
+    }
+
+    fn apply_pod(&mut self, pod: &Pod) {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        self.unindex_pod(&namespace, &name);
+        if let Err(e) = self.state.apply_pod(pod) {
+            tracing::warn!(error = %e, "skipping malformed Pod");
+            return;
+        }
+        if let Some(info) = self.state.pod(&namespace, &name)
+            && let Some((key, Role::Trainer)) = &info.owner
+        {
+            self.trainer_pods
+                .entry(key.clone())
+                .or_default()
+                .insert(name);
+        }
+    }
+
+    fn unindex_pod(&mut self, namespace: &str, name: &str) {
+        let owner = self
+            .state
+            .pod(namespace, name)
+            .and_then(|p| p.owner.clone());
+        if let Some((key, Role::Trainer)) = owner
+            && let Some(names) = self.trainer_pods.get_mut(&key)
+        {
+            names.remove(name);
+            if names.is_empty() {
+                self.trainer_pods.remove(&key);
+            }
+        }
+    }
+
+    fn apply_job(&mut self, job: &Job) {
+        let obj_key = (job.namespace().unwrap_or_default(), job.name_any());
+        self.remove_batch_job(&obj_key);
+        if let Some((key, parallelism)) = read_trainer_job(job) {
+            let indexed =
+                job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed");
+            let reference = TrainerJobRef {
+                namespace: obj_key.0.clone(),
+                name: obj_key.1.clone(),
+                resource_version: job.resource_version(),
+                indexed,
+                parallelism,
+            };
+            self.batch_jobs_of
+                .entry(key.clone())
+                .or_default()
+                .insert(obj_key.clone());
+            self.batch_jobs.insert(obj_key, (key.clone(), reference));
+            self.refresh_trainer_job(&key);
+        }
+    }
+
+    fn remove_batch_job(&mut self, obj_key: &ObjKey) {
+        if let Some((key, _)) = self.batch_jobs.remove(obj_key) {
+            if let Some(set) = self.batch_jobs_of.get_mut(&key) {
+                set.remove(obj_key);
+                if set.is_empty() {
+                    self.batch_jobs_of.remove(&key);
+                }
+            }
+            self.refresh_trainer_job(&key);
+        }
+    }
+
+    /// Re-derives a TrainingJob's trainer Job in the state from the remaining batch Jobs.
+    fn refresh_trainer_job(&mut self, key: &JobKey) {
+        let parallelism = self.trainer_job(key).map(|r| r.parallelism);
+        self.state.set_trainer_job(key.clone(), parallelism);
+    }
+
+    fn apply_training_job(&mut self, guarded: &GuardedTrainingJob) {
+        match &guarded.0 {
+            Ok(job) => {
+                let key = job.key();
+                self.malformed.remove(&key);
+                let meta = TrainingJobMeta {
+                    uid: job.uid(),
+                    resource_version: job.resource_version(),
+                    phase: job.status.as_ref().map(|s| s.phase).unwrap_or_default(),
+                };
+                self.training_jobs.insert(key, meta);
+                if let Err(problems) = self.state.apply_training_job(job) {
+                    for p in &problems {
+                        tracing::debug!(problem = %p, "invalid TrainingJob");
+                    }
+                }
+            }
+            Err(bad) => {
+                let key = JobKey::new(
+                    bad.metadata.namespace.clone().unwrap_or_default(),
+                    bad.metadata.name.clone().unwrap_or_default(),
+                );
+                self.training_jobs.remove(&key);
+                self.state.delete_training_job(&key.namespace, &key.name);
+                let object = format!("TrainingJob {key}");
+                self.malformed.insert(
+                    key.clone(),
+                    InvalidJob {
+                        key,
+                        uid: bad.metadata.uid.clone(),
+                        resource_version: bad.metadata.resource_version.clone().unwrap_or_default(),
+                        problems: vec![FieldError::new(object, &bad.field, &bad.error)],
+                    },
+                );
+            }
+        }
+    }
+
+    /// Invalid or malformed TrainingJobs not yet reported at their current resourceVersion.
+    pub fn unreported_invalid(&self) -> Vec<InvalidJob> {
+        let invalid = self.state.invalid_jobs().map(|(key, problems)| {
+            let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
+            InvalidJob {
+                key: key.clone(),
+                uid: meta.uid,
+                resource_version: meta.resource_version.unwrap_or_default(),
+                problems: problems.to_vec(),
+            }
+        });
+        invalid
+            .chain(self.malformed.values().cloned())
+            .filter(|j| self.reported_invalid.get(&j.key) != Some(&j.resource_version))
+            .collect()
+    }
+
+    /// Records that an invalid job was reported at a resourceVersion.
+    pub fn mark_reported(&mut self, key: &JobKey, resource_version: &str) {
+        self.reported_invalid
+            .insert(key.clone(), resource_version.to_string());
+    }
+}
+
+fn key_of<K: kube::Resource>(obj: &K) -> ObjKey {
+    (
+        obj.meta().namespace.clone().unwrap_or_default(),
+        obj.meta().name.clone().unwrap_or_default(),
+    )
+}

@@ -1,0 +1,424 @@
+//! The actuator against kube's mock service: every request is asserted (method, path, query,
+//! content type, body) and answered by hand.
+
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tower_test::mock::{self, Handle, SendResponse};
+use trainscale::api::{JobKey, ScaleResults};
+use trainscale::daemon::store::{InvalidJob, TrainerJobRef};
+use trainscale::daemon::{Actuator, Rescale};
+use trainscale::planner::Reason;
+
+type MockHandle = Handle<Request<Body>, Response<Body>>;
+
+const STAMP: &str = "2024-05-01T12:00:00Z";
+
+fn fixed_clock() -> k8s_openapi::jiff::Timestamp {
+    STAMP.parse().unwrap()
+}
+
+fn actuator() -> (Actuator, MockHandle) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    (
+        Actuator::new(client, "test-0").with_clock(fixed_clock),
+        handle,
+    )
+}
+
+/// The next request, checked for method and path; returns its query, content type and body.
+async fn expect(
+    handle: &mut MockHandle,
+    method: Method,
+    path: &str,
+) -> (
+    Option<String>,
+    Option<String>,
+    Value,
+    SendResponse<Response<Body>>,
+) {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
+        .unwrap_or_else(|| panic!("client gone; expected {method} {path}"));
+    assert_eq!(req.method(), method, "method of {}", req.uri());
+    assert_eq!(req.uri().path(), path);
+    let query = req.uri().query().map(str::to_string);
+    let content_type = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (query, content_type, body, send)
+}
+
+fn respond(send: SendResponse<Response<Body>>, status: StatusCode, body: Value) {
+    send.send_response(
+        Response::builder()
+            .status(status)
+            .body(Body::from(serde_json::to_vec(&body).unwrap()))
+            .unwrap(),
+    );
+}
+
+fn api_status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+           "code": code, "reason": reason, "message": message})
+}
+
+fn batch_job(name: &str, rv: &str, parallelism: i32, indexed: bool) -> Value {
+    let mut spec = json!({"parallelism": parallelism, "template": {"spec": {"containers": []}}});
+    if indexed {
+        spec["completionMode"] = json!("Indexed");
+        spec["completions"] = json!(parallelism);
+    }
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": name, "namespace": "ml", "resourceVersion": rv}, "spec": spec})
+}
+
+fn training_job(name: &str, rv: &str, records: Value) -> Value {
+    json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+           "metadata": {"name": name, "namespace": "ml", "resourceVersion": rv, "uid": format!("uid-{name}")},
+           "spec": {"trainer": {"min-instance": 1, "max-instance": 8}},
+           "status": {"phase": "Running", "scale_records": {"ScaleRecords": records}}})
+}
+
+fn rescale(name: &str, current: i32, target: i32, indexed: bool) -> Rescale {
+    Rescale {
+        key: JobKey::new("ml", name),
+        uid: Some(format!("uid-{name}")),
+        trainer_job: Some(TrainerJobRef {
+            namespace: "ml".to_string(),
+            name: format!("{name}-trainer"),
+            resource_version: Some("10".to_string()),
+            indexed,
+            parallelism: Some(current),
+        }),
+        current,
+        target,
+        reason: if target > current {
+            Reason::ScaleUp
+        } else {
+            Reason::Reclaimed
+        },
+        victims: Vec::new(),
+    }
+}
+
+const JOBS: &str = "/apis/batch/v1/namespaces/ml/jobs";
+const TJS: &str = "/apis/paddlepaddle.org/v1alpha1/namespaces/ml/trainingjobs";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+const MERGE: Option<&str> = Some("application/merge-patch+json");
+
+/// Serves the status read and write of one job and returns the written status patch.
+async fn expect_status_write(handle: &mut MockHandle, name: &str, existing: Value) -> Value {
+    let (_, _, _, send) = expect(handle, Method::GET, &format!("{TJS}/{name}/status")).await;
+    respond(send, StatusCode::OK, training_job(name, "20", existing));
+    let (_, ct, body, send) = expect(handle, Method::PATCH, &format!("{TJS}/{name}/status")).await;
+    assert_eq!(ct.as_deref(), MERGE);
+    respond(send, StatusCode::OK, training_job(name, "21", json!([])));
+    body
+}
+
+/// Serves the Event creation and returns the Event.
+async fn expect_event(handle: &mut MockHandle) -> Value {
+    let (_, _, body, send) = expect(handle, Method::POST, EVENTS).await;
+    respond(send, StatusCode::CREATED, body.clone());
+    body
+}
+
+#[tokio::test]
+async fn scale_up_patches_parallelism_then_records_and_publishes() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (query, ct, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/mnist-trainer")).await;
+        assert_eq!(query.as_deref().unwrap_or(""), "");
+        assert_eq!(ct.as_deref(), MERGE);
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "10"}, "spec": {"parallelism": 4}})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "11", 4, false),
+        );
+
+        let old =
+            json!([{"scaleTimestamp": "2024-04-30T00:00:00Z", "additional": 1, "status": "True"}]);
+        let status = expect_status_write(&mut handle, "mnist", old).await;
+        assert_eq!(
+            status,
+            json!({
+                "metadata": {"resourceVersion": "20"},
+                "status": {
+                    "phase": "Scaling",
+                    "scale_records": {"ScaleRecords": [
+                        {"scaleTimestamp": "2024-04-30T00:00:00Z", "additional": 1, "status": "True"},
+                        {"scaleTimestamp": STAMP, "additional": 2, "status": "True"}
+                    ]}
+                }
+            })
+        );
+
+        let event = expect_event(&mut handle).await;
+        assert_eq!(event["type"], "Normal");
+        assert_eq!(event["reason"], "Rescaled");
+        assert_eq!(event["action"], "Rescale");
+        assert_eq!(event["note"], "trainers 2 -> 4 (scale_up)");
+        assert_eq!(event["regarding"]["kind"], "TrainingJob");
+        assert_eq!(
+            event["regarding"]["apiVersion"],
+            "paddlepaddle.org/v1alpha1"
+        );
+        assert_eq!(event["regarding"]["name"], "mnist");
+        assert_eq!(event["regarding"]["uid"], "uid-mnist");
+        assert_eq!(event["reportingController"], "trainscale");
+    });
+    let outcome = actuator.rescale(&rescale("mnist", 2, 4, false)).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::True);
+    assert_eq!(outcome.reason, "");
+}
+
+#[tokio::test]
+async fn indexed_job_gets_completions_too() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/bert-trainer")).await;
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "10"}, "spec": {"parallelism": 3, "completions": 3}})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("bert-trainer", "11", 3, true),
+        );
+        expect_status_write(&mut handle, "bert", json!([])).await;
+        expect_event(&mut handle).await;
+    });
+    let outcome = actuator.rescale(&rescale("bert", 1, 3, true)).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::True);
+}
+
+#[tokio::test]
+async fn conflict_is_retried_after_a_fresh_read() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let path = format!("{JOBS}/mnist-trainer");
+        let (_, _, body, send) = expect(&mut handle, Method::PATCH, &path).await;
+        assert_eq!(body["metadata"]["resourceVersion"], "10");
+        respond(
+            send,
+            StatusCode::CONFLICT,
+            api_status(409, "Conflict", "the object has been modified"),
+        );
+        // The re-read finds a new resourceVersion and that the Job is now Indexed.
+        let (_, _, _, send) = expect(&mut handle, Method::GET, &path).await;
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "12", 2, true),
+        );
+        let (_, ct, body, send) = expect(&mut handle, Method::PATCH, &path).await;
+        assert_eq!(ct.as_deref(), MERGE);
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "12"}, "spec": {"parallelism": 4, "completions": 4}})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "13", 4, true),
+        );
+        let status = expect_status_write(&mut handle, "mnist", json!([])).await;
+        assert_eq!(
+            status["status"]["scale_records"]["ScaleRecords"][0]["status"],
+            "True"
+        );
+        expect_event(&mut handle).await;
+    });
+    let outcome = actuator.rescale(&rescale("mnist", 2, 4, false)).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::True);
+}
+
+#[tokio::test]
+async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/a-trainer")).await;
+        respond(
+            send,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            api_status(500, "InternalError", "etcd is down"),
+        );
+        let status = expect_status_write(&mut handle, "a", json!([])).await;
+        assert_eq!(
+            status,
+            json!({
+                "metadata": {"resourceVersion": "20"},
+                "status": {"scale_records": {"ScaleRecords": [{
+                    "scaleTimestamp": STAMP, "additional": 3, "status": "False",
+                    "reason": "patching the trainer Job: 500 InternalError: etcd is down"
+                }]}}
+            })
+        );
+        let event = expect_event(&mut handle).await;
+        assert_eq!(event["type"], "Warning");
+        assert_eq!(event["reason"], "RescaleFailed");
+
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/b-trainer")).await;
+        assert_eq!(body["spec"], json!({"parallelism": 5}));
+        respond(send, StatusCode::OK, batch_job("b-trainer", "11", 5, false));
+        let status = expect_status_write(&mut handle, "b", json!([])).await;
+        assert_eq!(status["status"]["phase"], "Scaling");
+        expect_event(&mut handle).await;
+    });
+    let (_stop_tx, stop) = watch::channel(false);
+    let outcomes = actuator
+        .apply_all(
+            &[rescale("a", 1, 4, false), rescale("b", 2, 5, false)],
+            Duration::from_secs(10),
+            &stop,
+        )
+        .await;
+    server.await.unwrap();
+    assert_eq!(outcomes.len(), 2);
+    assert_eq!(outcomes[0].1.result, ScaleResults::False);
+    assert_eq!(outcomes[1].1.result, ScaleResults::True);
+}
+
+#[tokio::test]
+async fn scale_down_deletes_named_victims_before_patching() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        for pod in ["mnist-trainer-pending", "mnist-trainer-b"] {
+            let (_, _, _, send) = expect(
+                &mut handle,
+                Method::DELETE,
+                &format!("/api/v1/namespaces/ml/pods/{pod}"),
+            )
+            .await;
+            respond(
+                send,
+                StatusCode::OK,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "ml"}}),
+            );
+        }
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/mnist-trainer")).await;
+        assert_eq!(body["spec"], json!({"parallelism": 2}));
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "11", 2, false),
+        );
+        let status = expect_status_write(&mut handle, "mnist", json!([])).await;
+        assert_eq!(
+            status["status"]["scale_records"]["ScaleRecords"][0]["additional"],
+            -2
+        );
+        expect_event(&mut handle).await;
+    });
+    let mut r = rescale("mnist", 4, 2, false);
+    r.victims = vec!["mnist-trainer-pending".into(), "mnist-trainer-b".into()];
+    let outcome = actuator.rescale(&r).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::True);
+}
+
+#[tokio::test]
+async fn scale_records_keep_the_newest_fifty() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/mnist-trainer")).await;
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "11", 3, false),
+        );
+        let old: Vec<Value> = (0..50)
+            .map(|i| json!({"scaleTimestamp": "2024-04-30T00:00:00Z", "additional": i, "status": "True"}))
+            .collect();
+        let status = expect_status_write(&mut handle, "mnist", Value::Array(old)).await;
+        let records = status["status"]["scale_records"]["ScaleRecords"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert_eq!(records.len(), 50);
+        assert_eq!(records[0]["additional"], 1);
+        assert_eq!(records[49]["scaleTimestamp"], STAMP);
+        expect_event(&mut handle).await;
+    });
+    actuator.rescale(&rescale("mnist", 2, 3, false)).await;
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_patch_read_back_that_differs_is_unknown() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/mnist-trainer")).await;
+        // A mutating webhook capped the parallelism.
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "11", 3, false),
+        );
+        let status = expect_status_write(&mut handle, "mnist", json!([])).await;
+        let record = &status["status"]["scale_records"]["ScaleRecords"][0];
+        assert_eq!(record["status"], "Unknown");
+        assert!(status["status"].get("phase").is_none());
+        let event = expect_event(&mut handle).await;
+        assert_eq!(event["reason"], "RescaleUnknown");
+    });
+    let outcome = actuator.rescale(&rescale("mnist", 2, 4, false)).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::Unknown);
+}
+
+#[tokio::test]
+async fn invalid_job_event_names_the_field() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let event = expect_event(&mut handle).await;
+        assert_eq!(event["type"], "Warning");
+        assert_eq!(event["reason"], "InvalidSpec");
+        assert_eq!(
+            event["note"],
+            "spec.trainer.min-instance: min-instance 5 is greater than max-instance 2"
+        );
+        assert_eq!(event["regarding"]["name"], "broken");
+    });
+    let job = InvalidJob {
+        key: JobKey::new("ml", "broken"),
+        uid: Some("uid-broken".into()),
+        resource_version: "3".into(),
+        problems: vec![trainscale::api::FieldError::new(
+            "TrainingJob ml/broken",
+            "spec.trainer.min-instance",
+            "min-instance 5 is greater than max-instance 2",
+        )],
+    };
+    actuator.report_invalid(&job).await;
+    server.await.unwrap();
+}

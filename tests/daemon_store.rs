@@ -1,0 +1,199 @@
+//! The watch path: events into the store, relists, trainer Jobs, invalid jobs, victims.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use serde_json::json;
+use trainscale::api::JobKey;
+use trainscale::daemon::guard::GuardedTrainingJob;
+use trainscale::daemon::pass::victims;
+use trainscale::daemon::{Store, WatchEvent};
+use trainscale::planner::{JobPlan, Reason, Removal};
+
+fn node(name: &str) -> Node {
+    serde_json::from_value(json!({"metadata": {"name": name, "resourceVersion": "1"},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}))
+    .unwrap()
+}
+
+fn pod(name: &str, node: Option<&str>, job: &str, created: &str) -> Pod {
+    let mut spec = json!({"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]});
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "namespace": "ml", "resourceVersion": "1",
+        "creationTimestamp": created, "labels": {"paddle-job": job}}, "spec": spec,
+        "status": {"phase": if node.is_some() {"Running"} else {"Pending"}}}),
+    )
+    .unwrap()
+}
+
+fn trainer_job(name: &str, job: &str, parallelism: i32) -> Job {
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ml", "resourceVersion": "4"},
+        "spec": {"parallelism": parallelism, "completionMode": "Indexed",
+                 "template": {"metadata": {"labels": {"paddle-job": job}}, "spec": {"containers": []}}}}))
+    .unwrap()
+}
+
+fn tj(value: serde_json::Value) -> GuardedTrainingJob {
+    serde_json::from_value(value).unwrap()
+}
+
+fn init<K>(items: Vec<K>, wrap: fn(Event<K>) -> WatchEvent, store: &mut Store) {
+    store.handle(wrap(Event::Init));
+    for item in items {
+        store.handle(wrap(Event::InitApply(item)));
+    }
+    store.handle(wrap(Event::InitDone));
+}
+
+fn synced_store() -> Store {
+    let mut store = Store::new();
+    init(vec![node("n1"), node("n2")], WatchEvent::Node, &mut store);
+    init(
+        vec![
+            pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z"),
+            pod("t-b", Some("n1"), "mnist", "2024-01-02T00:00:00Z"),
+            pod("t-c", Some("n2"), "mnist", "2024-01-03T00:00:00Z"),
+            pod("t-pending", None, "mnist", "2024-01-04T00:00:00Z"),
+        ],
+        WatchEvent::Pod,
+        &mut store,
+    );
+    init(
+        vec![trainer_job("mnist-trainer", "mnist", 4)],
+        WatchEvent::Job,
+        &mut store,
+    );
+    store
+}
+
+#[test]
+fn ready_only_after_every_kind_listed() {
+    let mut store = synced_store();
+    assert!(!store.synced());
+    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
+    assert!(store.synced());
+    assert!(!store.relisting());
+}
+
+#[test]
+fn trainer_job_is_indexed_by_training_job() {
+    let store = synced_store();
+    let key = JobKey::new("ml", "mnist");
+    let r = store.trainer_job(&key).unwrap();
+    assert_eq!(r.name, "mnist-trainer");
+    assert!(r.indexed);
+    assert_eq!(r.resource_version.as_deref(), Some("4"));
+    assert_eq!(store.state().job(&key).unwrap().current(), 4);
+    assert_eq!(store.trainer_pods(&key).count(), 4);
+}
+
+#[test]
+fn relist_drops_objects_not_listed_again() {
+    let mut store = synced_store();
+    // The pod watch restarts (410 Gone) and t-c is gone by the time of the relist.
+    store.handle(WatchEvent::Pod(Event::Init));
+    assert!(store.relisting());
+    for p in [
+        pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z"),
+        pod("t-b", Some("n1"), "mnist", "2024-01-02T00:00:00Z"),
+        pod("t-pending", None, "mnist", "2024-01-04T00:00:00Z"),
+    ] {
+        store.handle(WatchEvent::Pod(Event::InitApply(p)));
+    }
+    // Deletions are only known at InitDone.
+    assert_eq!(store.state().pod_count(), 4);
+    store.handle(WatchEvent::Pod(Event::InitDone));
+    assert_eq!(store.state().pod_count(), 3);
+    assert!(store.state().pod("ml", "t-c").is_none());
+    assert_eq!(store.trainer_pods(&JobKey::new("ml", "mnist")).count(), 3);
+    assert_eq!(store.restarts(), 1);
+
+    // Same for nodes and jobs.
+    init(vec![node("n1")], WatchEvent::Node, &mut store);
+    assert!(store.state().node_id_of("n2").is_none());
+    init(Vec::new(), WatchEvent::Job, &mut store);
+    assert!(store.trainer_job(&JobKey::new("ml", "mnist")).is_none());
+}
+
+#[test]
+fn deleted_events_remove_objects() {
+    let mut store = synced_store();
+    store.handle(WatchEvent::Pod(Event::Delete(pod(
+        "t-a",
+        Some("n1"),
+        "mnist",
+        "2024-01-01T00:00:00Z",
+    ))));
+    assert!(store.state().pod("ml", "t-a").is_none());
+    store.handle(WatchEvent::Job(Event::Delete(trainer_job(
+        "mnist-trainer",
+        "mnist",
+        4,
+    ))));
+    assert!(store.trainer_job(&JobKey::new("ml", "mnist")).is_none());
+}
+
+#[test]
+fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
+    let mut store = synced_store();
+    let invalid = json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "bad", "namespace": "ml", "resourceVersion": "5", "uid": "u1"},
+        "spec": {"trainer": {"min-instance": 5, "max-instance": 2}}});
+    let malformed = json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "garbled", "namespace": "ml", "resourceVersion": "6"},
+        "spec": {"trainer": {"max-instance": "lots"}}});
+    init(
+        vec![tj(invalid.clone()), tj(malformed)],
+        WatchEvent::TrainingJob,
+        &mut store,
+    );
+    let reports = store.unreported_invalid();
+    assert_eq!(reports.len(), 2);
+    let garbled = reports.iter().find(|r| r.key.name == "garbled").unwrap();
+    assert_eq!(garbled.problems[0].field, "spec.trainer.max-instance");
+    let bad = reports.iter().find(|r| r.key.name == "bad").unwrap();
+    assert!(
+        bad.problems
+            .iter()
+            .any(|p| p.field == "spec.trainer.min-instance")
+    );
+    for r in &reports {
+        store.mark_reported(&r.key, &r.resource_version);
+    }
+    assert!(store.unreported_invalid().is_empty());
+    // A new resourceVersion that is still invalid is reported again.
+    let mut edited = invalid;
+    edited["metadata"]["resourceVersion"] = json!("9");
+    store.handle(WatchEvent::TrainingJob(Event::Apply(tj(edited))));
+    assert_eq!(store.unreported_invalid().len(), 1);
+}
+
+#[test]
+fn victims_are_pending_first_then_newest_on_the_named_node() {
+    let store = synced_store();
+    let plan = JobPlan {
+        key: JobKey::new("ml", "mnist"),
+        current: 4,
+        target: 2,
+        min: 1,
+        max: 4,
+        fulfillment_before: 1.0,
+        fulfillment_after: 0.33,
+        reason: Reason::Reclaimed,
+        placements: Vec::new(),
+        removals: vec![
+            Removal {
+                node: Some("n1".into()),
+                trainers: 1,
+            },
+            Removal {
+                node: None,
+                trainers: 1,
+            },
+        ],
+    };
+    assert_eq!(victims(&store, &plan), vec!["t-pending", "t-b"]);
+}
