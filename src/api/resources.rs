@@ -40,6 +40,21 @@ impl Resources {
         self.cpu_milli <= free.cpu_milli && self.memory <= free.memory && self.gpu <= free.gpu
     }
 
+    /// How many of `self` fit in `room` (a resource `self` does not need never limits it;
+    /// an all-zero `self` fits `u32::MAX` times).
+    pub fn fit_count(&self, room: &Resources) -> i64 {
+        let per = |need: i64, have: i64| {
+            if need <= 0 {
+                i64::from(u32::MAX)
+            } else {
+                (have / need).max(0)
+            }
+        };
+        per(self.cpu_milli, room.cpu_milli)
+            .min(per(self.memory, room.memory))
+            .min(per(self.gpu, room.gpu))
+    }
+
     /// Per-resource maximum.
     pub fn max(self, other: Resources) -> Resources {
         Resources {

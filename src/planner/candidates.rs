@@ -60,6 +60,12 @@ impl<'a> Candidate<'a> {
         self.planned += 1;
     }
 
+    /// Records `n` trainers placed on `node`.
+    pub fn place_many(&mut self, node: NodeId, n: u32) {
+        *self.placed.entry(node).or_insert(0) += n;
+        self.planned += n as i32;
+    }
+
     /// Takes back one trainer this pass placed on `node`.
     pub fn unplace(&mut self, node: NodeId) {
         if let Some(n) = self.placed.get_mut(&node) {

@@ -165,27 +165,11 @@ fn water_fill(
     cooling: &[bool],
     starving: &[bool],
 ) -> Vec<bool> {
-    type Key = (
-        Reverse<OrderedFloat<f64>>,
-        Reverse<OrderedFloat<f64>>,
-        i32,
-        Reverse<i64>,
-        Reverse<usize>,
-    );
-    let key = |j: &Candidate, i: usize| -> Key {
-        (
-            Reverse(OrderedFloat(j.fulfillment_at(j.planned))),
-            Reverse(OrderedFloat(j.fulfillment_at(j.planned + 1))),
-            j.info.priority,
-            Reverse(j.info.created),
-            Reverse(i),
-        )
-    };
     let mut no_fit = vec![false; jobs.len()];
     let mut queue: PriorityQueue<usize, Key> = PriorityQueue::new();
     for (i, j) in jobs.iter().enumerate() {
         if !cooling[i] && !starving[i] && j.planned >= j.info.min && j.planned < j.info.max {
-            queue.push(i, key(j, i));
+            queue.push(i, key_at(j, i, j.planned));
         }
     }
     // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
@@ -197,10 +181,66 @@ fn water_fill(
             no_fit[i] = true;
             continue;
         }
+        // The job keeps the lead until its key falls behind the next one in the queue: hand it
+        // those trainers in one go (same order as one at a time, fewer queue and index updates).
+        let next = queue.peek().map(|(_, k)| *k);
+        let j = &jobs[i];
+        let mut allowed = 0;
+        while j.planned + allowed < j.info.max
+            && next.is_none_or(|n| key_at(j, i, j.planned + allowed) > n)
+        {
+            allowed += 1;
+        }
+        if allowed > 0 && !place_batch(jobs, index, i, allowed) {
+            failed.push(want);
+            no_fit[i] = true;
+            continue;
+        }
         if jobs[i].planned < jobs[i].info.max {
-            let k = key(&jobs[i], i);
-            queue.push(i, k);
+            queue.push(i, key_at(&jobs[i], i, jobs[i].planned));
         }
     }
     no_fit
+}
+
+/// Queue order of water-filling (greatest first): lowest fulfillment, then lowest fulfillment
+/// after one more trainer, then higher priority, older, namespace/name.
+type Key = (
+    Reverse<OrderedFloat<f64>>,
+    Reverse<OrderedFloat<f64>>,
+    i32,
+    Reverse<i64>,
+    Reverse<usize>,
+);
+
+/// The key of job `i` at `planned` trainers.
+fn key_at(j: &Candidate, i: usize, planned: i32) -> Key {
+    (
+        Reverse(OrderedFloat(j.fulfillment_at(planned))),
+        Reverse(OrderedFloat(j.fulfillment_at(planned + 1))),
+        j.info.priority,
+        Reverse(j.info.created),
+        Reverse(i),
+    )
+}
+
+/// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
+/// of [`place_one`] when no node fits); false when it ran out of room before placing them all.
+fn place_batch(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize, count: i32) -> bool {
+    let want = jobs[i].trainer();
+    let mut left = count;
+    while left > 0 {
+        match index.best_fit(want) {
+            Some(node) => {
+                let room = index.free(node).unwrap_or(Resources::ZERO);
+                let n = want.fit_count(&room).min(i64::from(left)).max(1) as i32;
+                index.adjust(node, want.times(i64::from(n)), -1);
+                jobs[i].place_many(node, n as u32);
+                left -= n;
+            }
+            None if place_one(jobs, index, i, Repair::Allowed) => left -= 1,
+            None => return false,
+        }
+    }
+    true
 }

@@ -128,21 +128,6 @@ enum Step {
     Move(usize, NodeId, NodeId),
 }
 
-/// How many trainers of shape `want` fit in `room` (capped: a zero-request shape fits "many").
-fn fit_count(want: Resources, room: Resources) -> i64 {
-    const MANY: i64 = 1 << 20;
-    let per = |need: i64, have: i64| {
-        if need <= 0 {
-            MANY
-        } else {
-            (have / need).max(0)
-        }
-    };
-    per(want.cpu_milli, room.cpu_milli)
-        .min(per(want.memory, room.memory))
-        .min(per(want.gpu, room.gpu))
-}
-
 /// Moves bound trainers of one donor (no count change) off a node, as few as make room there for
 /// one more trainer of shape `want`, onto other nodes they fit.
 fn find_move(
@@ -161,9 +146,9 @@ fn find_move(
             let Some(free) = index.free(from) else {
                 continue;
             };
-            let now = fit_count(want, free);
+            let now = want.fit_count(&free);
             let Some(k) =
-                (1..=count).find(|k| fit_count(want, free + give.times(i64::from(*k))) > now)
+                (1..=count).find(|k| want.fit_count(&(free + give.times(i64::from(*k)))) > now)
             else {
                 continue;
             };
