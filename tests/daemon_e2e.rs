@@ -1,9 +1,16 @@
-//! End-to-end smoke test over real HTTP on loopback: the `trainscale run` binary against the kmock
-//! Kubernetes emulator (PyPI `kmock` 0.8, driven by `tests/e2e/kmock_cluster.py`).
+//! End-to-end smoke test over real HTTP on loopback: the `trainscale run` binary (autoscaler and
+//! operator together, with leader election) against the kmock Kubernetes emulator (PyPI `kmock`
+//! 0.8, driven by `tests/e2e/kmock_cluster.py`).
 //!
-//! It syncs, scales the elastic TrainingJob's trainer Job up onto the roomy node, writes the scale
-//! record, and exits cleanly on SIGTERM. Skipped with a message only when `CI` is unset and Python
-//! or kmock is missing; in CI (`.ci/run` installs kmock) a missing emulator fails the test.
+//! The test applies an elastic TrainingJob with no trainer Job of its own. The operator creates
+//! the master and pserver ReplicaSets, the Indexed trainer Job, the trainers ConfigMap and the
+//! Volcano PodGroup, all owned by the TrainingJob. The emulator runs no controllers, so the helper
+//! plays the ReplicaSet and Job controllers and the scheduler minimally (pods created bound to the
+//! node, Running and Ready; see the helper's docstring). The autoscaler then scales the trainer Job
+//! up to the job's max onto the roomy node and writes the scale record; the operator follows
+//! (ConfigMap, phase Running). SIGTERM ends both cleanly. Skipped with a message only when `CI` is
+//! unset and Python or kmock is missing; in CI (`.ci/run` installs kmock) a missing emulator fails
+//! the test.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -11,7 +18,11 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use trainscale::api::{ScaleResults, TrainingJob};
@@ -45,8 +56,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Status code of a plain GET on the daemon's port, if it answers.
-fn http_status(port: u16, path: &str) -> Option<u16> {
+/// Status code and body of a plain GET on the daemon's port, if it answers.
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(
@@ -56,7 +67,12 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, response))
+}
+
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    http_get(port, path).map(|(code, _)| code)
 }
 
 async fn client(kubeconfig: &Path) -> Client {
@@ -67,18 +83,113 @@ async fn client(kubeconfig: &Path) -> Client {
     Client::try_from(config).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn run_scales_up_an_elastic_job_against_kmock() {
-    if !kmock_available() {
+/// An elastic, fault-tolerant legacy job: a master, one pserver, 1..4 trainers of 1 CPU.
+fn training_job() -> TrainingJob {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "mnist", "namespace": "ml"},
+        "spec": {
+            "image": "paddlepaddle/paddle:latest",
+            "fault_tolerant": true,
+            "pserver": {
+                "min-instance": 1, "max-instance": 1,
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                              "limits": {"cpu": "1", "memory": "1Gi"}},
+            },
+            "trainer": {
+                "entrypoint": "python train.py --epochs 'ten passes'",
+                "min-instance": 1, "max-instance": 4,
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                              "limits": {"cpu": "1", "memory": "1Gi"}},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// Polls `probe` until it returns `Some`, failing after the deadline (and if the daemon died).
+async fn eventually<T, F, Fut>(daemon: &mut Guard, started: Instant, what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
         assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but python3 with kmock is missing: pip install 'kmock==0.8.*'"
+            started.elapsed() < DEADLINE,
+            "{what}: not within {DEADLINE:?}"
         );
-        eprintln!(
-            "SKIPPED daemon_e2e: python3 with kmock not found (pip install 'kmock==0.8.*'); CI installs it"
+        assert!(
+            daemon.0.try_wait().unwrap().is_none(),
+            "{what}: the daemon exited early"
         );
-        return;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// The one controller ownerReference, which must point at the TrainingJob.
+fn assert_owned(meta: &ObjectMeta, tj_uid: &str, what: &str) {
+    let refs: &[OwnerReference] = meta.owner_references.as_deref().unwrap_or_default();
+    assert_eq!(refs.len(), 1, "{what}: ownerReferences {refs:?}");
+    let owner = &refs[0];
+    assert_eq!(
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str()
+        ),
+        ("paddlepaddle.org/v1alpha1", "TrainingJob", "mnist", tj_uid),
+        "{what}"
+    );
+    assert_eq!(owner.controller, Some(true), "{what}");
+    assert_eq!(owner.block_owner_deletion, Some(true), "{what}");
+    assert_eq!(
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get("trainscale.io/job")),
+        Some(&"mnist".to_string()),
+        "{what}: labels {:?}",
+        meta.labels
+    );
+}
+
+fn template_label(
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+    key: &str,
+) -> String {
+    labels.and_then(|l| l.get(key)).cloned().unwrap_or_default()
+}
+
+/// The emulator and the daemon, running; both are killed if the test fails.
+struct Cluster {
+    emulator: Guard,
+    daemon: Guard,
+    kubeconfig: std::path::PathBuf,
+    port: u16,
+    started: Instant,
+    _dir: tempfile::TempDir,
+}
+
+/// Whether the test can run; panics in CI when it cannot.
+fn kmock_or_skip(test: &str) -> bool {
+    if kmock_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but python3 with kmock is missing: pip install 'kmock==0.8.*'"
+    );
+    eprintln!(
+        "SKIPPED {test}: python3 with kmock not found (pip install 'kmock==0.8.*'); CI installs it"
+    );
+    false
+}
+
+/// Starts the emulator and `trainscale run` with `extra` flags, and waits for `/readyz`.
+async fn start(extra: &[&str]) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
@@ -114,60 +225,36 @@ async fn run_scales_up_an_elastic_job_against_kmock() {
             "200ms",
             "--cooldown",
             "0s",
+            "--leader-elect",
+            "--lease-namespace",
+            "trainscale-system",
         ])
+        .args(extra)
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .env("RUST_LOG", "info")
         .spawn()
         .unwrap();
-    let mut daemon = Guard(daemon);
-
-    // Caches sync: /readyz turns 200.
-    let started = Instant::now();
-    while http_status(port, "/readyz") != Some(200) {
-        assert!(
-            started.elapsed() < DEADLINE,
-            "the daemon never became ready"
-        );
-        assert!(
-            daemon.0.try_wait().unwrap().is_none(),
-            "the daemon exited early"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(http_status(port, "/healthz"), Some(200));
-
-    // The trainer Job grows to the job's max (the node has room for all four trainers) and the
-    // TrainingJob gets a True scale record with phase Scaling.
-    let client = client(&kubeconfig).await;
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
-    let tjs: Api<TrainingJob> = Api::namespaced(client, "ml");
-    let (parallelism, status) = loop {
-        let job = jobs.get("mnist-trainer").await.unwrap();
-        let tj = tjs.get("mnist").await.unwrap();
-        let parallelism = job.spec.and_then(|s| s.parallelism).unwrap_or(0);
-        let records = tj
-            .status
-            .clone()
-            .map(|s| s.scale_records.scale_records)
-            .unwrap_or_default();
-        if parallelism > 1 && !records.is_empty() {
-            break (parallelism, tj.status.unwrap_or_default());
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "no scale-up within {DEADLINE:?}: parallelism {parallelism}, {} records",
-            records.len()
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut cluster = Cluster {
+        emulator,
+        daemon: Guard(daemon),
+        kubeconfig,
+        port,
+        started: Instant::now(),
+        _dir: dir,
     };
-    assert_eq!(parallelism, 4);
-    let record = &status.scale_records.scale_records[0];
-    assert_eq!(record.status, ScaleResults::True);
-    assert_eq!(record.additional, 3);
-    assert_eq!(status.phase.as_str(), "Scaling");
+    // Caches sync: /readyz turns 200.
+    let started = cluster.started;
+    eventually(&mut cluster.daemon, started, "/readyz 200", || async {
+        (http_status(port, "/readyz") == Some(200)).then_some(())
+    })
+    .await;
+    assert_eq!(http_status(port, "/healthz"), Some(200));
+    cluster
+}
 
-    // SIGTERM: a clean exit, promptly.
-    let pid = daemon.0.id().to_string();
+/// SIGTERM: a clean exit, promptly; then the emulator ends.
+async fn stop(mut cluster: Cluster) {
+    let pid = cluster.daemon.0.id().to_string();
     assert!(
         Command::new("kill")
             .args(["-TERM", &pid])
@@ -177,7 +264,7 @@ async fn run_scales_up_an_elastic_job_against_kmock() {
     );
     let stopping = Instant::now();
     let exit = loop {
-        if let Some(status) = daemon.0.try_wait().unwrap() {
+        if let Some(status) = cluster.daemon.0.try_wait().unwrap() {
             break status;
         }
         assert!(
@@ -188,5 +275,193 @@ async fn run_scales_up_an_elastic_job_against_kmock() {
     };
     assert!(exit.success(), "exit status {exit}");
     // Closing the emulator's stdin ends it.
-    drop(emulator.0.stdin.take());
+    drop(cluster.emulator.0.stdin.take());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_creates_and_scales_a_training_job_against_kmock() {
+    if !kmock_or_skip("daemon_e2e") {
+        return;
+    }
+    let mut cluster = start(&["--podgroups", "volcano"]).await;
+    let (started, port) = (cluster.started, cluster.port);
+    let daemon = &mut cluster.daemon;
+    let kubeconfig = cluster.kubeconfig.clone();
+
+    // Apply the TrainingJob; nothing else exists for it.
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "ml");
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "ml");
+    assert!(jobs.get_opt("mnist-trainer").await.unwrap().is_none());
+    let created = tjs
+        .create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    let tj_uid = created.metadata.uid.clone().unwrap();
+
+    // The operator (this replica leads) creates the children, owned by the TrainingJob.
+    let master = eventually(daemon, started, "ReplicaSet mnist-master", || {
+        let sets = sets.clone();
+        async move { sets.get_opt("mnist-master").await.unwrap() }
+    })
+    .await;
+    assert_owned(&master.metadata, &tj_uid, "mnist-master");
+    let master_spec = master.spec;
+    assert_eq!(master_spec.replicas, Some(1));
+    assert_eq!(
+        template_label(
+            master_spec
+                .template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref()),
+            "paddle-job-master"
+        ),
+        "mnist"
+    );
+    let pserver = eventually(daemon, started, "ReplicaSet mnist-pserver", || {
+        let sets = sets.clone();
+        async move { sets.get_opt("mnist-pserver").await.unwrap() }
+    })
+    .await;
+    assert_owned(&pserver.metadata, &tj_uid, "mnist-pserver");
+    let pserver_spec = pserver.spec;
+    assert_eq!(pserver_spec.replicas, Some(1));
+    assert_eq!(
+        template_label(
+            pserver_spec
+                .template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref()),
+            "paddle-job-pserver"
+        ),
+        "mnist"
+    );
+    let trainer = eventually(daemon, started, "Job mnist-trainer", || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt("mnist-trainer").await.unwrap() }
+    })
+    .await;
+    assert_owned(&trainer.metadata, &tj_uid, "mnist-trainer");
+    let trainer_spec = trainer.spec.unwrap();
+    assert_eq!(trainer_spec.completion_mode.as_deref(), Some("Indexed"));
+    let template = trainer_spec.template.metadata.as_ref();
+    assert_eq!(
+        template_label(template.and_then(|m| m.labels.as_ref()), "paddle-job"),
+        "mnist"
+    );
+    assert_eq!(
+        template
+            .and_then(|m| m.annotations.as_ref())
+            .and_then(|a| a.get("scheduling.k8s.io/group-name"))
+            .map(String::as_str),
+        Some("mnist"),
+        "trainer pods join the Volcano PodGroup"
+    );
+    let podgroups: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "ml",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "scheduling.volcano.sh",
+            "v1beta1",
+            "PodGroup",
+        )),
+    );
+    let group = podgroups.get("mnist").await.unwrap();
+    assert_eq!(
+        group.data["spec"]["minMember"],
+        serde_json::json!(3),
+        "gang = master + pserver min + trainer min"
+    );
+    assert_eq!(
+        group
+            .metadata
+            .owner_references
+            .as_ref()
+            .map(|r| r[0].uid.clone()),
+        Some(tj_uid.clone())
+    );
+
+    // The autoscaler grows the trainer Job to the job's max (the node has room for all four
+    // trainers), patching parallelism and completions together, and records it; the operator
+    // follows: the trainers ConfigMap holds 4 and, once the (emulated) pods are all ready, the
+    // phase is Running.
+    let (job, status) = eventually(daemon, started, "scale-up to 4 and phase Running", || {
+        let (jobs, tjs) = (jobs.clone(), tjs.clone());
+        async move {
+            let job = jobs.get("mnist-trainer").await.unwrap();
+            let tj = tjs.get("mnist").await.unwrap();
+            let status = tj.status.unwrap_or_default();
+            let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+            (parallelism == Some(4)
+                && !status.scale_records.scale_records.is_empty()
+                && status.phase.as_str() == "Running")
+                .then_some((job, status))
+        }
+    })
+    .await;
+    assert_eq!(job.spec.and_then(|s| s.completions), Some(4));
+    let records = &status.scale_records.scale_records;
+    assert!(
+        records.iter().all(|r| r.status == ScaleResults::True),
+        "{records:?}"
+    );
+    assert_eq!(records.iter().map(|r| r.additional).sum::<i32>(), 3);
+    assert!(status.start_time.is_some(), "Running sets startTime");
+    let trainers = eventually(daemon, started, "ConfigMap trainers = 4", || {
+        let configs = configs.clone();
+        async move {
+            let cm = configs.get_opt("mnist-trainers").await.unwrap()?;
+            let value = cm.data.and_then(|d| d.get("trainers").cloned());
+            (value.as_deref() == Some("4")).then_some(value)
+        }
+    })
+    .await;
+    assert_eq!(trainers.as_deref(), Some("4"));
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert!(
+        metrics.contains("trainscale_operator_running 1"),
+        "the leader runs the operator"
+    );
+    assert!(metrics.contains("trainscale_leader 1"));
+
+    stop(cluster).await;
+}
+
+/// `--dry-run`: the operator is not started, so an applied TrainingJob gets no children and no
+/// status, while the autoscaler still syncs and plans.
+#[tokio::test(flavor = "multi_thread")]
+async fn dry_run_keeps_the_operator_from_writing() {
+    if !kmock_or_skip("daemon_e2e dry run") {
+        return;
+    }
+    let mut cluster = start(&["--dry-run"]).await;
+    let client = client(&cluster.kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "ml");
+    tjs.create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    // Several passes (--interval 1s) and, were it running, many reconciles.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        cluster.daemon.0.try_wait().unwrap().is_none(),
+        "the daemon exited early"
+    );
+    assert!(sets.get_opt("mnist-master").await.unwrap().is_none());
+    assert!(sets.get_opt("mnist-pserver").await.unwrap().is_none());
+    assert!(jobs.get_opt("mnist-trainer").await.unwrap().is_none());
+    assert!(configs.get_opt("mnist-trainers").await.unwrap().is_none());
+    assert!(tjs.get("mnist").await.unwrap().status.is_none());
+    let (_, metrics) = http_get(cluster.port, "/metrics").unwrap();
+    assert!(
+        !metrics.contains("trainscale_operator_running 1"),
+        "no operator in a dry run"
+    );
+    stop(cluster).await;
 }

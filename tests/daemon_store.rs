@@ -6,9 +6,9 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 use trainscale::api::JobKey;
 use trainscale::daemon::guard::GuardedTrainingJob;
-use trainscale::daemon::pass::victims;
+use trainscale::daemon::pass::{prepare, victims};
 use trainscale::daemon::{Store, WatchEvent};
-use trainscale::planner::{JobPlan, Reason, Removal};
+use trainscale::planner::{JobPlan, PlannerConfig, Reason, Removal};
 
 fn node(name: &str) -> Node {
     serde_json::from_value(json!({"metadata": {"name": name, "resourceVersion": "1"},
@@ -196,4 +196,31 @@ fn victims_are_pending_first_then_newest_on_the_named_node() {
         ],
     };
     assert_eq!(victims(&store, &plan), vec!["t-pending", "t-b"]);
+}
+
+/// A TrainingJob just applied, before the operator has created its trainer Job: the plan may
+/// give it trainers, but nothing is written for it until the Job exists.
+#[test]
+fn a_job_without_its_trainer_job_waits() {
+    let mut store = synced_store();
+    let fresh = json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "fresh", "namespace": "ml", "resourceVersion": "7", "uid": "u7",
+                     "creationTimestamp": "2024-01-05T00:00:00Z"},
+        "spec": {"fault_tolerant": true, "frame_work": {"name": "paddle", "type": "nccl2"},
+                 "trainer": {"min-instance": 1, "max-instance": 2, "entrypoint": "python train.py",
+                             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}}});
+    init(vec![tj(fresh)], WatchEvent::TrainingJob, &mut store);
+    let key = JobKey::new("ml", "fresh");
+    let work = prepare(&store, &PlannerConfig::default());
+    assert!(work.rescales.iter().all(|r| r.key != key));
+    assert!(work.rescales.iter().all(|r| r.trainer_job.is_some()));
+    assert!(
+        work.plan
+            .jobs
+            .iter()
+            .any(|j| j.key == key && j.target > j.current),
+        "the planner sizes it: {:?}",
+        work.plan.jobs
+    );
+    assert_eq!(work.waiting, vec![key]);
 }

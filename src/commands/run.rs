@@ -11,6 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;
 
 use crate::daemon::{self, DaemonConfig, parse_duration};
+use crate::operator::OperatorConfig;
 use crate::planner::Policy;
 
 /// Log line format.
@@ -76,6 +77,12 @@ pub struct RunArgs {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+    /// Run the operator (create TrainingJobs' master/pserver ReplicaSets, trainer Job, ConfigMap,
+    /// PodGroup; follow their phase) beside the autoscaler, on the leader only.
+    #[arg(long, env = "TRAINSCALE_OPERATOR", num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = clap::ArgAction::Set)]
+    pub operator: bool,
+    #[command(flatten)]
+    pub operator_config: OperatorConfig,
 }
 
 /// Exit code when no Kubernetes configuration can be found.
@@ -120,10 +127,11 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         lease_namespace,
         identity: identity(),
         dry_run: args.dry_run,
+        operator: args.operator.then_some(args.operator_config),
         ..DaemonConfig::default()
     };
     let handle = daemon::metrics::install(config.interval * 3).context("installing metrics")?;
-    tracing::info!(policy = config.policy.as_str(), interval = ?config.interval, debounce = ?config.debounce, namespace = ?config.namespace, leader_elect = config.leader_elect, dry_run = config.dry_run, "starting");
+    tracing::info!(policy = config.policy.as_str(), interval = ?config.interval, debounce = ?config.debounce, namespace = ?config.namespace, leader_elect = config.leader_elect, dry_run = config.dry_run, operator = config.operator.is_some(), "starting");
     daemon::run(client, config, Some(handle), shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::operator::OperatorConfig;
 use crate::planner::Policy;
 
 /// Everything `trainscale run` is configured with, besides the Kubernetes client.
@@ -28,6 +29,9 @@ pub struct DaemonConfig {
     pub dry_run: bool,
     /// Upper bound on one job's writes (patch, retries, status, event).
     pub apply_timeout: Duration,
+    /// Run the operator (creating and finishing TrainingJobs' objects) beside the autoscaler,
+    /// only while leader; `None`: autoscaler only. Not started under `dry_run`.
+    pub operator: Option<OperatorConfig>,
 }
 
 impl Default for DaemonConfig {
@@ -46,6 +50,7 @@ impl Default for DaemonConfig {
             identity: "trainscale".to_string(),
             dry_run: false,
             apply_timeout: Duration::from_secs(30),
+            operator: None,
         }
     }
 }

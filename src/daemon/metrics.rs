@@ -23,6 +23,7 @@ pub const WATCH_RESTARTS: &str = "trainscale_watch_restarts_total";
 pub const WATCH_ERRORS: &str = "trainscale_watch_errors_total";
 pub const LEADER: &str = "trainscale_leader";
 pub const READY: &str = "trainscale_ready";
+pub const OPERATOR_RUNNING: &str = "trainscale_operator_running";
 
 /// Installs the global Prometheus recorder. Per-job gauges not refreshed for `stale_after`
 /// (deleted jobs) disappear from the output.
@@ -36,6 +37,11 @@ pub fn install(stale_after: Duration) -> Result<PrometheusHandle, BuildError> {
             ],
         )?
         .install_recorder()
+}
+
+/// Whether the operator runs on this replica (1 only on the leader, with the operator enabled).
+pub fn operator_running(running: bool) {
+    gauge!(OPERATOR_RUNNING).set(if running { 1.0 } else { 0.0 });
 }
 
 /// Records one pass's duration.

@@ -15,17 +15,25 @@ pub struct PassWork {
     pub invalid: Vec<InvalidJob>,
     /// Jobs in phase Scaling whose trainers all run at the current size.
     pub settled: Vec<JobKey>,
+    /// Jobs the plan would resize that have no trainer Job yet; not written.
+    pub waiting: Vec<JobKey>,
 }
 
 /// Plans and resolves the plan against the store.
+///
+/// A job whose trainer Job does not exist yet (just applied: the operator has not created it, or
+/// another operator creates it) is not rescaled but listed in `waiting`: there is nothing to patch,
+/// and a `False` scale record every pass would only be noise. Its planned room stays reserved for
+/// this pass.
 pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
     let plan = plan(store.state(), config);
-    let rescales: Vec<Rescale> = plan
+    let (rescales, waiting): (Vec<Rescale>, Vec<Rescale>) = plan
         .jobs
         .iter()
         .filter(|j| j.target != j.current)
         .map(|j| rescale_of(store, j))
-        .collect();
+        .partition(|r| r.trainer_job.is_some());
+    let waiting = waiting.into_iter().map(|r| r.key).collect();
     let settled = store
         .state()
         .jobs()
@@ -41,6 +49,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
         rescales,
         invalid: store.unreported_invalid(),
         settled,
+        waiting,
         plan,
     }
 }

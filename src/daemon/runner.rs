@@ -16,11 +16,12 @@ use super::DaemonError;
 use super::actuator::Actuator;
 use super::config::DaemonConfig;
 use super::http::{self, Health};
-use super::leader::Leadership;
+use super::leader::{LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::store::{Kind, Store, WatchEvent};
 use super::watch::watch_all;
+use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
 
 /// Runs the daemon until `shutdown` resolves.
@@ -74,6 +75,11 @@ pub async fn run(
         Leadership::Always
     };
     metrics::leader(leadership.is_leader());
+    let mut operator = operator_task(&client, &config);
+    if let Some(task) = operator.as_mut() {
+        task.follow(leadership.is_leader()).await;
+        metrics::operator_running(task.is_running());
+    }
 
     let daemon = Daemon {
         actuator: Actuator::new(client, &config.identity),
@@ -92,12 +98,21 @@ pub async fn run(
                 let leader = leadership.is_leader();
                 metrics::leader(leader);
                 tracing::info!(leader, "leadership changed");
+                if let Some(task) = operator.as_mut() {
+                    task.follow(leader).await;
+                    metrics::operator_running(task.is_running());
+                }
                 if leader {
                     pending_since.get_or_insert_with(tokio::time::Instant::now);
                 }
             }
             _ = tick.tick() => {
                 pending_since = None;
+                if let Some(task) = operator.as_mut() {
+                    // Also restarts an operator that ended on its own while leader.
+                    task.follow(leadership.is_leader()).await;
+                    metrics::operator_running(task.is_running());
+                }
                 daemon.pass(leadership.is_leader()).await;
             }
             _ = changed.notified(), if pending_since.is_none() => {
@@ -112,10 +127,36 @@ pub async fn run(
 
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
+    // The operator stops acting before the lease is handed over.
+    if let Some(task) = operator.as_mut() {
+        task.stop().await;
+        metrics::operator_running(false);
+    }
     leadership.release().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), watching).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     Ok(())
+}
+
+/// The operator as a leader-only task, when configured and not a dry run.
+fn operator_task(client: &Client, config: &DaemonConfig) -> Option<LeaderTask> {
+    let operator = config.operator.clone()?;
+    if config.dry_run {
+        tracing::info!(
+            "dry run: the operator is not started (it would create ReplicaSets, Jobs, ConfigMaps and PodGroups and write TrainingJob status)"
+        );
+        return None;
+    }
+    let client = client.clone();
+    let namespace = config.namespace.clone();
+    Some(LeaderTask::new("operator", move |stop: StopSignal| {
+        let run = run_operator_in(client.clone(), operator.clone(), namespace.clone(), stop);
+        async move {
+            if let Err(e) = run.await {
+                tracing::error!(error = %e, "operator failed");
+            }
+        }
+    }))
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
@@ -228,6 +269,9 @@ impl Daemon {
         metrics::observe_plan(&work.plan);
         for warning in &work.plan.warnings {
             tracing::debug!(%warning, "planner");
+        }
+        for job in &work.waiting {
+            tracing::debug!(%job, "no trainer Job yet; not rescaled");
         }
         for job in &work.invalid {
             for problem in &job.problems {

@@ -16,17 +16,21 @@ pub enum PodGroupMode {
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct OperatorConfig {
     /// Create a PodGroup for each TrainingJob (gang = master + pserver min + trainer min).
-    #[arg(long = "podgroups", value_enum, default_value_t = PodGroupMode::None)]
+    #[arg(long = "podgroups", env = "TRAINSCALE_PODGROUPS", value_enum, default_value_t = PodGroupMode::None)]
     pub podgroups: PodGroupMode,
     /// Label trainer Jobs for Kueue (queue from the TrainingJob's `kueue.x-k8s.io/queue-name`
     /// label) and mark them elastic.
-    #[arg(long)]
+    #[arg(long, env = "TRAINSCALE_KUEUE", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub kueue: bool,
     /// Fail a job once a pserver container has restarted this many times (0: no limit).
-    #[arg(long = "restart-limit", default_value_t = 5)]
+    #[arg(
+        long = "restart-limit",
+        env = "TRAINSCALE_RESTART_LIMIT",
+        default_value_t = 5
+    )]
     pub restart_limit: i32,
     /// Release the pods of finished jobs (scale master/pservers to 0, delete trainer pods).
-    #[arg(long)]
+    #[arg(long, env = "TRAINSCALE_AUTOCLEAN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub autoclean: bool,
 }
 

@@ -52,10 +52,23 @@ impl Context {
     }
 }
 
-/// Runs the TrainingJob controller until `shutdown` resolves.
+/// Runs the TrainingJob controller on every namespace until `shutdown` resolves.
 pub async fn run_operator(
     client: Client,
     config: OperatorConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), OperatorError> {
+    run_operator_in(client, config, None, shutdown).await
+}
+
+/// Runs the TrainingJob controller until `shutdown` resolves, watching TrainingJobs and their
+/// ReplicaSets and Jobs in `namespace` only when given (as `trainscale run --namespace`).
+///
+/// On shutdown the controller stops taking work and lets in-flight reconciles finish.
+pub async fn run_operator_in(
+    client: Client,
+    config: OperatorConfig,
+    namespace: Option<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), OperatorError> {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -63,13 +76,24 @@ pub async fn run_operator(
         shutdown.await;
         let _ = tx.send(());
     });
+    fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+    let ns = namespace.as_deref();
     let owned = watcher::Config::default().labels(LABEL_JOB);
-    let jobs = Api::<TrainingJob>::all(client.clone());
+    let jobs = api::<TrainingJob>(&client, ns);
     let ctx = Arc::new(Context::new(client.clone(), config));
-    info!(podgroups = ?ctx.config.podgroups, kueue = ctx.config.kueue, "operator starting");
+    info!(podgroups = ?ctx.config.podgroups, kueue = ctx.config.kueue, restart_limit = ctx.config.restart_limit, autoclean = ctx.config.autoclean, namespace = ?ns, "operator starting");
     Controller::new(jobs, watcher::Config::default())
-        .owns(Api::<ReplicaSet>::all(client.clone()), owned.clone())
-        .owns(Api::<Job>::all(client.clone()), owned)
+        .owns(api::<ReplicaSet>(&client, ns), owned.clone())
+        .owns(api::<Job>(&client, ns), owned)
         .graceful_shutdown_on(async move {
             let _ = rx.await;
         })

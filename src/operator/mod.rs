@@ -14,6 +14,6 @@ pub mod podgroup;
 pub mod resources;
 
 pub use config::{OperatorConfig, PodGroupMode};
-pub use controller::{Context, reconcile, run_operator};
+pub use controller::{Context, reconcile, run_operator, run_operator_in};
 pub use error::OperatorError;
 pub use resources::{Desired, desired};

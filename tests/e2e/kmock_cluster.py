@@ -1,32 +1,68 @@
 """A small Kubernetes API on loopback for the daemon's end-to-end smoke test.
 
-Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and one elastic
-TrainingJob at 1 trainer, writes a kubeconfig pointing at it, prints `READY <url>` and serves
-until stdin closes or `--lifetime` seconds pass (so it never outlives a crashed test).
+Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node, writes a
+kubeconfig pointing at it, prints `READY <url>` and serves until stdin closes or `--lifetime`
+seconds pass (so it never outlives a crashed test). The test itself applies the TrainingJob.
 
-kmock does not stamp resourceVersions; the kube-rs watcher needs one on every object, so every
-write is stamped here with an increasing resourceVersion.
+What it adds to kmock, playing the API server:
+- kmock does not stamp resourceVersions; the kube-rs watcher needs one on every object, so every
+  write is stamped here with an increasing resourceVersion;
+- created objects get a `uid` and `creationTimestamp` when they have none (ownerReferences to a
+  TrainingJob need its uid);
+- a missing object answers with the Status reason `NotFound` and a create of an existing one with
+  `AlreadyExists`, as the API server does (kmock says `Object Not Found` / `Object Already
+  Exists`; clients such as kube-rs `get_opt` key on the real reasons).
+
+What it plays besides, because the emulator runs no controllers (`--controllers`, on by default),
+minimally and only for objects the operator creates (label `trainscale.io/job`):
+- the ReplicaSet controller: pods `<rs>-<i>` for `spec.replicas`, then `status.replicas`,
+  `readyReplicas`, `availableReplicas`;
+- the Job controller for Indexed Jobs: pods `<job>-<i>` with the completion-index annotation for
+  i < `spec.parallelism` (extra indexes deleted, none while suspended), then `status.active` and
+  `status.ready`;
+- the kube-scheduler and kubelet: every such pod is created already bound to node-1 and Running
+  and Ready (nothing checks that it fits; the autoscaler's planner decides how many trainers fit).
+These fake controllers write through the emulator's own HTTP API, so every change reaches the
+watchers as a real watch event.
 """
 
 import argparse
 import asyncio
+import datetime
 import itertools
 import sys
+import uuid
 
+import aiohttp
+import aiohttp.web
 import kmock
 
 RESOURCES = {
     "v1/nodes": dict(namespaced=False, kind="Node"),
-    "v1/pods": dict(namespaced=True, kind="Pod"),
-    "batch/v1/jobs": dict(namespaced=True, kind="Job"),
+    "v1/pods": dict(namespaced=True, kind="Pod", subresources={"status"}),
+    "v1/configmaps": dict(namespaced=True, kind="ConfigMap"),
+    "apps/v1/replicasets": dict(namespaced=True, kind="ReplicaSet", subresources={"status"}),
+    "batch/v1/jobs": dict(namespaced=True, kind="Job", subresources={"status"}),
     "paddlepaddle.org/v1alpha1/trainingjobs": dict(
         namespaced=True, kind="TrainingJob", subresources={"status"}
     ),
+    "scheduling.volcano.sh/v1beta1/podgroups": dict(namespaced=True, kind="PodGroup"),
     "events.k8s.io/v1/events": dict(namespaced=True, kind="Event"),
     "coordination.k8s.io/v1/leases": dict(namespaced=True, kind="Lease"),
 }
 
+NODE = "node-1"
+OWNED_LABEL = "trainscale.io/job"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+# Status reasons of the real API server, by code, for the object-level errors kmock raises.
+REASONS = {404: "NotFound", 409: "AlreadyExists"}
+
 _versions = itertools.count(100)
+
+
+def now():
+    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stamp(obj):
@@ -39,56 +75,148 @@ class StampingEmulator(kmock.KubernetesEmulator):
         writes = (kmock.action.CREATE, kmock.action.UPDATE)
         if request.resource is not None and request.action in writes and isinstance(request.data, dict):
             stamp(request.data)
+            if request.action == kmock.action.CREATE:
+                meta = request.data["metadata"]
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", now())
         return await super()._handle(request)
+
+    async def _render_error(self, exc):
+        if isinstance(exc, kmock.KubernetesError) and exc.status in REASONS:
+            return aiohttp.web.json_response({
+                "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                "code": exc.status, "reason": REASONS[exc.status],
+                "message": exc.message or repr(exc), "details": {},
+            }, status=exc.status)
+        return await super()._render_error(exc)
 
 
 def seed(emulator):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
-    emulator.objects["v1/nodes", None, "node-1"] = stamp({
+    emulator.objects["v1/nodes", None, NODE] = stamp({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": "node-1"},
+        "metadata": {"name": NODE, "uid": "uid-node-1"},
         "status": {
             "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     })
-    emulator.objects["paddlepaddle.org/v1alpha1/trainingjobs", "ml", "mnist"] = stamp({
-        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": "mnist", "namespace": "ml", "uid": "uid-mnist",
-                     "creationTimestamp": "2024-05-01T00:00:00Z"},
-        "spec": {
-            "image": "paddlepaddle/paddle:latest",
-            "fault_tolerant": True,
-            "frame_work": {"name": "paddle", "type": "nccl2"},
-            "trainer": {
-                "entrypoint": "python train.py",
-                "min-instance": 1, "max-instance": 4,
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
-                              "limits": {"cpu": "1", "memory": "1Gi"}},
-                "replicaSpec": {"spec": {"parallelism": 1, "template": {"spec": {"containers": []}}}},
-            },
-        },
-        "status": {"phase": "Running"},
-    })
-    emulator.objects["batch/v1/jobs", "ml", "mnist-trainer"] = stamp({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "mnist-trainer", "namespace": "ml",
-                     "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
-                                          "name": "mnist", "uid": "uid-mnist", "controller": True}]},
-        "spec": {"parallelism": 1,
-                 "template": {"metadata": {"labels": {"paddle-job": "mnist"}},
-                              "spec": {"containers": [{"name": "trainer", "image": "paddle"}]}}},
-    })
-    emulator.objects["v1/pods", "ml", "mnist-trainer-0"] = stamp({
+
+
+def owned(emulator, resource):
+    """Live objects of `resource` created by the operator."""
+    out = []
+    for (res, _ns, _name), obj in list(emulator.objects.items()):
+        if res != resource or obj.deleted:
+            continue
+        raw = obj.raw
+        if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
+            out.append(raw)
+    return out
+
+
+def live_pods(emulator, namespace):
+    return {
+        name: obj.raw
+        for (res, ns, name), obj in list(emulator.objects.items())
+        if res == "v1/pods" and ns == namespace and not obj.deleted
+    }
+
+
+def pod_from(owner, name, index=None):
+    """A pod of `owner`'s template, bound to the node and Running (scheduler + kubelet)."""
+    template = owner["spec"]["template"]
+    meta = template.get("metadata") or {}
+    annotations = dict(meta.get("annotations") or {})
+    if index is not None:
+        annotations[COMPLETION_INDEX] = str(index)
+    spec = dict(template["spec"])
+    spec["nodeName"] = NODE
+    return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "mnist-trainer-0", "namespace": "ml", "labels": {"paddle-job": "mnist"},
-                     "creationTimestamp": "2024-05-01T00:00:10Z"},
-        "spec": {"nodeName": "node-1",
-                 "containers": [{"name": "trainer", "image": "paddle",
-                                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
-        "status": {"phase": "Running"},
-    })
+        "metadata": {
+            "name": name,
+            "namespace": owner["metadata"]["namespace"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                "controller": True, "blockOwnerDeletion": True,
+            }],
+        },
+        "spec": spec,
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                 "restartCount": 0, "started": True, "state": {"running": {"startedAt": now()}}}
+                for c in spec.get("containers", [])
+            ],
+        },
+    }
+
+
+class Controllers:
+    """The ReplicaSet and Job controllers and the scheduler, as little as the test needs."""
+
+    def __init__(self, emulator, url):
+        self.emulator = emulator
+        self.url = url
+
+    async def run(self, session):
+        while True:
+            try:
+                await self.reconcile(session)
+            except Exception as e:  # keep playing; the test's deadline catches a stuck cluster
+                print(f"controllers: {e!r}", file=sys.stderr, flush=True)
+            await asyncio.sleep(0.2)
+
+    async def call(self, session, method, path, body=None):
+        headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
+        async with session.request(method, self.url + path, json=body, headers=headers) as r:
+            if r.status >= 400 and r.status != 404:
+                raise RuntimeError(f"{method} {path}: {r.status} {await r.text()}")
+
+    async def sync_pods(self, session, owner, wanted):
+        """Creates the pods named in `wanted` (name -> completion index or None), deletes the
+        owner's other pods; returns how many pods it has."""
+        ns = owner["metadata"]["namespace"]
+        uid = owner["metadata"]["uid"]
+        pods = live_pods(self.emulator, ns)
+        mine = {
+            name for name, pod in pods.items()
+            if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
+        }
+        for name, index in wanted.items():
+            if name not in pods:
+                await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods",
+                                pod_from(owner, name, index))
+        for name in mine - set(wanted):
+            await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+        return len(wanted)
+
+    async def reconcile(self, session):
+        for rs in owned(self.emulator, "apps/v1/replicasets"):
+            name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
+            replicas = rs["spec"].get("replicas", 1)
+            n = await self.sync_pods(session, rs, {f"{name}-{i}": None for i in range(replicas)})
+            status = {"replicas": n, "readyReplicas": n, "availableReplicas": n}
+            if rs.get("status") != status:
+                await self.call(session, "PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}/status",
+                                {"status": status})
+        for job in owned(self.emulator, "batch/v1/jobs"):
+            name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+            spec = job["spec"]
+            parallelism = 0 if spec.get("suspend") else spec.get("parallelism", 1)
+            n = await self.sync_pods(session, job, {f"{name}-{i}": i for i in range(parallelism)})
+            status = {"active": n, "ready": n}
+            current = job.get("status") or {}
+            if {k: current.get(k) for k in status} != status:
+                await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
+                                {"status": status})
 
 
 KUBECONFIG = """apiVersion: v1
@@ -115,17 +243,23 @@ async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lifetime", type=float, default=120.0)
+    parser.add_argument("--controllers", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
 
     emulator = StampingEmulator()
     seed(emulator)
-    async with emulator, kmock.Server(emulator) as server:
+    async with emulator, kmock.Server(emulator) as server, aiohttp.ClientSession() as session:
         url = str(server.url).rstrip("/")
         with open(args.kubeconfig, "w") as f:
             f.write(KUBECONFIG.format(url=url))
+        tasks = []
+        if args.controllers:
+            tasks.append(asyncio.create_task(Controllers(emulator, url).run(session)))
         print(f"READY {url}", flush=True)
         stdin_closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await asyncio.wait([stdin_closed], timeout=args.lifetime)
+        for task in tasks:
+            task.cancel()
     # The executor thread blocked on stdin must not keep the process alive.
     sys.stdout.flush()
     import os
