@@ -2,13 +2,17 @@
 
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase};
 use crate::cluster::{ClusterState, JobInfo, NodeInfo, PodInfo, PodPhase, Role};
+use crate::planner::ScalePlan;
+
+use std::collections::HashMap;
 
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterShape {
     pub nodes: usize,
     pub jobs: usize,
-    /// Trainer pods bound per job at the start (capped by min and room).
+    /// At most this many trainer pods bound per job at the start (each job draws a count in
+    /// `0..=min(cap, max)`; what does not fit stays pending).
     pub bound_per_job: usize,
     /// Other (non-trainer) pods per node.
     pub other_pods_per_node: usize,
@@ -43,8 +47,10 @@ impl SplitMix {
 const GIB: i64 = 1 << 30;
 
 /// Builds a cluster: 3 of 4 nodes have 8 GPUs (96 cores, 768 GiB), the rest are CPU nodes
-/// (64 cores, 256 GiB); half the jobs want 1–2 GPUs per trainer. Trainers are bound first-fit so
-/// the cluster is busy but not full; jobs are elastic with min 1–4 and max min+1..min+16.
+/// (64 cores, 256 GiB); half the jobs want 1–2 GPUs per trainer (8–12 cores, 32–64 GiB), half
+/// 2–16 cores and 4–32 GiB. Jobs are elastic with min 1–8 and max min+4..min+31 and ask for
+/// max(bound, min) trainers; bound trainers are placed first-fit, so some jobs start below min,
+/// some at max, most in between, and all at max would not fit: the pass has to choose.
 pub fn generate(shape: ClusterShape) -> ClusterState {
     let mut rng = SplitMix::new(shape.seed);
     let mut state = ClusterState::new();
@@ -85,18 +91,22 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
     let mut cursor = 0usize;
     for j in 0..shape.jobs {
         let key = JobKey::new(format!("team-{}", j % 50), format!("job-{j:05}"));
-        let gpu = if j % 2 == 0 {
-            1 + rng.below(2) as i64
+        // Half the jobs train on GPUs (mostly 1 per trainer), half on CPUs.
+        let trainer = if j % 2 == 0 {
+            Resources::new(
+                1000 * (8 + rng.below(5) as i64),
+                GIB * (32 + rng.below(33) as i64),
+                1 + i64::from(rng.below(5) == 0),
+            )
         } else {
-            0
+            Resources::new(
+                1000 * (2 + rng.below(15) as i64),
+                GIB * (4 + rng.below(29) as i64),
+                0,
+            )
         };
-        let trainer = Resources::new(
-            1000 * (1 + rng.below(8) as i64),
-            GIB * (2 + rng.below(30) as i64),
-            gpu,
-        );
-        let min = 1 + rng.below(4) as i32;
-        let max = min + 1 + rng.below(16) as i32;
+        let min = 1 + rng.below(8) as i32;
+        let max = min + 4 + rng.below(28) as i32;
         let bound = shape
             .bound_per_job
             .min(min as usize + rng.below(3) as usize);
@@ -153,4 +163,161 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
 /// The name of generated node `n`.
 pub fn node_name(n: usize) -> String {
     format!("node-{n:05}")
+}
+
+/// Applies a plan as the Job controller and kube-scheduler would: every trainer pod of a planned
+/// job is rebuilt from the plan (bound trainers kept minus removals, placements bound where
+/// named, the rest pending) and its parallelism set to the target.
+pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
+    let mut pods_of = trainer_pods_by_job(state);
+    for job in &plan.jobs {
+        let Some(slot) = state.job(&job.key) else {
+            continue;
+        };
+        let Some(info) = slot.info.clone() else {
+            continue;
+        };
+        let mut bound: Vec<(String, u32)> = slot
+            .trainers
+            .bound_by_node
+            .iter()
+            .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.clone(), *n)))
+            .collect();
+        for r in &job.removals {
+            if let Some(node) = &r.node
+                && let Some(entry) = bound.iter_mut().find(|(n, _)| n == node)
+            {
+                entry.1 = entry.1.saturating_sub(r.trainers);
+            }
+        }
+        for (ns, name) in pods_of.remove(&job.key).unwrap_or_default() {
+            state.delete_pod(&ns, &name);
+        }
+        let mut i = 0;
+        let mut add = |state: &mut ClusterState, node: Option<&str>| {
+            add_trainer(
+                state,
+                &job.key,
+                &format!("{}-t{i}", job.key.name),
+                node,
+                info.trainer,
+            );
+            i += 1;
+        };
+        for (node, n) in &bound {
+            for _ in 0..*n {
+                add(state, Some(node));
+            }
+        }
+        for p in &job.placements {
+            for _ in 0..p.trainers {
+                add(state, Some(&p.node));
+            }
+        }
+        let placed: i32 = bound.iter().map(|(_, n)| *n as i32).sum::<i32>()
+            + job
+                .placements
+                .iter()
+                .map(|p| p.trainers as i32)
+                .sum::<i32>();
+        for _ in placed..job.target {
+            add(state, None);
+        }
+        state.set_trainer_job(job.key.clone(), Some(Some(job.target)));
+    }
+}
+
+/// Trainer pods (namespace, name) of every job.
+fn trainer_pods_by_job(state: &ClusterState) -> HashMap<JobKey, Vec<(String, String)>> {
+    let mut pods: HashMap<JobKey, Vec<(String, String)>> = HashMap::new();
+    for (key, pod) in state.pods() {
+        if let Some((job, Role::Trainer)) = &pod.owner {
+            pods.entry(job.clone()).or_default().push(key.clone());
+        }
+    }
+    for list in pods.values_mut() {
+        list.sort();
+    }
+    pods
+}
+
+/// Adds one trainer pod of `key`, bound to `node` (Running) or pending.
+pub fn add_trainer(
+    state: &mut ClusterState,
+    key: &JobKey,
+    pod: &str,
+    node: Option<&str>,
+    trainer: Resources,
+) {
+    state.set_pod(
+        (key.namespace.clone(), pod.to_string()),
+        Some(PodInfo {
+            node: node.map(str::to_string),
+            phase: if node.is_some() {
+                PodPhase::Running
+            } else {
+                PodPhase::Pending
+            },
+            requests: trainer,
+            terminating: false,
+            owner: Some((key.clone(), Role::Trainer)),
+            created: 0,
+        }),
+    );
+}
+
+/// A cluster as a pass finds it in steady operation: [`generate`]d, settled by one applied
+/// `fulfillment` pass, then one job in `churn` finished (its pods gone) and as many new jobs
+/// arrived, asking for their min with every trainer pending.
+pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
+    let mut state = generate(shape);
+    let settled = crate::planner::plan(&state, &crate::planner::PlannerConfig::default());
+    apply_plan(&mut state, &settled);
+    let mut rng = SplitMix::new(shape.seed ^ 0x5eed);
+    let keys: Vec<JobKey> = state.jobs().map(|(k, _, _)| k.clone()).collect();
+    let mut pods_of = trainer_pods_by_job(&state);
+    for key in keys.iter().step_by(churn.max(1)) {
+        for (ns, name) in pods_of.remove(key).unwrap_or_default() {
+            state.delete_pod(&ns, &name);
+        }
+        state.set_trainer_job(key.clone(), None);
+        state.set_training_job(key.clone(), None);
+    }
+    let arrivals = keys.len() / churn.max(1);
+    for a in 0..arrivals {
+        let key = JobKey::new("arrivals", format!("new-{a:05}"));
+        let trainer = Resources::new(1000 * (8 + rng.below(5) as i64), GIB * 40, 1);
+        let min = 1 + rng.below(4) as i32;
+        let info = job_info(
+            min,
+            min + 8 + rng.below(16) as i32,
+            trainer,
+            shape.jobs as i64 + a as i64,
+        );
+        state.set_training_job(key.clone(), Some(info));
+        state.set_trainer_job(key.clone(), Some(Some(min)));
+        for t in 0..min {
+            add_trainer(&mut state, &key, &format!("new-{a:05}-{t}"), None, trainer);
+        }
+    }
+    state
+}
+
+/// A running elastic job's parsed TrainingJob.
+fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo {
+    JobInfo {
+        min,
+        max,
+        trainer,
+        exact: [
+            Quantity::from_units(trainer.gpu),
+            Quantity::from_milli(trainer.cpu_milli),
+            Quantity::from_units(trainer.memory),
+        ],
+        priority: 0,
+        created,
+        phase: TrainingJobPhase::Running,
+        stored_parallelism: Some(min),
+        last_scale: None,
+    }
 }

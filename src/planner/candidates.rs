@@ -1,5 +1,6 @@
 //! The jobs a pass plans, with the working counts the policies change.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -12,6 +13,8 @@ use crate::cluster::{ClusterState, JobInfo, NodeId};
 #[derive(Debug, Clone)]
 pub struct Candidate<'a> {
     pub key: &'a JobKey,
+    /// Position in namespace/name order.
+    pub rank: usize,
     pub info: &'a JobInfo,
     /// The trainer count the job has asked for (its trainer Job's parallelism).
     pub current: i32,
@@ -20,7 +23,8 @@ pub struct Candidate<'a> {
     /// Trainers kept or placed so far in the pass.
     pub planned: i32,
     /// Bound trainers still on each node.
-    pub on_node: BTreeMap<NodeId, u32>,
+    /// Bound trainers still on each node (borrowed from the state until the pass changes it).
+    pub on_node: Cow<'a, BTreeMap<NodeId, u32>>,
     /// Trainers placed by this pass, per node.
     pub placed: BTreeMap<NodeId, u32>,
     /// Bound trainers removed by this pass, per node.
@@ -50,8 +54,8 @@ impl<'a> Candidate<'a> {
     }
 
     /// The tie-break order: higher priority, then older, then namespace/name.
-    pub fn order_key(&self) -> (Reverse<i32>, i64, &'a JobKey) {
-        (Reverse(self.info.priority), self.info.created, self.key)
+    pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
+        (Reverse(self.info.priority), self.info.created, self.rank)
     }
 
     /// Records one trainer placed on `node`.
@@ -79,10 +83,13 @@ impl<'a> Candidate<'a> {
 
     /// Removes one bound trainer from `node`.
     pub fn remove_bound(&mut self, node: NodeId) {
-        if let Some(n) = self.on_node.get_mut(&node) {
-            *n -= 1;
-            if *n == 0 {
-                self.on_node.remove(&node);
+        if self.on_node.contains_key(&node) {
+            let on_node = self.on_node.to_mut();
+            if let Some(n) = on_node.get_mut(&node) {
+                *n -= 1;
+                if *n == 0 {
+                    on_node.remove(&node);
+                }
             }
             *self.removed.entry(node).or_insert(0) += 1;
             self.planned -= 1;
@@ -96,7 +103,7 @@ impl<'a> Candidate<'a> {
             if *n == 0 {
                 self.removed.remove(&node);
             }
-            *self.on_node.entry(node).or_insert(0) += 1;
+            *self.on_node.to_mut().entry(node).or_insert(0) += 1;
             self.planned += 1;
         }
     }
@@ -177,15 +184,17 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     state
         .jobs()
         .filter(|(_, _, info)| !info.phase.is_finished())
-        .map(|(key, slot, info)| {
+        .enumerate()
+        .map(|(rank, (key, slot, info))| {
             let bound = slot.trainers.bound as i32;
             Candidate {
                 key,
+                rank,
                 info,
                 current: slot.current(),
                 bound,
                 planned: bound,
-                on_node: slot.trainers.bound_by_node.clone(),
+                on_node: Cow::Borrowed(&slot.trainers.bound_by_node),
                 placed: BTreeMap::new(),
                 removed: BTreeMap::new(),
                 reason: None,

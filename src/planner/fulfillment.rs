@@ -4,13 +4,14 @@
 use std::cmp::Reverse;
 
 use ordered_float::OrderedFloat;
-use priority_queue::PriorityQueue;
+use std::collections::BinaryHeap;
 
 use super::candidates::{Candidate, candidates};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
-use super::relocate::{Repair, place_one};
+use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
+use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
@@ -19,8 +20,14 @@ use crate::cluster::{ClusterState, NodeId};
 /// raises the sorted fulfillment vector, so this only bounds pathological inputs.
 const MAX_ROUNDS: usize = 64;
 
+/// Node checks the fair-share moves may spend in one pass.
+const PASS_MOVE_CHECKS: usize = 20_000;
+
 /// Runs the `fulfillment` pass.
-pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
+pub fn plan(
+    state: &ClusterState,
+    config: &PlannerConfig,
+) -> (Vec<JobPlan>, Vec<String>, Option<FreeAfter>) {
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
     let cooling: Vec<bool> = jobs
@@ -34,18 +41,39 @@ pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(&mut jobs, &mut index);
     place_cooling_pending(&mut jobs, &mut index, &cooling);
-    let mut starving = admit_starving(&mut jobs, &mut index, &cooling);
-    let mut no_fit;
+    let mut repairs = Repairs::budget(PASS_REPAIR_BUDGET);
+    let mut moves_budget = PASS_MOVE_CHECKS;
+    let mut starving = admit_starving(&mut jobs, &mut index, &cooling, &mut repairs);
+    let mut no_fit = vec![false; jobs.len()];
     let mut rounds = 0;
     loop {
-        no_fit = water_fill(&mut jobs, &mut index, &cooling, &starving);
+        // After the first round only nodes that gained room can take a job that failed before.
+        let grown = index.take_grown();
+        let only = (rounds > 0).then_some(grown.as_slice());
+        water_fill(
+            &mut jobs,
+            &mut index,
+            &cooling,
+            &starving,
+            &mut no_fit,
+            only,
+            &mut repairs,
+        );
         rounds += 1;
         if rounds >= MAX_ROUNDS {
             break;
         }
         // Jobs still below min may now take trainers handed out this pass; then fair moves.
-        if !retry_starving(&mut jobs, &mut index, &cooling, &mut starving)
-            && !rebalance(&mut jobs, &mut index, &cooling, &starving, &no_fit)
+        let admitted = retry_starving(&mut jobs, &mut index, &cooling, &mut starving, &mut repairs);
+        if !admitted
+            && !rebalance(
+                &mut jobs,
+                &mut index,
+                &cooling,
+                &starving,
+                &no_fit,
+                &mut moves_budget,
+            )
         {
             break;
         }
@@ -58,7 +86,7 @@ pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<
             j.finish(state, target, reason)
         })
         .collect();
-    (plans, Vec::new())
+    (plans, Vec::new(), Some(index.schedulable()))
 }
 
 /// The final target and reason of one job.
@@ -164,26 +192,38 @@ fn water_fill(
     index: &mut NodeIndex,
     cooling: &[bool],
     starving: &[bool],
-) -> Vec<bool> {
-    let mut no_fit = vec![false; jobs.len()];
-    let mut queue: PriorityQueue<usize, Key> = PriorityQueue::new();
+    no_fit: &mut [bool],
+    only_onto: Option<&[NodeId]>,
+    repairs: &mut Repairs,
+) {
+    let mut queue: BinaryHeap<(Key, usize)> = BinaryHeap::new();
     for (i, j) in jobs.iter().enumerate() {
-        if !cooling[i] && !starving[i] && j.planned >= j.info.min && j.planned < j.info.max {
-            queue.push(i, key_at(j, i, j.planned));
+        if cooling[i] || starving[i] || j.planned < j.info.min || j.planned >= j.info.max {
+            continue;
         }
+        if let Some(nodes) = only_onto
+            && no_fit[i]
+            && !nodes
+                .iter()
+                .any(|n| index.free(*n).is_some_and(|f| j.trainer().fits_in(&f)))
+        {
+            continue;
+        }
+        no_fit[i] = false;
+        queue.push((key_at(j, i, j.planned), i));
     }
     // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
     let mut failed: Vec<Resources> = Vec::new();
-    while let Some((i, _)) = queue.pop() {
+    while let Some((_, i)) = queue.pop() {
         let want = jobs[i].trainer();
-        if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, Repair::Allowed) {
-            failed.push(want);
+        if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, repairs) {
+            remember_failed(&mut failed, want);
             no_fit[i] = true;
             continue;
         }
         // The job keeps the lead until its key falls behind the next one in the queue: hand it
         // those trainers in one go (same order as one at a time, fewer queue and index updates).
-        let next = queue.peek().map(|(_, k)| *k);
+        let next = queue.peek().map(|(k, _)| *k);
         let j = &jobs[i];
         let mut allowed = 0;
         while j.planned + allowed < j.info.max
@@ -191,16 +231,25 @@ fn water_fill(
         {
             allowed += 1;
         }
-        if allowed > 0 && !place_batch(jobs, index, i, allowed) {
-            failed.push(want);
+        if allowed > 0 && !place_batch(jobs, index, i, allowed, repairs) {
+            remember_failed(&mut failed, want);
             no_fit[i] = true;
             continue;
         }
         if jobs[i].planned < jobs[i].info.max {
-            queue.push(i, key_at(&jobs[i], i, jobs[i].planned));
+            queue.push((key_at(&jobs[i], i, jobs[i].planned), i));
         }
     }
-    no_fit
+}
+
+/// Adds a shape that fit nowhere, keeping only the smallest such shapes (a shape at least as big
+/// as one of them fails too).
+fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
+    if failed.iter().any(|f| f.fits_in(&shape)) {
+        return;
+    }
+    failed.retain(|f| !shape.fits_in(f));
+    failed.push(shape);
 }
 
 /// Queue order of water-filling (greatest first): lowest fulfillment, then lowest fulfillment
@@ -226,7 +275,13 @@ fn key_at(j: &Candidate, i: usize, planned: i32) -> Key {
 
 /// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
 /// of [`place_one`] when no node fits); false when it ran out of room before placing them all.
-fn place_batch(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize, count: i32) -> bool {
+fn place_batch(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    count: i32,
+    repairs: &mut Repairs,
+) -> bool {
     let want = jobs[i].trainer();
     let mut left = count;
     while left > 0 {
@@ -238,7 +293,7 @@ fn place_batch(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize, count: i
                 jobs[i].place_many(node, n as u32);
                 left -= n;
             }
-            None if place_one(jobs, index, i, Repair::Allowed) => left -= 1,
+            None if place_one(jobs, index, i, repairs) => left -= 1,
             None => return false,
         }
     }

@@ -88,12 +88,16 @@ impl Default for PlannerConfig {
 
 /// Runs one planning pass with the configured policy.
 pub fn plan(state: &ClusterState, config: &PlannerConfig) -> ScalePlan {
-    let (jobs, warnings) = match config.policy {
+    let (jobs, warnings, free_after) = match config.policy {
         Policy::Fulfillment => fulfillment::plan(state, config),
-        Policy::Edl => edl::plan(state, config),
+        Policy::Edl => {
+            let (jobs, warnings) = edl::plan(state, config);
+            (jobs, warnings, None)
+        }
         Policy::Static => static_policy::plan(state, config),
     };
-    let summary = summary::summarize(state, &jobs);
+    let free_after = free_after.unwrap_or_else(|| summary::free_after(state, &jobs));
+    let summary = summary::summarize(state, &jobs, &free_after);
     ScalePlan {
         policy: config.policy,
         jobs,

@@ -19,6 +19,8 @@ pub struct NodeIndex {
     by_rank: Vec<NodeId>,
     /// (free GPU, free CPU, free memory, rank) of every schedulable node.
     set: BTreeSet<(i64, i64, i64, u32)>,
+    /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
+    grown: Vec<NodeId>,
 }
 
 impl NodeIndex {
@@ -30,7 +32,9 @@ impl NodeIndex {
             rank: vec![u32::MAX; bound],
             by_rank: Vec::new(),
             set: BTreeSet::new(),
+            grown: Vec::new(),
         };
+        let mut entries = Vec::with_capacity(bound);
         for (id, slot) in state.nodes() {
             let rank = index.by_rank.len() as u32;
             index.by_rank.push(id);
@@ -38,9 +42,12 @@ impl NodeIndex {
             if slot.schedulable() {
                 let free = slot.free();
                 index.free[id as usize] = Some(free);
-                index.set.insert(entry(free, rank));
+                entries.push(entry(free, rank));
             }
         }
+        // Sorted input lets the set be built in bulk.
+        entries.sort_unstable();
+        index.set = entries.into_iter().collect();
         index
     }
 
@@ -93,7 +100,18 @@ impl NodeIndex {
                 *free - delta
             };
             self.set.insert(entry(*free, rank));
+            if sign >= 0 {
+                self.grown.push(id);
+            }
         }
+    }
+
+    /// The nodes given room back since the last call, each once, in id order.
+    pub fn take_grown(&mut self) -> Vec<NodeId> {
+        let mut grown = std::mem::take(&mut self.grown);
+        grown.sort_unstable();
+        grown.dedup();
+        grown
     }
 
     /// [`NodeIndex::best_fit`] on every node but `except`.

@@ -13,9 +13,6 @@ use super::candidates::Candidate;
 use super::nodes::NodeIndex;
 use crate::cluster::NodeId;
 
-/// Node checks per round; bounds the search on huge clusters.
-const CHECK_BUDGET: usize = 50_000;
-
 /// One round of moves; returns whether anything moved.
 pub fn rebalance(
     jobs: &mut [Candidate],
@@ -23,6 +20,7 @@ pub fn rebalance(
     cooling: &[bool],
     starving: &[bool],
     no_fit: &[bool],
+    budget: &mut usize,
 ) -> bool {
     let eligible = |i: usize| !cooling[i] && !starving[i];
     let mut takers: Vec<usize> = (0..jobs.len())
@@ -47,13 +45,12 @@ pub fn rebalance(
         (Reverse(level(&jobs[a])), Reverse(jobs[a].order_key()))
             .cmp(&(Reverse(level(&jobs[b])), Reverse(jobs[b].order_key())))
     });
-    let mut budget = CHECK_BUDGET;
     let mut moved = false;
     for t in takers {
-        if budget == 0 {
+        if *budget == 0 {
             break;
         }
-        moved |= take_one(jobs, index, &donors, t, &mut budget);
+        moved |= take_one(jobs, index, &donors, t, budget);
     }
     moved
 }

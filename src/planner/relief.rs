@@ -8,7 +8,7 @@ use ordered_float::OrderedFloat;
 use super::Reason;
 use super::candidates::Candidate;
 use super::nodes::NodeIndex;
-use super::relocate::{Repair, place_gang, unplace_from};
+use super::relocate::{Repairs, place_gang, unplace_from};
 use crate::api::Resources;
 use crate::cluster::NodeId;
 
@@ -19,9 +19,10 @@ pub fn admit_starving(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
     cooling: &[bool],
+    repairs: &mut Repairs,
 ) -> Vec<bool> {
     let mut starving: Vec<bool> = jobs.iter().map(|j| j.planned < j.info.min).collect();
-    retry_starving(jobs, index, cooling, &mut starving);
+    retry_starving(jobs, index, cooling, &mut starving, repairs);
     starving
 }
 
@@ -33,15 +34,14 @@ pub fn retry_starving(
     index: &mut NodeIndex,
     cooling: &[bool],
     starving: &mut [bool],
+    repairs: &mut Repairs,
 ) -> bool {
     let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| starving[i]).collect();
     order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
     let mut admitted = false;
     for s in order {
         let need = jobs[s].info.min - jobs[s].planned;
-        if place_gang(jobs, index, s, need, Repair::Allowed)
-            || reclaim_for(jobs, index, cooling, s, need)
-        {
+        if place_gang(jobs, index, s, need, repairs) || reclaim_for(jobs, index, cooling, s, need) {
             starving[s] = false;
             admitted = true;
         }
@@ -111,7 +111,7 @@ fn reclaim_for(
         steps.extend(step);
         // The gang cannot fit before the cluster's total free room could hold it.
         // No repairs here: they could fill room this attempt frees and then has to give back.
-        if gang.fits_in(&room) && place_gang(jobs, index, s, need, Repair::Never) {
+        if gang.fits_in(&room) && place_gang(jobs, index, s, need, &mut Repairs::none()) {
             give_back_unused(jobs, index, steps);
             return true;
         }

@@ -9,11 +9,8 @@ use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::NodeId;
 
-/// Relocations tried for one trainer before giving up; bounds the repair on huge clusters.
-const RELOCATION_BUDGET: usize = 256;
-
 /// Most trainers placed this pass that a full repack will take on.
-const REPACK_LIMIT: usize = 2048;
+const REPACK_LIMIT: usize = 64;
 
 /// A sort key of trainer sizes, largest first after `Reverse`.
 type SizeOrder = fn(&Resources) -> (i64, i64, i64);
@@ -23,24 +20,55 @@ const EXACT_ITEMS: usize = 16;
 const EXACT_NODES: usize = 16;
 const EXACT_STEPS: usize = 100_000;
 
-/// Whether a placement may move trainers placed earlier in the pass to make room.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repair {
-    /// Best fit, then relocations, then a full repack of this pass's placements.
-    Allowed,
-    /// Best fit only: callers that will undo their own steps need the rest left where it is.
-    Never,
+/// Repair work (node checks, trainers repacked) one pass may spend in all; keeps a pass on a
+/// large, full cluster bounded.
+pub const PASS_REPAIR_BUDGET: usize = 1_000;
+
+/// How much repair work is left: when a placement may move trainers placed earlier in the pass
+/// to make room, and how far.
+#[derive(Debug)]
+pub struct Repairs {
+    left: usize,
 }
 
-/// Places one trainer of job `i` by best fit, else (when allowed) by moving tentative placements.
-pub fn place_one(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize, repair: Repair) -> bool {
+impl Repairs {
+    /// Repairs worth `units` of work.
+    pub fn budget(units: usize) -> Self {
+        Repairs { left: units }
+    }
+
+    /// No repairs: for callers that undo their own steps and need the rest left where it is.
+    pub fn none() -> Self {
+        Repairs { left: 0 }
+    }
+
+    /// Spends `units` if that much is left.
+    fn spend(&mut self, units: usize) -> bool {
+        if self.left < units {
+            self.left = 0;
+            return false;
+        }
+        self.left -= units;
+        true
+    }
+}
+
+/// Places one trainer of job `i` by best fit, else (while the budget lasts) by moving trainers
+/// placed earlier in the pass.
+pub fn place_one(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    repairs: &mut Repairs,
+) -> bool {
     let want = jobs[i].trainer();
     if let Some(node) = index.best_fit(want) {
         index.adjust(node, want, -1);
         jobs[i].place(node);
         return true;
     }
-    repair == Repair::Allowed && (relocate_for(jobs, index, i) || repack_for(jobs, index, i))
+    repairs.left > 0
+        && (relocate_for(jobs, index, i, repairs) || repack_for(jobs, index, i, repairs))
 }
 
 /// Places `count` trainers of job `i`, all or none (moves made along the way stay; they are valid).
@@ -49,10 +77,10 @@ pub fn place_gang(
     index: &mut NodeIndex,
     i: usize,
     count: i32,
-    repair: Repair,
+    repairs: &mut Repairs,
 ) -> bool {
     for added in 0..count {
-        if !place_one(jobs, index, i, repair) {
+        if !place_one(jobs, index, i, repairs) {
             for _ in 0..added {
                 unplace_any(&mut jobs[i], index);
             }
@@ -83,20 +111,26 @@ fn unplace_any(job: &mut Candidate, index: &mut NodeIndex) {
 
 /// Finds a node where trainers placed this pass by another job can leave for other nodes, and
 /// puts job `i`'s trainer in their place.
-fn relocate_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
+fn relocate_for(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    repairs: &mut Repairs,
+) -> bool {
     let want = jobs[i].trainer();
-    let mut budget = RELOCATION_BUDGET;
     for k in 0..jobs.len() {
         let shape = jobs[k].trainer();
-        if k == i || shape == want {
+        if k == i || shape == want || jobs[k].placed.is_empty() {
             continue;
+        }
+        if !repairs.spend(1) {
+            return false;
         }
         let nodes: Vec<(NodeId, u32)> = jobs[k].placed.iter().map(|(n, c)| (*n, *c)).collect();
         for (node, count) in nodes {
-            if budget == 0 {
+            if !repairs.spend(1) {
                 return false;
             }
-            budget -= 1;
             let Some(mut room) = index.free(node) else {
                 continue;
             };
@@ -105,7 +139,9 @@ fn relocate_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool
                 moving += 1;
                 room += shape;
             }
-            if want.fits_in(&room) && try_move(jobs, index, i, k, node, moving) {
+            // A move attempt costs index updates and a search: it counts for more.
+            if want.fits_in(&room) && repairs.spend(8) && try_move(jobs, index, i, k, node, moving)
+            {
                 return true;
             }
         }
@@ -158,7 +194,16 @@ fn try_move(
 
 /// Repacks every trainer placed this pass, plus one of job `i`'s, largest first (trying a few
 /// size orders); keeps the first packing where all fit, else changes nothing.
-fn repack_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
+fn repack_for(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    i: usize,
+    repairs: &mut Repairs,
+) -> bool {
+    let placed: u32 = jobs.iter().map(|j| j.placed.values().sum::<u32>()).sum();
+    if placed == 0 || placed as usize >= REPACK_LIMIT || !repairs.spend(placed as usize) {
+        return false;
+    }
     let mut items: Vec<(usize, Resources)> = jobs
         .iter()
         .enumerate()
@@ -167,9 +212,6 @@ fn repack_for(jobs: &mut [Candidate], index: &mut NodeIndex, i: usize) -> bool {
             std::iter::repeat_n((k, j.trainer()), count as usize)
         })
         .collect();
-    if items.is_empty() || items.len() >= REPACK_LIMIT {
-        return false;
-    }
     items.push((i, jobs[i].trainer()));
     let before: Vec<BTreeMap<NodeId, u32>> = jobs.iter().map(|j| j.placed.clone()).collect();
     release_all(jobs, index);

@@ -4,11 +4,15 @@
 
 use super::candidates::candidates;
 use super::nodes::NodeIndex;
+use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::cluster::ClusterState;
 
 /// Runs the `static` pass.
-pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
+pub fn plan(
+    state: &ClusterState,
+    config: &PlannerConfig,
+) -> (Vec<JobPlan>, Vec<String>, Option<FreeAfter>) {
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -43,5 +47,5 @@ pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<
         .zip(decided)
         .map(|(j, (target, reason))| j.finish(state, target, reason))
         .collect();
-    (plans, Vec::new())
+    (plans, Vec::new(), Some(index.schedulable()))
 }

@@ -6,8 +6,11 @@ use super::{JobPlan, PlanSummary};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
 
-/// Free resources per node once the plan's placements and removals are applied.
-pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> HashMap<NodeId, Resources> {
+/// Free resources of each schedulable node once a plan is applied.
+pub type FreeAfter = Vec<(NodeId, Resources)>;
+
+/// Free resources per schedulable node once the plan's placements and removals are applied.
+pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
     let mut free: HashMap<NodeId, Resources> = state
         .nodes()
         .filter(|(_, n)| n.schedulable())
@@ -29,11 +32,11 @@ pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> HashMap<NodeId, Res
             }
         }
     }
-    free
+    free.into_iter().collect()
 }
 
 /// Summarises the decisions of a pass.
-pub fn summarize(state: &ClusterState, jobs: &[JobPlan]) -> PlanSummary {
+pub fn summarize(state: &ClusterState, jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
     let mut s = PlanSummary {
         min_fulfillment: 1.0,
         ..PlanSummary::default()
@@ -51,16 +54,24 @@ pub fn summarize(state: &ClusterState, jobs: &[JobPlan]) -> PlanSummary {
             s.min_fulfillment = s.min_fulfillment.min(j.fulfillment_after);
         }
     }
-    let free = free_after(state, jobs);
     // GPU trainers that still want room: jobs below min, or elastic jobs below max.
-    let wanting: Vec<Resources> = jobs
+    let mut wanting: Vec<Resources> = jobs
         .iter()
         .filter(|j| j.target < j.max || j.target < j.min)
         .filter_map(|j| state.job(&j.key).and_then(|s| s.info.as_ref()))
         .map(|i| i.trainer)
         .filter(|t| t.gpu > 0)
         .collect();
-    for f in free.values() {
+    // A node hosts some wanting trainer iff it hosts one of the smallest shapes.
+    wanting.sort_unstable();
+    wanting.dedup();
+    let smallest: Vec<Resources> = wanting
+        .iter()
+        .filter(|t| !wanting.iter().any(|o| o != *t && o.fits_in(t)))
+        .copied()
+        .collect();
+    let wanting = smallest;
+    for (_, f) in free {
         if f.gpu <= 0 {
             continue;
         }

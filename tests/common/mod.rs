@@ -5,7 +5,6 @@
 
 use trainscale::api::{JobKey, Quantity, Resources, TrainingJobPhase};
 use trainscale::cluster::{ClusterState, JobInfo, NodeInfo, PodInfo, PodPhase, Role};
-use trainscale::planner::ScalePlan;
 
 pub const GIB: i64 = 1 << 30;
 
@@ -82,67 +81,4 @@ pub fn add_trainer_pod(
     );
 }
 
-/// Applies a plan: every trainer pod of a planned job is rebuilt from the plan, bound trainers
-/// kept minus removals, placements bound where named, parallelism set to the target.
-pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
-    for job in &plan.jobs {
-        let Some(slot) = state.job(&job.key) else {
-            continue;
-        };
-        let Some(info) = slot.info.clone() else {
-            continue;
-        };
-        let mut bound: Vec<(String, u32)> = slot
-            .trainers
-            .bound_by_node
-            .iter()
-            .map(|(id, n)| (state.node(*id).unwrap().name.clone(), *n))
-            .collect();
-        for r in &job.removals {
-            if let Some(node) = &r.node {
-                let entry = bound.iter_mut().find(|(n, _)| n == node).unwrap();
-                entry.1 -= r.trainers;
-            }
-        }
-        // Drop every trainer pod of the job, then recreate the planned ones.
-        let pods: Vec<(String, String)> = state
-            .pods()
-            .filter(|(_, p)| matches!(&p.owner, Some((k, Role::Trainer)) if *k == job.key))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for (ns, name) in pods {
-            state.delete_pod(&ns, &name);
-        }
-        let mut i = 0;
-        let mut add = |state: &mut ClusterState, node: Option<&str>| {
-            add_trainer_pod(
-                state,
-                &job.key,
-                &format!("{}-t{i}", job.key.name),
-                node,
-                info.trainer,
-            );
-            i += 1;
-        };
-        for (node, n) in &bound {
-            for _ in 0..*n {
-                add(state, Some(node));
-            }
-        }
-        for p in &job.placements {
-            for _ in 0..p.trainers {
-                add(state, Some(&p.node));
-            }
-        }
-        let placed: i32 = bound.iter().map(|(_, n)| *n as i32).sum::<i32>()
-            + job
-                .placements
-                .iter()
-                .map(|p| p.trainers as i32)
-                .sum::<i32>();
-        for _ in placed..job.target {
-            add(state, None);
-        }
-        state.set_trainer_job(job.key.clone(), Some(Some(job.target)));
-    }
-}
+pub use trainscale::testkit::apply_plan;

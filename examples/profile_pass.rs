@@ -1,0 +1,71 @@
+//! Profiling aid for the planning pass: builds the L cluster of `benches/planner.rs` (or S / M)
+//! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
+//! (for `perf record`).
+//!
+//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [profile]`
+
+use std::collections::BTreeMap;
+
+use trainscale::planner::{PlannerConfig, Policy, plan};
+use trainscale::testkit::{ClusterShape, generate, steady};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let (nodes, jobs) = if has("S") {
+        (100, 50)
+    } else if has("M") {
+        (1_000, 500)
+    } else {
+        (10_000, 5_000)
+    };
+    let shape = ClusterShape {
+        nodes,
+        jobs,
+        bound_per_job: 40,
+        other_pods_per_node: 2,
+        seed: 42,
+    };
+    let state = if has("cold") {
+        generate(shape)
+    } else {
+        steady(shape, 20)
+    };
+    let (cap, used) = (state.total_capacity(), state.bound_requests());
+    println!(
+        "{nodes} nodes, {jobs} jobs, {} pods; GPUs used {}/{}",
+        state.pod_count(),
+        used.gpu,
+        cap.gpu
+    );
+    if has("profile") {
+        for _ in 0..100 {
+            std::hint::black_box(plan(&state, &PlannerConfig::default()));
+        }
+        return;
+    }
+    for policy in [Policy::Fulfillment, Policy::Edl, Policy::Static] {
+        let config = PlannerConfig {
+            policy,
+            ..PlannerConfig::default()
+        };
+        let result = plan(&state, &config);
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        for j in &result.jobs {
+            *reasons.entry(format!("{:?}", j.reason)).or_default() += 1;
+        }
+        let runs = 10;
+        let started = std::time::Instant::now();
+        for _ in 0..runs {
+            std::hint::black_box(plan(&state, &config));
+        }
+        println!(
+            "{:<12} {:>10.3} ms  +{} -{} trainers, min fulfillment {:.3}, {reasons:?}",
+            policy.as_str(),
+            started.elapsed().as_secs_f64() * 1e3 / f64::from(runs),
+            result.summary.trainers_added,
+            result.summary.trainers_removed,
+            result.summary.min_fulfillment,
+        );
+    }
+}
