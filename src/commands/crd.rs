@@ -8,3 +8,10 @@ use crate::api::TrainingJob;
 pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
     serde_saphyr::to_string(&TrainingJob::crd())
 }
+
+/// `trainscale crd`: prints the CRD.
+pub fn run() -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    print!("{}", crd_yaml().context("serializing the CRD")?);
+    Ok(std::process::ExitCode::SUCCESS)
+}

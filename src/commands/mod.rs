@@ -14,3 +14,13 @@ pub enum OutputFormat {
     Table,
     Json,
 }
+
+/// Logs for the one-shot commands: `tracing` to stderr, `RUST_LOG` (default `warn`).
+pub fn init_cli_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

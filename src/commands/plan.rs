@@ -1,7 +1,10 @@
 //! `trainscale plan`: one planning pass on a cluster dump, printed as a table or JSON.
 
-use std::path::Path;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
 
 use serde::Serialize;
 
@@ -104,4 +107,56 @@ fn render_table(p: &PlanOutput) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     out
+}
+
+/// Flags of `trainscale plan`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanArgs {
+    /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
+    #[arg(long)]
+    pub snapshot: PathBuf,
+    #[arg(long, value_enum, default_value = "fulfillment")]
+    pub policy: Policy,
+    /// `edl` only: load above which jobs are scaled down.
+    #[arg(long, default_value_t = 0.97)]
+    pub max_load_desired: f64,
+    /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`.
+    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    pub cooldown: Duration,
+    /// The time the pass runs at (RFC 3339; default: now), for cooldowns.
+    #[arg(long)]
+    pub now: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub output: OutputFormat,
+}
+
+/// `trainscale plan`: prints the plan, warnings about skipped objects on stderr.
+pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        args.max_load_desired > 0.0 && args.max_load_desired <= 1.0,
+        "--max-load-desired must be in (0, 1], got {}",
+        args.max_load_desired
+    );
+    let now = match &args.now {
+        Some(text) => humantime::parse_rfc3339(text)
+            .with_context(|| format!("--now {text:?} is not an RFC 3339 time"))?,
+        None => SystemTime::now(),
+    };
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .context("--now is before 1970")?
+        .as_secs() as i64;
+    let config = PlannerConfig {
+        policy: args.policy,
+        max_load_desired: args.max_load_desired,
+        now,
+        cooldown_s: args.cooldown.as_secs() as i64,
+        ..PlannerConfig::default()
+    };
+    let (text, warnings) = plan_snapshot(&args.snapshot, &config, args.output)?;
+    for w in warnings {
+        eprintln!("warning: skipped {w}");
+    }
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
 }

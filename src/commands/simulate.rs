@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -82,4 +83,30 @@ pub fn simulate(
         output_dir,
         elapsed_s,
     })
+}
+
+/// Arguments of `trainscale simulate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario file (YAML).
+    #[arg(default_value = DEFAULT_SCENARIO)]
+    pub scenario: PathBuf,
+    /// Output directory [default: simulations/out/<scenario name>].
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+    /// Policies to run, instead of the scenario's list.
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    pub policies: Vec<Policy>,
+}
+
+/// `trainscale simulate`: the table on stdout, where the results went on stderr.
+pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let outcome = simulate(&args.scenario, args.output.as_deref(), &args.policies, true)?;
+    print!("{}", outcome.table);
+    eprintln!(
+        "simulated in {:.1} s; results in {}",
+        outcome.elapsed_s,
+        outcome.output_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -340,3 +340,25 @@ pub async fn apply(client: kube::Client, job: &TrainingJob) -> Result<TrainingJo
     let api: Api<TrainingJob> = Api::namespaced(client, &ns);
     Ok(api.create(&PostParams::default(), job).await?)
 }
+
+/// `trainscale submit`: prints the manifest, or creates it with the current kubeconfig.
+pub fn run(args: &SubmitArgs) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
+    let job = build_training_job(args)?;
+    if args.apply {
+        let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+        let created = runtime.block_on(async {
+            let client = kube::Client::try_default()
+                .await
+                .context("loading the kubeconfig")?;
+            Ok::<_, anyhow::Error>(apply(client, &job).await?)
+        })?;
+        println!(
+            "trainingjob.paddlepaddle.org/{} created",
+            kube::ResourceExt::name_any(&created)
+        );
+    } else {
+        print!("{}", render(&job, args.output)?);
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

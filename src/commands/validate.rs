@@ -1,6 +1,7 @@
 //! `trainscale validate`: check TrainingJob manifests and report every problem.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use crate::api::manifest::read_documents;
 use crate::api::validate::{ObjectReport, validate_document};
@@ -59,4 +60,23 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
         }
     }
     outcome
+}
+
+/// Flags of `trainscale validate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ValidateArgs {
+    /// Manifest files: YAML or JSON, one or many documents, or a List.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+}
+
+/// `trainscale validate`: exit code 1 when any object is invalid or a file unreadable.
+pub fn run(args: ValidateArgs) -> ExitCode {
+    let outcome = validate_files(&args.files);
+    print!("{}", outcome.render());
+    if outcome.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
