@@ -141,19 +141,8 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
         state.set_training_job(
             key,
             Some(JobInfo {
-                min,
-                max,
-                trainer,
-                exact: [
-                    Quantity::from_units(trainer.gpu),
-                    Quantity::from_milli(trainer.cpu_milli),
-                    Quantity::from_units(trainer.memory),
-                ],
-                priority: 0,
-                created: j as i64,
-                phase: TrainingJobPhase::Running,
                 stored_parallelism: Some(current),
-                last_scale: None,
+                ..job_info(min, max, trainer, j as i64)
             }),
         );
     }
@@ -303,8 +292,8 @@ pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
     state
 }
 
-/// A running elastic job's parsed TrainingJob.
-fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo {
+/// A Running job's parsed TrainingJob (no stored parallelism, priority 0, never rescaled).
+pub fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo {
     JobInfo {
         min,
         max,
@@ -317,7 +306,7 @@ fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo {
         priority: 0,
         created,
         phase: TrainingJobPhase::Running,
-        stored_parallelism: Some(min),
+        stored_parallelism: None,
         last_scale: None,
     }
 }

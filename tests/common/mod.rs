@@ -3,8 +3,8 @@
 
 #![allow(dead_code)]
 
-use trainscale::api::{JobKey, Quantity, Resources, TrainingJobPhase};
-use trainscale::cluster::{ClusterState, JobInfo, NodeInfo, PodInfo, PodPhase, Role};
+use trainscale::api::{JobKey, Resources};
+use trainscale::cluster::{ClusterState, JobInfo, NodeInfo};
 
 pub const GIB: i64 = 1 << 30;
 
@@ -19,21 +19,7 @@ pub fn add_node(state: &mut ClusterState, name: &str, cpu_milli: i64, mem_gib: i
 }
 
 pub fn job_info(min: i32, max: i32, trainer: Resources) -> JobInfo {
-    JobInfo {
-        min,
-        max,
-        trainer,
-        exact: [
-            Quantity::from_units(trainer.gpu),
-            Quantity::from_milli(trainer.cpu_milli),
-            Quantity::from_units(trainer.memory),
-        ],
-        priority: 0,
-        created: 0,
-        phase: TrainingJobPhase::Running,
-        stored_parallelism: None,
-        last_scale: None,
-    }
+    trainscale::testkit::job_info(min, max, trainer, 0)
 }
 
 /// Adds a job with `bound` trainers on the given nodes and `current` as its parallelism; the
@@ -50,35 +36,11 @@ pub fn add_job(
     state.set_training_job(key.clone(), Some(info));
     state.set_trainer_job(key.clone(), Some(Some(current)));
     for (i, node) in bound_on.iter().enumerate() {
-        add_trainer_pod(state, &key, &format!("{name}-b{i}"), Some(node), trainer);
+        add_trainer(state, &key, &format!("{name}-b{i}"), Some(node), trainer);
     }
     for i in bound_on.len()..current.max(0) as usize {
-        add_trainer_pod(state, &key, &format!("{name}-p{i}"), None, trainer);
+        add_trainer(state, &key, &format!("{name}-p{i}"), None, trainer);
     }
 }
 
-pub fn add_trainer_pod(
-    state: &mut ClusterState,
-    key: &JobKey,
-    pod: &str,
-    node: Option<&str>,
-    trainer: Resources,
-) {
-    state.set_pod(
-        (key.namespace.clone(), pod.to_string()),
-        Some(PodInfo {
-            node: node.map(str::to_string),
-            phase: if node.is_some() {
-                PodPhase::Running
-            } else {
-                PodPhase::Pending
-            },
-            requests: trainer,
-            terminating: false,
-            owner: Some((key.clone(), Role::Trainer)),
-            created: 0,
-        }),
-    );
-}
-
-pub use trainscale::testkit::apply_plan;
+pub use trainscale::testkit::{add_trainer, apply_plan};
