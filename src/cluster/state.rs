@@ -164,17 +164,17 @@ impl ClusterState {
         if !unused {
             return;
         }
+        // `node_order` is sorted by (unique) name: find the slot while its name is still there.
+        let name = slot_name(&self.slots, id);
+        let slots = &self.slots;
+        let pos = self
+            .node_order
+            .partition_point(|other| slot_name(slots, *other) < name);
+        if self.node_order.get(pos) == Some(&id) {
+            self.node_order.remove(pos);
+        }
         if let Some(slot) = self.slots[id as usize].take() {
             self.node_ids.remove(&slot.name);
-            let slots = &self.slots;
-            let pos = self.node_order.partition_point(|other| {
-                *other != id && slot_name(slots, *other) < slot.name.as_str()
-            });
-            if self.node_order.get(pos) == Some(&id) {
-                self.node_order.remove(pos);
-            } else {
-                self.node_order.retain(|other| *other != id);
-            }
             self.free_ids.push(id);
         }
     }

@@ -4,7 +4,6 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
-use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::{ClusterState, JobInfo, NodeId};
@@ -106,28 +105,6 @@ impl<'a> Candidate<'a> {
             *self.on_node.to_mut().entry(node).or_insert(0) += 1;
             self.planned += 1;
         }
-    }
-
-    /// Places `count` trainers best-fit, all or none.
-    pub fn place_gang(&mut self, index: &mut NodeIndex, count: i32) -> bool {
-        let mut placed = Vec::new();
-        for _ in 0..count {
-            match index.best_fit(self.trainer()) {
-                Some(node) => {
-                    index.adjust(node, self.trainer(), -1);
-                    self.place(node);
-                    placed.push(node);
-                }
-                None => {
-                    for node in placed {
-                        index.adjust(node, self.trainer(), 1);
-                        self.unplace(node);
-                    }
-                    return false;
-                }
-            }
-        }
-        true
     }
 
     /// The job's plan once the pass is done.

@@ -58,15 +58,11 @@ impl NodeIndex {
 
     /// Schedulable nodes whose free resources are below zero somewhere, in name order.
     pub fn overloaded(&self) -> Vec<NodeId> {
-        let mut ids: Vec<NodeId> = self
-            .free
+        self.by_rank
             .iter()
-            .enumerate()
-            .filter(|(_, f)| f.is_some_and(|f| f.any_negative()))
-            .map(|(id, _)| id as NodeId)
-            .collect();
-        ids.sort_by_key(|id| self.rank[*id as usize]);
-        ids
+            .copied()
+            .filter(|id| self.free(*id).is_some_and(|f| f.any_negative()))
+            .collect()
     }
 
     /// The free room of all schedulable nodes together, counting no node below zero.

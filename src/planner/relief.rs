@@ -82,14 +82,17 @@ fn reclaim_for(
                 OrderedFloat(ja.fulfillment_at(ja.planned))
                     .cmp(&OrderedFloat(jb.fulfillment_at(jb.planned)))
                     .then_with(|| jb.order_key().cmp(&ja.order_key()))
-            });
-        let step = match donor {
-            Some(d) => {
-                let give = jobs[d].trainer();
-                room += give;
+            })
+            .and_then(|d| {
                 // A trainer handed out earlier in this pass goes first: it is not running yet.
                 let tentative = !jobs[d].placed.is_empty();
-                let node = most_useful_node(&jobs[d], index, give, want, tentative);
+                most_useful_node(&jobs[d], index, jobs[d].trainer(), want, tentative)
+                    .map(|node| (d, node, tentative))
+            });
+        let step = match donor {
+            Some((d, node, tentative)) => {
+                let give = jobs[d].trainer();
+                room += give;
                 index.adjust(node, give, 1);
                 if tentative {
                     jobs[d].unplace(node);
@@ -201,7 +204,7 @@ fn most_useful_node(
     give: Resources,
     want: Resources,
     tentative: bool,
-) -> NodeId {
+) -> Option<NodeId> {
     let nodes = if tentative {
         &donor.placed
     } else {
@@ -222,7 +225,6 @@ fn most_useful_node(
         })
         .max()
         .map(|t| t.4)
-        .unwrap_or(0)
 }
 
 /// Puts back the reclaimed trainers the gang did not need, on the nodes they came from; marks

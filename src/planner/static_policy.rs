@@ -4,6 +4,7 @@
 
 use super::candidates::candidates;
 use super::nodes::NodeIndex;
+use super::relocate::{Repairs, place_gang};
 use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::cluster::ClusterState;
@@ -21,25 +22,25 @@ pub fn plan(
     });
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
     for i in order {
-        let j = &mut jobs[i];
+        let (bound, current, min) = (jobs[i].bound, jobs[i].current, jobs[i].info.min);
         let size = config
             .static_sizes
-            .get(j.key)
+            .get(jobs[i].key)
             .copied()
-            .unwrap_or(j.info.min)
+            .unwrap_or(min)
             .max(0);
-        decided[i] = if j.bound >= size {
-            let target = j.bound.max(size);
-            let reason = if target < j.current {
+        decided[i] = if bound >= size {
+            let target = bound.max(size);
+            let reason = if target < current {
                 Reason::OverMax
             } else {
                 Reason::Unchanged
             };
             (target, reason)
-        } else if j.place_gang(&mut index, size - j.bound) {
+        } else if place_gang(&mut jobs, &mut index, i, size - bound, &mut Repairs::none()) {
             (size, Reason::ScaleUp)
         } else {
-            (j.current, Reason::Starving)
+            (current, Reason::Starving)
         };
     }
     let plans = jobs
