@@ -75,7 +75,7 @@ fn reclaim_for(
             .filter(|&d| {
                 may_give(jobs, d)
                     && jobs[d].planned > jobs[d].info.min
-                    && !jobs[d].on_node.is_empty()
+                    && !(jobs[d].on_node.is_empty() && jobs[d].placed.is_empty())
             })
             .max_by(|&a, &b| {
                 let (ja, jb) = (&jobs[a], &jobs[b]);
@@ -253,5 +253,54 @@ fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<St
         } else {
             jobs[d].reason = Some(Reason::Reclaimed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::JobKey;
+    use crate::cluster::{ClusterState, NodeInfo};
+    use crate::planner::candidates::candidates;
+    use crate::testkit::job_info;
+
+    const GIB: i64 = 1 << 30;
+
+    #[test]
+    fn retry_takes_back_trainers_of_a_donor_with_none_bound() {
+        // One 4-core node. The donor has no bound trainer; earlier in the pass it was handed all
+        // four cores. The starving gang of two takes two of them back.
+        let trainer = Resources::new(1000, GIB, 0);
+        let mut state = ClusterState::new();
+        state.set_node(
+            "a",
+            Some(NodeInfo {
+                allocatable: Resources::new(4000, 16 * GIB, 0),
+                schedulable: true,
+            }),
+        );
+        let node = state.node_id_of("a").expect("node a");
+        for (name, min, max) in [("donor", 1, 4), ("gang", 2, 2)] {
+            let key = JobKey::new("ns", name);
+            state.set_training_job(key.clone(), Some(job_info(min, max, trainer, 0)));
+            state.set_trainer_job(key, Some(Some(0)));
+        }
+        let mut index = NodeIndex::new(&state);
+        let mut jobs = candidates(&state);
+        assert_eq!(jobs[0].key.name, "donor");
+        index.adjust(node, trainer.times(4), -1);
+        jobs[0].place_many(node, 4);
+        let mut starving = vec![false, true];
+        let admitted = retry_starving(
+            &mut jobs,
+            &mut index,
+            &[false, false],
+            &mut starving,
+            &mut Repairs::budget(0),
+        );
+        assert!(admitted);
+        assert_eq!(starving, vec![false, false]);
+        assert_eq!((jobs[0].planned, jobs[1].planned), (2, 2));
+        assert_eq!(index.free(node), Some(Resources::new(0, 12 * GIB, 0)));
     }
 }
