@@ -124,7 +124,10 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
             }
             free[n] -= trainer;
             state.set_pod(
-                (key.namespace.clone(), format!("{}-trainer-{t}", key.name)),
+                (
+                    key.namespace.to_string(),
+                    format!("{}-trainer-{t}", key.name),
+                ),
                 Some(PodInfo {
                     node: Some(node_name(n)),
                     phase: PodPhase::Running,
@@ -170,11 +173,11 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
             .trainers
             .bound_by_node
             .iter()
-            .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.clone(), *n)))
+            .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.to_string(), *n)))
             .collect();
         for r in &job.removals {
             if let Some(node) = &r.node
-                && let Some(entry) = bound.iter_mut().find(|(n, _)| n == node)
+                && let Some(entry) = bound.iter_mut().find(|(n, _)| **n == **node)
             {
                 entry.1 = entry.1.saturating_sub(r.trainers);
             }
@@ -239,7 +242,7 @@ pub fn add_trainer(
     trainer: Resources,
 ) {
     state.set_pod(
-        (key.namespace.clone(), pod.to_string()),
+        (key.namespace.to_string(), pod.to_string()),
         Some(PodInfo {
             node: node.map(str::to_string),
             phase: if node.is_some() {

@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use serde_json::json;
-use trainscale::api::JobKey;
+use trainscale::api::{JobKey, Resources};
 use trainscale::daemon::guard::GuardedTrainingJob;
 use trainscale::daemon::pass::{prepare, victims};
 use trainscale::daemon::{Store, WatchEvent};
@@ -152,9 +152,9 @@ fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
     );
     let reports = store.unreported_invalid();
     assert_eq!(reports.len(), 2);
-    let garbled = reports.iter().find(|r| r.key.name == "garbled").unwrap();
+    let garbled = reports.iter().find(|r| &*r.key.name == "garbled").unwrap();
     assert_eq!(garbled.problems[0].field, "spec.trainer.max-instance");
-    let bad = reports.iter().find(|r| r.key.name == "bad").unwrap();
+    let bad = reports.iter().find(|r| &*r.key.name == "bad").unwrap();
     assert!(
         bad.problems
             .iter()
@@ -194,6 +194,7 @@ fn victims_are_pending_first_then_newest_on_the_named_node() {
                 trainers: 1,
             },
         ],
+        trainer: Resources::new(1000, 1 << 30, 0),
     };
     assert_eq!(victims(&store, &plan), vec!["t-pending", "t-b"]);
 }

@@ -42,7 +42,7 @@ fn scales_up_onto_free_room_with_placements() {
     assert_eq!(j.reason, Reason::ScaleUp);
     assert_eq!(j.placements.len(), 1);
     assert_eq!(
-        (j.placements[0].node.as_str(), j.placements[0].trainers),
+        (j.placements[0].node.as_ref(), j.placements[0].trainers),
         ("a", 2)
     );
     assert_eq!(p.summary.trainers_added, 2);
@@ -105,7 +105,7 @@ fn no_gpu_trainer_on_a_node_without_a_free_gpu() {
     assert_eq!(
         j.placements
             .iter()
-            .map(|c| c.node.as_str())
+            .map(|c| c.node.as_ref())
             .collect::<Vec<_>>(),
         ["gpu"]
     );
@@ -348,9 +348,9 @@ fn cpu_trainers_leave_gpu_nodes_to_gpu_jobs() {
     assert_eq!(
         c.placements
             .iter()
-            .map(|n| n.node.as_str())
+            .map(|n| n.node.as_ref())
             .collect::<Vec<_>>(),
         ["cpu"]
     );
-    assert_eq!((g.target, g.placements[0].node.as_str()), (4, "gpu"));
+    assert_eq!((g.target, g.placements[0].node.as_ref()), (4, "gpu"));
 }

@@ -329,7 +329,7 @@ fn observe(state: &ClusterState) -> String {
             .trainers
             .bound_by_node
             .iter()
-            .map(|(id, c)| (state.node(*id).unwrap().name.clone(), *c))
+            .map(|(id, c)| (state.node(*id).unwrap().name.to_string(), *c))
             .collect();
         out += &format!(
             "{key} info={} current={} pending={} bound={} term={} fin={} by_node={by_node:?}\n",

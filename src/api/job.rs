@@ -1,6 +1,7 @@
 //! Helper methods of a TrainingJob, with the original Go semantics (edl-autoscaler.md §2.3).
 
 use std::fmt;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 
@@ -20,13 +21,14 @@ use super::{FieldError, GPU_RESOURCE_NAMES, Quantity, TrainingJob, read_quantity
     serde::Deserialize,
 )]
 pub struct JobKey {
-    pub namespace: String,
-    pub name: String,
+    /// Shared strings: plans and caches copy keys without copying the text.
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl JobKey {
     /// The key of `namespace/name`.
-    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         JobKey {
             namespace: namespace.into(),
             name: name.into(),

@@ -50,7 +50,7 @@ impl StateReport {
             .filter_map(|(_, slot)| {
                 let info = slot.info.as_ref()?;
                 Some(NodeLine {
-                    name: slot.name.clone(),
+                    name: slot.name.to_string(),
                     schedulable: info.schedulable,
                     allocatable: info.allocatable,
                     free: slot.free(),
@@ -68,8 +68,8 @@ impl StateReport {
                     .map(|i| (i.min, i.max, i.phase.as_str().to_string()))
                     .unwrap_or((0, 0, "Invalid".to_string()));
                 JobLine {
-                    namespace: key.namespace.clone(),
-                    name: key.name.clone(),
+                    namespace: key.namespace.to_string(),
+                    name: key.name.to_string(),
                     phase,
                     min,
                     max,

@@ -2,6 +2,7 @@
 //! kept incrementally, one object at a time, as a watch stream delivers them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use foldhash::fast::RandomState;
 
@@ -20,7 +21,8 @@ pub type NodeId = u32;
 /// A node as the state holds it; the node object may not have arrived yet while pods name it.
 #[derive(Debug, Clone)]
 pub struct NodeSlot {
-    pub name: String,
+    /// Shared, so plans name nodes without copying the string.
+    pub name: Arc<str>,
     pub info: Option<NodeInfo>,
     /// Requests of the pods bound here that are not Succeeded or Failed.
     pub used: Resources,
@@ -107,7 +109,7 @@ impl JobSlot {
 /// The cluster as the planner sees it.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterState {
-    node_ids: HashMap<String, NodeId, RandomState>,
+    node_ids: HashMap<Arc<str>, NodeId, RandomState>,
     slots: Vec<Option<NodeSlot>>,
     free_ids: Vec<NodeId>,
     /// Node ids sorted by node name.
@@ -132,8 +134,9 @@ impl ClusterState {
         if let Some(id) = self.node_ids.get(name) {
             return *id;
         }
+        let name: Arc<str> = Arc::from(name);
         let slot = NodeSlot {
-            name: name.to_string(),
+            name: Arc::clone(&name),
             info: None,
             used: Resources::ZERO,
             pods: 0,
@@ -148,11 +151,11 @@ impl ClusterState {
                 (self.slots.len() - 1) as NodeId
             }
         };
-        self.node_ids.insert(name.to_string(), id);
         let slots = &self.slots;
         let pos = self
             .node_order
-            .partition_point(|other| slot_name(slots, *other) < name);
+            .partition_point(|other| slot_name(slots, *other) < &*name);
+        self.node_ids.insert(name, id);
         self.node_order.insert(pos, id);
         id
     }
@@ -465,10 +468,7 @@ impl ClusterState {
 }
 
 fn slot_name(slots: &[Option<NodeSlot>], id: NodeId) -> &str {
-    slots[id as usize]
-        .as_ref()
-        .map(|s| s.name.as_str())
-        .unwrap_or("")
+    slots[id as usize].as_ref().map(|s| &*s.name).unwrap_or("")
 }
 
 fn add_u32(value: u32, sign: i64) -> u32 {

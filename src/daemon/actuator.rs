@@ -295,8 +295,8 @@ impl Actuator {
         let reference = ObjectReference {
             api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
             kind: Some("TrainingJob".to_string()),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
+            name: Some(key.name.to_string()),
+            namespace: Some(key.namespace.to_string()),
             uid,
             ..ObjectReference::default()
         };

@@ -74,7 +74,7 @@ fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
 /// live pods on each named node.
 pub fn victims(store: &Store, job: &JobPlan) -> Vec<String> {
     let state = store.state();
-    let namespace = job.key.namespace.as_str();
+    let namespace = &*job.key.namespace;
     let mut live: Vec<(&str, Option<&str>, i64)> = store
         .trainer_pods(&job.key)
         .filter_map(|name| {

@@ -232,7 +232,7 @@ impl Store {
                 .training_jobs
                 .keys()
                 .chain(self.malformed.keys())
-                .map(|k| (k.namespace.clone(), k.name.clone()))
+                .map(|k| (k.namespace.to_string(), k.name.to_string()))
                 .collect(),
         }
     }

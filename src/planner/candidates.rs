@@ -3,7 +3,9 @@
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::{ClusterState, JobInfo, NodeId};
@@ -107,18 +109,28 @@ impl<'a> Candidate<'a> {
         }
     }
 
-    /// The job's plan once the pass is done.
-    pub fn finish(&self, state: &ClusterState, target: i32, reason: Reason) -> JobPlan {
-        let name = |id: &NodeId| state.node(*id).map(|n| n.name.clone()).unwrap_or_default();
-        let mut placements: Vec<NodeCount> = self
-            .placed
-            .iter()
-            .map(|(id, n)| NodeCount {
-                node: name(id),
-                trainers: *n,
-            })
+    /// The job's plan once the pass is done; nodes are listed in name order.
+    pub fn finish(
+        &self,
+        state: &ClusterState,
+        index: &NodeIndex,
+        target: i32,
+        reason: Reason,
+    ) -> JobPlan {
+        let by_name = |counts: &BTreeMap<NodeId, u32>| {
+            let mut ranked: Vec<(u32, Arc<str>, u32)> = counts
+                .iter()
+                .filter_map(|(id, n)| {
+                    let name = &state.node(*id)?.name;
+                    Some((index.rank(*id), Arc::clone(name), *n))
+                })
+                .collect();
+            ranked.sort_unstable_by_key(|(rank, _, _)| *rank);
+            ranked.into_iter().map(|(_, name, n)| (name, n))
+        };
+        let placements: Vec<NodeCount> = by_name(&self.placed)
+            .map(|(node, trainers)| NodeCount { node, trainers })
             .collect();
-        placements.sort_by(|a, b| a.node.cmp(&b.node));
         let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
         let unplaced = (self.current - self.bound).max(0);
         let mut removals = Vec::new();
@@ -131,16 +143,10 @@ impl<'a> Candidate<'a> {
                 });
             }
         }
-        let mut bound_removals: Vec<Removal> = self
-            .removed
-            .iter()
-            .map(|(id, n)| Removal {
-                node: Some(name(id)),
-                trainers: *n,
-            })
-            .collect();
-        bound_removals.sort_by(|a, b| a.node.cmp(&b.node));
-        removals.extend(bound_removals);
+        removals.extend(by_name(&self.removed).map(|(node, trainers)| Removal {
+            node: Some(node),
+            trainers,
+        }));
         JobPlan {
             key: self.key.clone(),
             current: self.current,
@@ -152,6 +158,7 @@ impl<'a> Candidate<'a> {
             reason,
             placements,
             removals,
+            trainer: self.trainer(),
         }
     }
 }

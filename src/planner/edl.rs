@@ -12,6 +12,7 @@
 //! and [`is_pending`].
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::{JobPlan, PlannerConfig, Reason, Removal};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
@@ -41,7 +42,7 @@ fn threshold(total: i64, max_load: f64) -> i64 {
 /// One node's entry in the original's `NodesCPUIdleMilli` / `NodesMemoryFreeMega` maps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct NodeIdle {
-    name: String,
+    name: Arc<str>,
     cpu_idle_milli: i64,
     memory_free_mega: i64,
 }
@@ -75,7 +76,7 @@ impl ClusterResource {
             .nodes()
             .filter(|(_, slot)| slot.schedulable())
             .map(|(_, slot)| NodeIdle {
-                name: slot.name.clone(),
+                name: Arc::clone(&slot.name),
                 cpu_idle_milli: slot.free().cpu_milli,
                 memory_free_mega: mega_ceil(slot.capacity().memory) - mega_ceil(slot.used.memory),
             })
@@ -319,11 +320,11 @@ fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
         });
     }
     let mut left = count - pending;
-    let mut bound: Vec<(&str, u32)> = slot
+    let mut bound: Vec<(&Arc<str>, u32)> = slot
         .trainers
         .bound_by_node
         .iter()
-        .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.as_str(), *n)))
+        .filter_map(|(id, n)| state.node(*id).map(|node| (&node.name, *n)))
         .collect();
     bound.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     for (name, n) in bound {
@@ -332,7 +333,7 @@ fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
         }
         let take = n.min(left);
         out.push(Removal {
-            node: Some(name.to_string()),
+            node: Some(Arc::clone(name)),
             trainers: take,
         });
         left -= take;
@@ -361,6 +362,7 @@ fn job_plan(state: &ClusterState, c: &Candidate<'_>, diff: i64) -> JobPlan {
         },
         placements: Vec::new(),
         removals: removals(state, c.slot, removed),
+        trainer: c.info.trainer,
     }
 }
 

@@ -83,7 +83,7 @@ pub fn plan(
         .enumerate()
         .map(|(i, j)| {
             let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
-            j.finish(state, target, reason)
+            j.finish(state, &index, target, reason)
         })
         .collect();
     (plans, Vec::new(), Some(index.schedulable()))
@@ -196,7 +196,8 @@ fn water_fill(
     only_onto: Option<&[NodeId]>,
     repairs: &mut Repairs,
 ) {
-    let mut queue: BinaryHeap<(Key, usize)> = BinaryHeap::new();
+    let ties = tie_ranks(jobs);
+    let mut queue: BinaryHeap<Key> = BinaryHeap::new();
     for (i, j) in jobs.iter().enumerate() {
         if cooling[i] || starving[i] || j.planned < j.info.min || j.planned >= j.info.max {
             continue;
@@ -210,11 +211,11 @@ fn water_fill(
             continue;
         }
         no_fit[i] = false;
-        queue.push((key_at(j, i, j.planned), i));
+        queue.push(key_at(j, ties[i], i, j.planned));
     }
     // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
     let mut failed: Vec<Resources> = Vec::new();
-    while let Some((_, i)) = queue.pop() {
+    while let Some(Key { job: i, .. }) = queue.pop() {
         let want = jobs[i].trainer();
         if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, repairs) {
             remember_failed(&mut failed, want);
@@ -223,11 +224,11 @@ fn water_fill(
         }
         // The job keeps the lead until its key falls behind the next one in the queue: hand it
         // those trainers in one go (same order as one at a time, fewer queue and index updates).
-        let next = queue.peek().map(|(k, _)| *k);
+        let next = queue.peek().copied();
         let j = &jobs[i];
         let mut allowed = 0;
         while j.planned + allowed < j.info.max
-            && next.is_none_or(|n| key_at(j, i, j.planned + allowed) > n)
+            && next.is_none_or(|n| key_at(j, ties[i], i, j.planned + allowed) > n)
         {
             allowed += 1;
         }
@@ -237,7 +238,7 @@ fn water_fill(
             continue;
         }
         if jobs[i].planned < jobs[i].info.max {
-            queue.push((key_at(&jobs[i], i, jobs[i].planned), i));
+            queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
         }
     }
 }
@@ -252,25 +253,47 @@ fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
     failed.push(shape);
 }
 
-/// Queue order of water-filling (greatest first): lowest fulfillment, then lowest fulfillment
-/// after one more trainer, then higher priority, older, namespace/name.
-type Key = (
-    Reverse<OrderedFloat<f64>>,
-    Reverse<OrderedFloat<f64>>,
-    i32,
-    Reverse<i64>,
-    Reverse<usize>,
-);
+/// A job in the water-filling queue, packed into integers so the heap compares cheaply. Greatest
+/// first: lowest fulfillment, then lowest fulfillment after one more trainer, then the job's tie
+/// rank (higher priority, older, namespace/name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    now: u64,
+    next: u64,
+    tie: u32,
+    job: usize,
+}
 
-/// The key of job `i` at `planned` trainers.
-fn key_at(j: &Candidate, i: usize, planned: i32) -> Key {
-    (
-        Reverse(OrderedFloat(j.fulfillment_at(planned))),
-        Reverse(OrderedFloat(j.fulfillment_at(planned + 1))),
-        j.info.priority,
-        Reverse(j.info.created),
-        Reverse(i),
-    )
+/// The key of job `i` (tie rank `tie`) at `planned` trainers.
+fn key_at(j: &Candidate, tie: u32, i: usize, planned: i32) -> Key {
+    Key {
+        now: lowest_first(j.fulfillment_at(planned)),
+        next: lowest_first(j.fulfillment_at(planned + 1)),
+        tie,
+        job: i,
+    }
+}
+
+/// A float as an integer that is greater the lower the float (total order; no NaN arises here).
+fn lowest_first(f: f64) -> u64 {
+    let bits = f.to_bits();
+    let ascending = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    !ascending
+}
+
+/// Each job's tie rank: greater for higher priority, then older, then namespace/name first.
+fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_unstable_by_key(|&i| jobs[i].order_key());
+    let mut ties = vec![0u32; jobs.len()];
+    for (position, &i) in order.iter().enumerate() {
+        ties[i] = u32::MAX - position as u32;
+    }
+    ties
 }
 
 /// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
@@ -298,4 +321,17 @@ fn place_batch(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lowest_first;
+
+    #[test]
+    fn lowest_first_reverses_float_order() {
+        let floats = [-2.0, -0.5, 0.0, 1e-300, 0.25, 1.0, 1.5, 1e300];
+        for pair in floats.windows(2) {
+            assert!(lowest_first(pair[0]) > lowest_first(pair[1]), "{pair:?}");
+        }
+    }
 }

@@ -97,7 +97,7 @@ pub fn plan(state: &ClusterState, config: &PlannerConfig) -> ScalePlan {
         Policy::Static => static_policy::plan(state, config),
     };
     let free_after = free_after.unwrap_or_else(|| summary::free_after(state, &jobs));
-    let summary = summary::summarize(state, &jobs, &free_after);
+    let summary = summary::summarize(&jobs, &free_after);
     ScalePlan {
         policy: config.policy,
         jobs,

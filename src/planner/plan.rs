@@ -1,9 +1,11 @@
 //! The result of a pass.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::Policy;
-use crate::api::JobKey;
+use crate::api::{JobKey, Resources};
 
 /// Why a job's target is what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -30,14 +32,14 @@ pub enum Reason {
 /// Trainers placed on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeCount {
-    pub node: String,
+    pub node: Arc<str>,
     pub trainers: u32,
 }
 
 /// Trainers removed from one node; `node` is `None` for trainers not bound to any node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Removal {
-    pub node: Option<String>,
+    pub node: Option<Arc<str>>,
     pub trainers: u32,
 }
 
@@ -57,6 +59,9 @@ pub struct JobPlan {
     pub placements: Vec<NodeCount>,
     /// Trainers taken away: pending ones (node `None`) first, then bound ones by node.
     pub removals: Vec<Removal>,
+    /// Resources of one trainer (not serialized: the TrainingJob states them).
+    #[serde(skip)]
+    pub trainer: Resources,
 }
 
 /// Totals over the plan.

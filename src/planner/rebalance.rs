@@ -22,6 +22,9 @@ pub fn rebalance(
     no_fit: &[bool],
     budget: &mut usize,
 ) -> bool {
+    if *budget == 0 {
+        return false;
+    }
     let eligible = |i: usize| !cooling[i] && !starving[i];
     let mut takers: Vec<usize> = (0..jobs.len())
         .filter(|&i| {
@@ -34,23 +37,22 @@ pub fn rebalance(
     if takers.is_empty() {
         return false;
     }
-    let level = |j: &Candidate| OrderedFloat(j.fulfillment_at(j.planned));
-    takers.sort_by(|&a, &b| {
-        (level(&jobs[a]), jobs[a].order_key()).cmp(&(level(&jobs[b]), jobs[b].order_key()))
-    });
+    let key = |i: usize| {
+        let j = &jobs[i];
+        (OrderedFloat(j.fulfillment_at(j.planned)), j.order_key())
+    };
+    takers.sort_by_cached_key(|&i| key(i));
     let mut donors: Vec<usize> = (0..jobs.len())
         .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].info.min)
         .collect();
-    donors.sort_by(|&a, &b| {
-        (Reverse(level(&jobs[a])), Reverse(jobs[a].order_key()))
-            .cmp(&(Reverse(level(&jobs[b])), Reverse(jobs[b].order_key())))
-    });
+    donors.sort_by_cached_key(|&d| Reverse(key(d)));
     let mut moved = false;
+    let mut nodes = Vec::new();
     for t in takers {
         if *budget == 0 {
             break;
         }
-        moved |= take_one(jobs, index, &donors, t, budget);
+        moved |= take_one(jobs, index, &donors, t, budget, &mut nodes);
     }
     moved
 }
@@ -62,6 +64,7 @@ fn take_one(
     donors: &[usize],
     t: usize,
     budget: &mut usize,
+    nodes: &mut Vec<(u32, NodeId)>,
 ) -> bool {
     let floor = jobs[t].fulfillment_at(jobs[t].planned);
     let want = jobs[t].trainer();
@@ -74,15 +77,17 @@ fn take_one(
             continue;
         }
         let give = jobs[d].trainer();
-        let mut nodes: Vec<NodeId> = jobs[d]
-            .placed
-            .keys()
-            .chain(jobs[d].on_node.keys())
-            .copied()
-            .collect();
-        nodes.sort_by_key(|n| index.rank(*n));
+        nodes.clear();
+        nodes.extend(
+            jobs[d]
+                .placed
+                .keys()
+                .chain(jobs[d].on_node.keys())
+                .map(|n| (index.rank(*n), *n)),
+        );
+        nodes.sort_unstable();
         nodes.dedup();
-        for node in nodes {
+        for &(_, node) in nodes.iter() {
             if *budget == 0 {
                 return false;
             }

@@ -287,7 +287,7 @@ mod tests {
         }
         let mut index = NodeIndex::new(&state);
         let mut jobs = candidates(&state);
-        assert_eq!(jobs[0].key.name, "donor");
+        assert_eq!(&*jobs[0].key.name, "donor");
         index.adjust(node, trainer.times(4), -1);
         jobs[0].place_many(node, 4);
         let mut starving = vec![false, true];

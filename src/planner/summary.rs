@@ -17,18 +17,15 @@ pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
         .map(|(id, n)| (id, n.free()))
         .collect();
     for plan in jobs {
-        let Some(info) = state.job(&plan.key).and_then(|s| s.info.as_ref()) else {
-            continue;
-        };
         for p in &plan.placements {
             if let Some(f) = state.node_id_of(&p.node).and_then(|id| free.get_mut(&id)) {
-                *f -= info.trainer.times(i64::from(p.trainers));
+                *f -= plan.trainer.times(i64::from(p.trainers));
             }
         }
         for r in &plan.removals {
             let id = r.node.as_deref().and_then(|n| state.node_id_of(n));
             if let Some(f) = id.and_then(|id| free.get_mut(&id)) {
-                *f += info.trainer.times(i64::from(r.trainers));
+                *f += plan.trainer.times(i64::from(r.trainers));
             }
         }
     }
@@ -36,7 +33,7 @@ pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
 }
 
 /// Summarises the decisions of a pass.
-pub fn summarize(state: &ClusterState, jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
+pub fn summarize(jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
     let mut s = PlanSummary {
         min_fulfillment: 1.0,
         ..PlanSummary::default()
@@ -58,8 +55,7 @@ pub fn summarize(state: &ClusterState, jobs: &[JobPlan], free: &FreeAfter) -> Pl
     let mut wanting: Vec<Resources> = jobs
         .iter()
         .filter(|j| j.target < j.max || j.target < j.min)
-        .filter_map(|j| state.job(&j.key).and_then(|s| s.info.as_ref()))
-        .map(|i| i.trainer)
+        .map(|j| j.trainer)
         .filter(|t| t.gpu > 0)
         .collect();
     // A node hosts some wanting trainer iff it hosts one of the smallest shapes.

@@ -1,5 +1,7 @@
 //! Tests of the `edl` policy against edl-autoscaler.md §2 and §5.1.
 
+use std::sync::Arc;
+
 use super::*;
 use crate::api::Resources;
 use crate::cluster::{NodeInfo, PodInfo, PodPhase, Role};
@@ -105,13 +107,13 @@ fn run(state: &ClusterState, max_load: f64, cap: u32) -> ScalePlan {
 fn outcome(plan: &ScalePlan) -> Vec<(&str, i32, Reason)> {
     plan.jobs
         .iter()
-        .map(|j| (j.key.name.as_str(), j.target, j.reason))
+        .map(|j| (&*j.key.name, j.target, j.reason))
         .collect()
 }
 
 fn removal(node: Option<&str>, trainers: u32) -> Removal {
     Removal {
-        node: node.map(str::to_string),
+        node: node.map(Arc::from),
         trainers,
     }
 }
@@ -139,7 +141,7 @@ fn big_resource() -> ClusterResource {
         gpu_total: 4,
         gpu_limit: 3,
         nodes: vec![NodeIdle {
-            name: "n1".to_string(),
+            name: "n1".into(),
             cpu_idle_milli: 80_000,
             memory_free_mega: 80_000,
         }],
@@ -170,7 +172,7 @@ fn cluster_resource_from_state() {
             gpu_total: 1,
             gpu_limit: 1,
             nodes: vec![NodeIdle {
-                name: "n1".to_string(),
+                name: "n1".into(),
                 cpu_idle_milli: 1500,
                 memory_free_mega: 1,
             }],
