@@ -4,9 +4,9 @@
 use std::cmp::Reverse;
 
 use ordered_float::OrderedFloat;
-use std::collections::BinaryHeap;
 
 use super::candidates::{Candidate, candidates};
+use super::fill_queue::{FillQueue, Key};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
@@ -197,7 +197,7 @@ fn water_fill(
     repairs: &mut Repairs,
 ) {
     let ties = tie_ranks(jobs);
-    let mut queue: BinaryHeap<Key> = BinaryHeap::new();
+    let mut queue = FillQueue::new();
     for (i, j) in jobs.iter().enumerate() {
         if cooling[i] || starving[i] || j.planned < j.info.min || j.planned >= j.info.max {
             continue;
@@ -224,7 +224,7 @@ fn water_fill(
         }
         // The job keeps the lead until its key falls behind the next one in the queue: hand it
         // those trainers in one go (same order as one at a time, fewer queue and index updates).
-        let next = queue.peek().copied();
+        let next = queue.peek();
         let j = &jobs[i];
         let mut allowed = 0;
         while j.planned + allowed < j.info.max
@@ -251,17 +251,6 @@ fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
     }
     failed.retain(|f| !shape.fits_in(f));
     failed.push(shape);
-}
-
-/// A job in the water-filling queue, packed into integers so the heap compares cheaply. Greatest
-/// first: lowest fulfillment, then lowest fulfillment after one more trainer, then the job's tie
-/// rank (higher priority, older, namespace/name).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    now: u64,
-    next: u64,
-    tie: u32,
-    job: usize,
 }
 
 /// The key of job `i` (tie rank `tie`) at `planned` trainers.

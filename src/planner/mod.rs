@@ -3,6 +3,7 @@
 
 mod candidates;
 mod edl;
+mod fill_queue;
 mod fulfillment;
 mod nodes;
 mod plan;

@@ -17,8 +17,8 @@ pub struct NodeIndex {
     rank: Vec<u32>,
     /// Node ids by rank.
     by_rank: Vec<NodeId>,
-    /// (free GPU, free CPU, free memory, rank) of every schedulable node.
-    set: BTreeSet<(i64, i64, i64, u32)>,
+    /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`].
+    set: BTreeSet<u128>,
     /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
     grown: Vec<NodeId>,
 }
@@ -132,22 +132,25 @@ impl NodeIndex {
         let mut scanned = 0;
         let mut level = need.gpu.max(0);
         loop {
-            let start = (level, need.cpu_milli, i64::MIN, 0u32);
+            let start = pack(level, need.cpu_milli, i64::MIN, 0);
             let mut next_level = None;
-            for &(gpu, cpu, mem, rank) in self.set.range(start..) {
+            for &packed in self.set.range(start..) {
+                let gpu = gpu_of(packed);
                 if gpu != level {
                     next_level = Some(gpu);
                     break;
                 }
-                if mem < need.memory {
+                let id = self.by_rank[rank_of(packed) as usize];
+                // The key may be clamped; the fit is checked on the exact free room.
+                let Some(free) = self.free(id).filter(|f| need.fits_in(f)) else {
                     continue;
-                }
-                let left = Resources::new(cpu - need.cpu_milli, mem - need.memory, gpu - need.gpu);
+                };
+                let left = free - need;
                 let strands_nothing = left.gpu == 0 || need.gpu == 0 || need.fits_in(&left);
                 if strands_nothing {
-                    return Some(self.by_rank[rank as usize]);
+                    return Some(id);
                 }
-                first_fit.get_or_insert(self.by_rank[rank as usize]);
+                first_fit.get_or_insert(id);
                 scanned += 1;
                 if scanned >= GOOD_FIT_SCAN {
                     return first_fit;
@@ -161,14 +164,74 @@ impl NodeIndex {
     }
 }
 
-fn entry(free: Resources, rank: u32) -> (i64, i64, i64, u32) {
-    (free.gpu, free.cpu_milli, free.memory, rank)
+/// A node's place in the index: free GPU, CPU, memory and name rank, packed into one integer
+/// that orders like the tuple (cheaper to compare and store). Values beyond the field widths
+/// (more than 127 free GPUs, 2,147 free cores or 32 PiB) are clamped, so such nodes only lose
+/// their best-fit order among themselves; fits are always checked on the exact free room.
+fn entry(free: Resources, rank: u32) -> u128 {
+    pack(free.gpu, free.cpu_milli, free.memory, rank)
+}
+
+const GPU_BITS: u32 = 8;
+const CPU_BITS: u32 = 32;
+const MEMORY_BITS: u32 = 56;
+const RANK_BITS: u32 = 32;
+const _: () = assert!(GPU_BITS + CPU_BITS + MEMORY_BITS + RANK_BITS == 128);
+
+/// `value` clamped to a signed field of `bits` bits and offset to be unsigned.
+fn field(value: i64, bits: u32) -> u128 {
+    let half = 1i64 << (bits - 1);
+    (value.clamp(-half, half - 1) + half) as u128
+}
+
+fn pack(gpu: i64, cpu_milli: i64, memory: i64, rank: u32) -> u128 {
+    (field(gpu, GPU_BITS) << (CPU_BITS + MEMORY_BITS + RANK_BITS))
+        | (field(cpu_milli, CPU_BITS) << (MEMORY_BITS + RANK_BITS))
+        | (field(memory, MEMORY_BITS) << RANK_BITS)
+        | u128::from(rank)
+}
+
+/// The (clamped) free GPU of a packed entry.
+fn gpu_of(packed: u128) -> i64 {
+    (packed >> (CPU_BITS + MEMORY_BITS + RANK_BITS)) as i64 - (1i64 << (GPU_BITS - 1))
+}
+
+fn rank_of(packed: u128) -> u32 {
+    packed as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::NodeInfo;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Packed entries order like the tuples they pack within the field widths.
+        #[test]
+        fn packed_entries_order_like_tuples(
+            a in (-128i64..128, -(1i64 << 31)..(1i64 << 31), -(1i64 << 55)..(1i64 << 55), any::<u32>()),
+            b in (-128i64..128, -(1i64 << 31)..(1i64 << 31), -(1i64 << 55)..(1i64 << 55), any::<u32>()),
+        ) {
+            let (pa, pb) = (pack(a.0, a.1, a.2, a.3), pack(b.0, b.1, b.2, b.3));
+            prop_assert_eq!(a.cmp(&b), pa.cmp(&pb));
+            prop_assert_eq!((gpu_of(pa), rank_of(pa)), (a.0, a.3));
+        }
+    }
+
+    #[test]
+    fn nodes_beyond_the_field_widths_are_still_found_by_their_exact_room() {
+        let s = state(&[
+            ("huge", Resources::new(3_000_000, 64 << 30, 300)),
+            ("small", Resources::new(8000, 64 << 30, 1)),
+        ]);
+        let idx = NodeIndex::new(&s);
+        let huge = s.node_id_of("huge");
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 200)), huge);
+        assert_eq!(idx.best_fit(Resources::new(2_500_000, 1 << 30, 0)), huge);
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 301)), None);
+        assert_eq!(idx.best_fit(Resources::new(3_000_001, 1 << 30, 1)), None);
+    }
 
     fn state(nodes: &[(&str, Resources)]) -> ClusterState {
         let mut s = ClusterState::new();

@@ -1,0 +1,104 @@
+//! The water-filling queue. Jobs with the same fulfillment and the same fulfillment after one more
+//! trainer differ only by tie rank, so the queue keeps one small heap per such level and a heap of
+//! levels: a pop touches a few dozen entries instead of one heap of every job.
+
+use std::collections::{BinaryHeap, HashMap};
+
+use foldhash::fast::RandomState;
+
+/// A job's place in the queue (greatest first): fulfillment and fulfillment after one more
+/// trainer, each as an integer that is greater the lower the float, then the job's tie rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    pub now: u64,
+    pub next: u64,
+    pub tie: u32,
+    pub job: usize,
+}
+
+impl Key {
+    fn level(&self) -> (u64, u64) {
+        (self.now, self.next)
+    }
+}
+
+/// A max-priority queue of [`Key`]s; pops in the same order as a `BinaryHeap<Key>`.
+#[derive(Debug, Default)]
+pub struct FillQueue {
+    /// Levels with at least one job queued.
+    levels: BinaryHeap<(u64, u64)>,
+    /// Jobs queued at each level, by (tie, job); emptied heaps stay for reuse.
+    members: HashMap<(u64, u64), BinaryHeap<(u32, usize)>, RandomState>,
+}
+
+impl FillQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn push(&mut self, key: Key) {
+        let members = self.members.entry(key.level()).or_default();
+        if members.is_empty() {
+            self.levels.push(key.level());
+        }
+        members.push((key.tie, key.job));
+    }
+
+    /// The greatest key, if any.
+    pub fn peek(&self) -> Option<Key> {
+        let level = *self.levels.peek()?;
+        let &(tie, job) = self.members.get(&level)?.peek()?;
+        Some(Key {
+            now: level.0,
+            next: level.1,
+            tie,
+            job,
+        })
+    }
+
+    /// Removes and returns the greatest key.
+    pub fn pop(&mut self) -> Option<Key> {
+        let level = *self.levels.peek()?;
+        let members = self.members.get_mut(&level)?;
+        let (tie, job) = members.pop()?;
+        if members.is_empty() {
+            self.levels.pop();
+        }
+        Some(Key {
+            now: level.0,
+            next: level.1,
+            tie,
+            job,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any mix of pushes and pops gives what a plain binary heap gives.
+        #[test]
+        fn pops_like_a_binary_heap(ops in prop::collection::vec((any::<bool>(), 0u64..4, 0u64..4), 0..200)) {
+            let mut queue = FillQueue::new();
+            let mut reference = BinaryHeap::new();
+            for (job, (push, now, next)) in ops.into_iter().enumerate() {
+                if push {
+                    // Tie ranks are unique per job, as in the pass.
+                    let key = Key { now, next, tie: job as u32 * 7 % 251, job };
+                    queue.push(key);
+                    reference.push(key);
+                } else {
+                    prop_assert_eq!(queue.pop(), reference.pop());
+                }
+                prop_assert_eq!(queue.peek(), reference.peek().copied());
+            }
+            while let Some(key) = reference.pop() {
+                prop_assert_eq!(queue.pop(), Some(key));
+            }
+            prop_assert_eq!(queue.pop(), None);
+        }
+    }
+}
