@@ -2,7 +2,7 @@
 //! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
 //! (for `perf record`).
 //!
-//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [profile]`
+//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile]`
 
 use std::collections::BTreeMap;
 
@@ -44,11 +44,24 @@ fn main() {
         }
         return;
     }
-    for policy in [Policy::Fulfillment, Policy::Edl, Policy::Static] {
-        let config = PlannerConfig {
-            policy,
-            ..PlannerConfig::default()
-        };
+    // `exact` also times `fulfillment` without bulk steps.
+    let exact = PlannerConfig {
+        bulk_min_trainers: u32::MAX,
+        ..PlannerConfig::default()
+    };
+    let runs = [Policy::Fulfillment, Policy::Edl, Policy::Static].map(|policy| {
+        (
+            policy.as_str(),
+            PlannerConfig {
+                policy,
+                ..PlannerConfig::default()
+            },
+        )
+    });
+    for (name, config) in runs
+        .into_iter()
+        .chain(has("exact").then_some(("exact", exact)))
+    {
         let result = plan(&state, &config);
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         for j in &result.jobs {
@@ -65,7 +78,7 @@ fn main() {
         runs_ms.sort_by(f64::total_cmp);
         println!(
             "{:<12} {:>10.3} ms median  +{} -{} trainers, min fulfillment {:.3}, {reasons:?}",
-            policy.as_str(),
+            name,
             runs_ms[runs_ms.len() / 2],
             result.summary.trainers_added,
             result.summary.trainers_removed,

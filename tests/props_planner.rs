@@ -139,13 +139,22 @@ fn free_after_ok(state: &ClusterState) -> bool {
         .all(|(_, n)| !n.free().any_negative())
 }
 
+/// The default `fulfillment` config, or one that takes bulk steps however small the pass, so
+/// the properties cover both the exact and the bulk path.
+fn fulfillment(bulk: bool) -> PlannerConfig {
+    PlannerConfig {
+        bulk_min_trainers: if bulk { 0 } else { u32::MAX },
+        ..PlannerConfig::default()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
-    fn fulfillment_pass_invariants(spec in spec(4, 4, true)) {
+    fn fulfillment_pass_invariants(spec in spec(4, 4, true), bulk in any::<bool>()) {
         let mut state = build(&spec);
-        let config = PlannerConfig::default();
+        let config = fulfillment(bulk);
         let p = plan(&state, &config);
         // Deterministic.
         prop_assert_eq!(&p, &plan(&state, &config));
@@ -176,21 +185,21 @@ proptest! {
     }
 
     #[test]
-    fn fresh_cluster_matches_the_max_min_oracle(spec in spec(3, 3, false)) {
+    fn fresh_cluster_matches_the_max_min_oracle(spec in spec(3, 3, false), bulk in any::<bool>()) {
         let Some(best) = oracle(&spec) else {
             return Ok(());
         };
         let state = build(&spec);
-        let p = plan(&state, &PlannerConfig::default());
+        let p = plan(&state, &fulfillment(bulk));
         prop_assert!(p.jobs.iter().all(|j| j.reason != Reason::Starving), "{:?}", p);
         prop_assert!((p.summary.min_fulfillment - best).abs() < 1e-9,
             "ours {} oracle {} plan {:?}", p.summary.min_fulfillment, best, p.jobs);
     }
 
     #[test]
-    fn never_below_what_edl_reaches(spec in spec(4, 4, true)) {
+    fn never_below_what_edl_reaches(spec in spec(4, 4, true), bulk in any::<bool>()) {
         let state = build(&spec);
-        let ours = plan(&state, &PlannerConfig::default());
+        let ours = plan(&state, &fulfillment(bulk));
         let edl = plan(&state, &PlannerConfig { policy: Policy::Edl, ..PlannerConfig::default() });
         // Compare only where edl's plan is feasible with the running trainers where they are
         // (it checks GPUs against the cluster total, not per node, and can plan trainers that

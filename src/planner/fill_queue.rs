@@ -6,6 +6,8 @@ use std::collections::{BinaryHeap, HashMap};
 
 use foldhash::fast::RandomState;
 
+use super::candidates::Candidate;
+
 /// A job's place in the queue (greatest first): fulfillment and fulfillment after one more
 /// trainer, each as an integer that is greater the lower the float, then the job's tie rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,10 +75,50 @@ impl FillQueue {
     }
 }
 
+/// The key of job `i` (tie rank `tie`) at `planned` trainers.
+pub fn key_at(j: &Candidate, tie: u32, i: usize, planned: i32) -> Key {
+    Key {
+        now: lowest_first(j.fulfillment_at(planned)),
+        next: lowest_first(j.fulfillment_at(planned + 1)),
+        tie,
+        job: i,
+    }
+}
+
+/// A float as an integer that is greater the lower the float (total order; no NaN arises here).
+pub fn lowest_first(f: f64) -> u64 {
+    let bits = f.to_bits();
+    let ascending = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    !ascending
+}
+
+/// Each job's tie rank: greater for higher priority, then older, then namespace/name first.
+pub fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_unstable_by_key(|&i| jobs[i].order_key());
+    let mut ties = vec![0u32; jobs.len()];
+    for (position, &i) in order.iter().enumerate() {
+        ties[i] = u32::MAX - position as u32;
+    }
+    ties
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn lowest_first_reverses_float_order() {
+        let floats = [-2.0, -0.5, 0.0, 1e-300, 0.25, 1.0, 1.5, 1e300];
+        for pair in floats.windows(2) {
+            assert!(lowest_first(pair[0]) > lowest_first(pair[1]), "{pair:?}");
+        }
+    }
 
     proptest! {
         /// Any mix of pushes and pops gives what a plain binary heap gives.

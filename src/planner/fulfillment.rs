@@ -5,8 +5,9 @@ use std::cmp::Reverse;
 
 use ordered_float::OrderedFloat;
 
+use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates};
-use super::fill_queue::{FillQueue, Key};
+use super::fill_queue::{FillQueue, Key, key_at, tie_ranks};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
@@ -44,6 +45,15 @@ pub fn plan(
     let mut repairs = Repairs::budget(PASS_REPAIR_BUDGET);
     let mut moves_budget = PASS_MOVE_CHECKS;
     let mut starving = admit_starving(&mut jobs, &mut index, &cooling, &mut repairs);
+    let ties = tie_ranks(&jobs);
+    bulk_fill(
+        &mut jobs,
+        &mut index,
+        &cooling,
+        &starving,
+        &ties,
+        config.bulk_min_trainers,
+    );
     let mut no_fit = vec![false; jobs.len()];
     let mut rounds = 0;
     loop {
@@ -57,8 +67,11 @@ pub fn plan(
             &starving,
             &mut no_fit,
             only,
+            &ties,
             &mut repairs,
         );
+        // Repairs during water-filling may have freed room a job failed to find earlier.
+        let repaired = index.has_grown();
         rounds += 1;
         if rounds >= MAX_ROUNDS {
             break;
@@ -66,6 +79,7 @@ pub fn plan(
         // Jobs still below min may now take trainers handed out this pass; then fair moves.
         let admitted = retry_starving(&mut jobs, &mut index, &cooling, &mut starving, &mut repairs);
         if !admitted
+            && !repaired
             && !rebalance(
                 &mut jobs,
                 &mut index,
@@ -194,9 +208,9 @@ fn water_fill(
     starving: &[bool],
     no_fit: &mut [bool],
     only_onto: Option<&[NodeId]>,
+    ties: &[u32],
     repairs: &mut Repairs,
 ) {
-    let ties = tie_ranks(jobs);
     let mut queue = FillQueue::new();
     for (i, j) in jobs.iter().enumerate() {
         if cooling[i] || starving[i] || j.planned < j.info.min || j.planned >= j.info.max {
@@ -253,38 +267,6 @@ fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
     failed.push(shape);
 }
 
-/// The key of job `i` (tie rank `tie`) at `planned` trainers.
-fn key_at(j: &Candidate, tie: u32, i: usize, planned: i32) -> Key {
-    Key {
-        now: lowest_first(j.fulfillment_at(planned)),
-        next: lowest_first(j.fulfillment_at(planned + 1)),
-        tie,
-        job: i,
-    }
-}
-
-/// A float as an integer that is greater the lower the float (total order; no NaN arises here).
-fn lowest_first(f: f64) -> u64 {
-    let bits = f.to_bits();
-    let ascending = if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | (1 << 63)
-    };
-    !ascending
-}
-
-/// Each job's tie rank: greater for higher priority, then older, then namespace/name first.
-fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_unstable_by_key(|&i| jobs[i].order_key());
-    let mut ties = vec![0u32; jobs.len()];
-    for (position, &i) in order.iter().enumerate() {
-        ties[i] = u32::MAX - position as u32;
-    }
-    ties
-}
-
 /// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
 /// of [`place_one`] when no node fits); false when it ran out of room before placing them all.
 fn place_batch(
@@ -310,17 +292,4 @@ fn place_batch(
         }
     }
     true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lowest_first;
-
-    #[test]
-    fn lowest_first_reverses_float_order() {
-        let floats = [-2.0, -0.5, 0.0, 1e-300, 0.25, 1.0, 1.5, 1e300];
-        for pair in floats.windows(2) {
-            assert!(lowest_first(pair[0]) > lowest_first(pair[1]), "{pair:?}");
-        }
-    }
 }

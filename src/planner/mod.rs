@@ -1,6 +1,7 @@
 //! The planning pass: from a `ClusterState` to a `ScalePlan`. Pure and deterministic: no I/O, no
 //! clock (time comes in through [`PlannerConfig::now`]), no randomness.
 
+mod bulk;
 mod candidates;
 mod edl;
 mod fill_queue;
@@ -68,6 +69,9 @@ pub struct PlannerConfig {
     pub now: i64,
     /// `fulfillment` only: seconds a job is left alone after its last rescale.
     pub cooldown_s: i64,
+    /// `fulfillment` only: the fewest trainers a bulk step hands out; smaller steps are left to
+    /// exact water-filling (see docs/planner.md).
+    pub bulk_min_trainers: u32,
     /// `edl` only: outer iterations before the pass gives up with a warning.
     pub edl_iteration_cap: u32,
     /// `static` only: the fixed size of a job; jobs not listed run at their min-instance.
@@ -81,6 +85,7 @@ impl Default for PlannerConfig {
             max_load_desired: 0.97,
             now: 0,
             cooldown_s: 0,
+            bulk_min_trainers: 256,
             edl_iteration_cap: 10_000,
             static_sizes: BTreeMap::new(),
         }

@@ -102,6 +102,11 @@ impl NodeIndex {
         }
     }
 
+    /// Whether any node was given room back since [`NodeIndex::take_grown`] was last called.
+    pub fn has_grown(&self) -> bool {
+        !self.grown.is_empty()
+    }
+
     /// The nodes given room back since the last call, each once, in id order.
     pub fn take_grown(&mut self) -> Vec<NodeId> {
         let mut grown = std::mem::take(&mut self.grown);
