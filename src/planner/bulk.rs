@@ -8,7 +8,7 @@
 //! stops: no job is left below a level others reached in bulk.
 
 use super::candidates::Candidate;
-use super::fill_queue::key_at;
+use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::NodeId;
@@ -23,21 +23,16 @@ const LEVEL_STEPS: i64 = 256;
 /// Steps before bulk filling gives the rest to exact water-filling.
 const MAX_STEPS: usize = 16;
 
-/// Runs bulk steps for the jobs water-filling would queue (not cooling, not starving, at or above
-/// min, below max), each step handing out at least `min_trainers`.
+/// Runs bulk steps for the jobs water-filling would queue, each step handing out at least
+/// `min_trainers`.
 pub fn bulk_fill(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
-    cooling: &[bool],
-    starving: &[bool],
-    ties: &[u32],
+    queueing: Queueing,
     min_trainers: u32,
 ) {
     let mut queued: Vec<usize> = (0..jobs.len())
-        .filter(|&i| {
-            let j = &jobs[i];
-            !cooling[i] && !starving[i] && j.planned >= j.info.min && j.planned < j.info.max
-        })
+        .filter(|&i| queueing.queues(jobs, i))
         .collect();
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
     // its repairs) decides the whole pass. Largest shapes first, as they fail first.
@@ -48,9 +43,7 @@ pub fn bulk_fill(
         return;
     }
     // Exact water-filling's order (least fulfilled first), so equal shapes keep it.
-    queued.sort_unstable_by_key(|&i| {
-        std::cmp::Reverse(key_at(&jobs[i], ties[i], i, jobs[i].planned))
-    });
+    queued.sort_by_cached_key(|&i| std::cmp::Reverse(queueing.key(jobs, i)));
     let mut level = 0;
     for _ in 0..MAX_STEPS {
         let free = index.total_free();

@@ -24,6 +24,28 @@ impl Key {
     }
 }
 
+/// Which jobs water-filling queues (not cooling, not starving, at or above min, below max), and
+/// their tie ranks.
+#[derive(Debug, Clone, Copy)]
+pub struct Queueing<'a> {
+    pub cooling: &'a [bool],
+    pub starving: &'a [bool],
+    pub ties: &'a [u32],
+}
+
+impl Queueing<'_> {
+    /// Whether job `i` is queued.
+    pub fn queues(&self, jobs: &[Candidate], i: usize) -> bool {
+        let j = &jobs[i];
+        !self.cooling[i] && !self.starving[i] && j.planned >= j.info.min && j.planned < j.info.max
+    }
+
+    /// Job `i`'s key at its planned count.
+    pub fn key(&self, jobs: &[Candidate], i: usize) -> Key {
+        key_at(&jobs[i], self.ties[i], i, jobs[i].planned)
+    }
+}
+
 /// A max-priority queue of [`Key`]s; pops in the same order as a `BinaryHeap<Key>`.
 #[derive(Debug, Default)]
 pub struct FillQueue {

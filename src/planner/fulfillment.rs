@@ -7,7 +7,7 @@ use ordered_float::OrderedFloat;
 
 use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates};
-use super::fill_queue::{FillQueue, Key, key_at, tie_ranks};
+use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
@@ -46,14 +46,12 @@ pub fn plan(
     let mut moves_budget = PASS_MOVE_CHECKS;
     let mut starving = admit_starving(&mut jobs, &mut index, &cooling, &mut repairs);
     let ties = tie_ranks(&jobs);
-    bulk_fill(
-        &mut jobs,
-        &mut index,
-        &cooling,
-        &starving,
-        &ties,
-        config.bulk_min_trainers,
-    );
+    let queueing = Queueing {
+        cooling: &cooling,
+        starving: &starving,
+        ties: &ties,
+    };
+    bulk_fill(&mut jobs, &mut index, queueing, config.bulk_min_trainers);
     let mut no_fit = vec![false; jobs.len()];
     let mut rounds = 0;
     loop {
@@ -63,11 +61,13 @@ pub fn plan(
         water_fill(
             &mut jobs,
             &mut index,
-            &cooling,
-            &starving,
+            Queueing {
+                cooling: &cooling,
+                starving: &starving,
+                ties: &ties,
+            },
             &mut no_fit,
             only,
-            &ties,
             &mut repairs,
         );
         // Repairs during water-filling may have freed room a job failed to find earlier.
@@ -204,16 +204,15 @@ fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling:
 fn water_fill(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
-    cooling: &[bool],
-    starving: &[bool],
+    queueing: Queueing,
     no_fit: &mut [bool],
     only_onto: Option<&[NodeId]>,
-    ties: &[u32],
     repairs: &mut Repairs,
 ) {
+    let ties = queueing.ties;
     let mut queue = FillQueue::new();
     for (i, j) in jobs.iter().enumerate() {
-        if cooling[i] || starving[i] || j.planned < j.info.min || j.planned >= j.info.max {
+        if !queueing.queues(jobs, i) {
             continue;
         }
         if let Some(nodes) = only_onto
