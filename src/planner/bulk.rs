@@ -57,7 +57,7 @@ pub fn bulk_fill(
             .collect();
         // Every job of a step reaches the same level or none does, so the order only shapes the
         // packing: largest trainers first (first-fit decreasing), which also fails a step early.
-        quotas.sort_by_key(|&(i, _)| {
+        quotas.sort_by_cached_key(|&(i, _)| {
             let t = jobs[i].trainer();
             std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli))
         });
