@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trainscale::planner::{PlannerConfig, Policy, plan};
-use trainscale::testkit::{ClusterShape, generate, steady};
+use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
 fn bench(c: &mut Criterion) {
     let sizes = [("S", 100, 50), ("M", 1_000, 500), ("L", 10_000, 5_000)];
@@ -18,14 +18,11 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(2));
     for (label, nodes, jobs) in sizes {
-        let shape = ClusterShape {
-            nodes,
-            jobs,
-            bound_per_job: 40,
-            other_pods_per_node: 2,
-            seed: 42,
-        };
-        for (state_name, state) in [("steady", steady(shape, 20)), ("cold", generate(shape))] {
+        let shape = ClusterShape::planner_bench(nodes, jobs);
+        for (state_name, state) in [
+            ("steady", steady(shape, PLANNER_BENCH_CHURN)),
+            ("cold", generate(shape)),
+        ] {
             for policy in [Policy::Fulfillment, Policy::Edl, Policy::Static] {
                 let config = PlannerConfig {
                     policy,

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use trainscale::planner::{PlannerConfig, Policy, plan};
-use trainscale::testkit::{ClusterShape, generate, steady};
+use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -19,17 +19,11 @@ fn main() {
     } else {
         (10_000, 5_000)
     };
-    let shape = ClusterShape {
-        nodes,
-        jobs,
-        bound_per_job: 40,
-        other_pods_per_node: 2,
-        seed: 42,
-    };
+    let shape = ClusterShape::planner_bench(nodes, jobs);
     let state = if has("cold") {
         generate(shape)
     } else {
-        steady(shape, 20)
+        steady(shape, PLANNER_BENCH_CHURN)
     };
     let (cap, used) = (state.total_capacity(), state.bound_requests());
     println!(

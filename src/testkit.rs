@@ -19,6 +19,22 @@ pub struct ClusterShape {
     pub seed: u64,
 }
 
+impl ClusterShape {
+    /// The cluster `benches/planner.rs` plans on, with `nodes` nodes and `jobs` jobs.
+    pub fn planner_bench(nodes: usize, jobs: usize) -> Self {
+        ClusterShape {
+            nodes,
+            jobs,
+            bound_per_job: 40,
+            other_pods_per_node: 2,
+            seed: 42,
+        }
+    }
+}
+
+/// The planner benchmark's steady state: one job in this many finished, as many arrived.
+pub const PLANNER_BENCH_CHURN: usize = 20;
+
 /// A small deterministic generator (SplitMix64), enough for test data.
 #[derive(Debug, Clone)]
 pub struct SplitMix(u64);

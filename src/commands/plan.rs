@@ -67,10 +67,6 @@ fn render_table(p: &PlanOutput) -> String {
             .iter()
             .map(|r| format!("-{}@{}", r.trainers, r.node.as_deref().unwrap_or("pending")))
             .collect();
-        let reason = serde_json::to_value(j.reason)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
         let _ = writeln!(
             out,
             "{:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
@@ -81,7 +77,7 @@ fn render_table(p: &PlanOutput) -> String {
             j.max,
             j.fulfillment_before,
             j.fulfillment_after,
-            reason,
+            j.reason.as_str(),
             placements
                 .into_iter()
                 .chain(removals)

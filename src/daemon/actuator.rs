@@ -123,7 +123,7 @@ impl Actuator {
                 .await
                 .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
             metrics::rescale(outcome.result_str());
-            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = reason_str(r.reason), result = outcome.result_str(), error = %outcome.reason, "rescale");
+            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = r.reason.as_str(), result = outcome.result_str(), error = %outcome.reason, "rescale");
             outcomes.push((r.key.clone(), outcome));
         }
         outcomes
@@ -257,7 +257,7 @@ impl Actuator {
             "trainers {} -> {} ({})",
             r.current,
             r.target,
-            reason_str(r.reason)
+            r.reason.as_str()
         );
         if !outcome.reason.is_empty() {
             note.push_str(": ");
@@ -360,19 +360,6 @@ fn outcome_of(error: &kube::Error, doing: &str) -> Outcome {
             Outcome::failed(format!("{doing}: {} {}: {}", s.code, s.reason, s.message))
         }
         other => Outcome::unknown(format!("{doing}: {other}")),
-    }
-}
-
-fn reason_str(reason: Reason) -> &'static str {
-    match reason {
-        Reason::ScaleUp => "scale_up",
-        Reason::Reclaimed => "reclaimed",
-        Reason::Overload => "overload",
-        Reason::OverMax => "over_max",
-        Reason::Cooldown => "cooldown",
-        Reason::NoFit => "no_fit",
-        Reason::Unchanged => "unchanged",
-        Reason::Starving => "starving",
     }
 }
 

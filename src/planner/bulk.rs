@@ -10,6 +10,7 @@
 use super::candidates::Candidate;
 use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
+use super::relocate::place_chunk;
 use crate::api::Resources;
 use crate::cluster::NodeId;
 
@@ -112,18 +113,13 @@ fn highest_level(jobs: &[Candidate], queued: &[usize], from: i64, free: Resource
 fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[(usize, i32)]) -> bool {
     let mut placed: Vec<(usize, NodeId, u32)> = Vec::new();
     for &(i, quota) in quotas {
-        let want = jobs[i].trainer();
-        let mut left = i64::from(quota);
+        let mut left = quota.max(0) as u32;
         while left > 0 {
-            let Some(node) = index.best_fit(want) else {
+            let Some((node, n)) = place_chunk(jobs, index, i, left) else {
                 undo(jobs, index, placed);
                 return false;
             };
-            let room = index.free(node).unwrap_or(Resources::ZERO);
-            let n = want.fit_count(&room).min(left).max(1);
-            index.adjust(node, want.times(n), -1);
-            jobs[i].place_many(node, n as u32);
-            placed.push((i, node, n as u32));
+            placed.push((i, node, n));
             left -= n;
         }
     }

@@ -23,7 +23,6 @@ pub struct Candidate<'a> {
     pub bound: i32,
     /// Trainers kept or placed so far in the pass.
     pub planned: i32,
-    /// Bound trainers still on each node.
     /// Bound trainers still on each node (borrowed from the state until the pass changes it).
     pub on_node: Cow<'a, BTreeMap<NodeId, u32>>,
     /// Trainers placed by this pass, per node.

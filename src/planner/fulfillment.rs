@@ -11,7 +11,7 @@ use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
-use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
+use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_chunk, place_one};
 use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::api::Resources;
@@ -224,7 +224,7 @@ fn water_fill(
             continue;
         }
         no_fit[i] = false;
-        queue.push(key_at(j, ties[i], i, j.planned));
+        queue.push(queueing.key(jobs, i));
     }
     // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
     let mut failed: Vec<Resources> = Vec::new();
@@ -275,17 +275,10 @@ fn place_batch(
     count: i32,
     repairs: &mut Repairs,
 ) -> bool {
-    let want = jobs[i].trainer();
-    let mut left = count;
+    let mut left = count.max(0) as u32;
     while left > 0 {
-        match index.best_fit(want) {
-            Some(node) => {
-                let room = index.free(node).unwrap_or(Resources::ZERO);
-                let n = want.fit_count(&room).min(i64::from(left)).max(1) as i32;
-                index.adjust(node, want.times(i64::from(n)), -1);
-                jobs[i].place_many(node, n as u32);
-                left -= n;
-            }
+        match place_chunk(jobs, index, i, left) {
+            Some((_, n)) => left -= n,
             None if place_one(jobs, index, i, repairs) => left -= 1,
             None => return false,
         }

@@ -29,6 +29,22 @@ pub enum Reason {
     Starving,
 }
 
+impl Reason {
+    /// The reason as plans, events and logs write it (the serialized name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::ScaleUp => "scale_up",
+            Reason::Reclaimed => "reclaimed",
+            Reason::Overload => "overload",
+            Reason::OverMax => "over_max",
+            Reason::Cooldown => "cooldown",
+            Reason::NoFit => "no_fit",
+            Reason::Unchanged => "unchanged",
+            Reason::Starving => "starving",
+        }
+    }
+}
+
 /// Trainers placed on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodeCount {
@@ -92,5 +108,29 @@ impl ScalePlan {
     /// The plan of one job.
     pub fn job(&self, key: &JobKey) -> Option<&JobPlan> {
         self.jobs.iter().find(|j| &j.key == key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn reason_names_are_the_serialized_names() {
+        for reason in [
+            Reason::ScaleUp,
+            Reason::Reclaimed,
+            Reason::Overload,
+            Reason::OverMax,
+            Reason::Cooldown,
+            Reason::NoFit,
+            Reason::Unchanged,
+            Reason::Starving,
+        ] {
+            assert_eq!(
+                serde_json::to_value(reason).ok(),
+                Some(serde_json::Value::from(reason.as_str()))
+            );
+        }
     }
 }
