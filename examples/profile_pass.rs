@@ -2,7 +2,10 @@
 //! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
 //! (for `perf record`).
 //!
-//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile]`
+//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile] [digest]`
+//!
+//! `digest` prints a checksum of each policy's plan instead of timing it: a speed-up that should
+//! change no plan must leave every checksum as it was.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +60,11 @@ fn main() {
         .chain(has("exact").then_some(("exact", exact)))
     {
         let result = plan(&state, &config);
+        if has("digest") {
+            let json = serde_json::to_string(&result.jobs).unwrap_or_default();
+            println!("{name:<12} plan checksum {:016x}", fnv1a(json.as_bytes()));
+            continue;
+        }
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         for j in &result.jobs {
             *reasons.entry(format!("{:?}", j.reason)).or_default() += 1;
@@ -79,4 +87,11 @@ fn main() {
             result.summary.min_fulfillment,
         );
     }
+}
+
+/// FNV-1a over `bytes`: a stable checksum (the std hasher may change between releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

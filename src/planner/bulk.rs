@@ -10,7 +10,6 @@
 use super::candidates::Candidate;
 use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
-use super::relocate::place_chunk;
 use crate::api::Resources;
 use crate::cluster::NodeId;
 
@@ -32,7 +31,7 @@ pub fn bulk_fill(
     queueing: Queueing,
     min_trainers: u32,
 ) {
-    let mut queued: Vec<usize> = (0..jobs.len())
+    let queued: Vec<usize> = (0..jobs.len())
         .filter(|&i| queueing.queues(jobs, i))
         .collect();
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
@@ -43,25 +42,35 @@ pub fn bulk_fill(
     if shapes.iter().any(|t| index.best_fit(*t).is_none()) {
         return;
     }
-    // Exact water-filling's order (least fulfilled first), so equal shapes keep it.
-    queued.sort_by_cached_key(|&i| std::cmp::Reverse(queueing.key(jobs, i)));
+    // Every job of a step reaches the same level or none does, so the order only shapes the
+    // packing: largest trainers first (first-fit decreasing), which also fails a step early;
+    // equal shapes keep exact water-filling's order (least fulfilled first).
+    let mut order: Vec<_> = queued
+        .iter()
+        .map(|&i| {
+            let t = jobs[i].trainer();
+            std::cmp::Reverse(((t.gpu, t.memory, t.cpu_milli), queueing.key(jobs, i)))
+        })
+        .collect();
+    order.sort_unstable();
+    let mut wants: Vec<Want> = order
+        .iter()
+        .map(|std::cmp::Reverse((_, key))| Want::of(key.job, &jobs[key.job]))
+        .collect();
     let mut level = 0;
+    let mut quotas: Vec<(usize, i32)> = Vec::with_capacity(wants.len());
     for _ in 0..MAX_STEPS {
         let free = index.total_free();
-        let Some(next) = highest_level(jobs, &queued, level, free) else {
+        let Some(next) = highest_level(&wants, level, free) else {
             return;
         };
-        let mut quotas: Vec<(usize, i32)> = queued
-            .iter()
-            .map(|&i| (i, quota(&jobs[i], next)))
-            .filter(|(_, q)| *q > 0)
-            .collect();
-        // Every job of a step reaches the same level or none does, so the order only shapes the
-        // packing: largest trainers first (first-fit decreasing), which also fails a step early.
-        quotas.sort_by_cached_key(|&(i, _)| {
-            let t = jobs[i].trainer();
-            std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli))
-        });
+        quotas.clear();
+        quotas.extend(
+            wants
+                .iter()
+                .map(|w| (w.job, w.quota(next)))
+                .filter(|(_, q)| *q > 0),
+        );
         let total: i64 = quotas.iter().map(|(_, q)| i64::from(*q)).sum();
         if total == 0 || total < i64::from(min_trainers) {
             return;
@@ -69,28 +78,53 @@ pub fn bulk_fill(
         if !place_step(jobs, index, &quotas) {
             return;
         }
+        for w in &mut wants {
+            w.planned = i64::from(jobs[w.job].planned);
+        }
         level = next;
     }
 }
 
-/// Trainers job `j` needs to reach fulfillment `level / LEVEL_STEPS` (0 if it is there already).
-fn quota(j: &Candidate, level: i64) -> i32 {
-    let span = i64::from(j.info.max - j.info.min);
-    let target = i64::from(j.info.min) + (level * span + LEVEL_STEPS - 1) / LEVEL_STEPS;
-    let target = target.min(i64::from(j.info.max));
-    (target - i64::from(j.planned)).max(0) as i32
+/// What a queued job needs per level, copied out of its candidate so a level search reads one
+/// small array.
+#[derive(Debug, Clone, Copy)]
+struct Want {
+    job: usize,
+    min: i64,
+    span: i64,
+    max: i64,
+    planned: i64,
+    trainer: Resources,
+}
+
+impl Want {
+    fn of(job: usize, j: &Candidate) -> Self {
+        Want {
+            job,
+            min: i64::from(j.info.min),
+            span: i64::from(j.info.max - j.info.min),
+            max: i64::from(j.info.max),
+            planned: i64::from(j.planned),
+            trainer: j.trainer(),
+        }
+    }
+
+    /// Trainers the job needs to reach fulfillment `level / LEVEL_STEPS` (0 if it is there).
+    fn quota(&self, level: i64) -> i32 {
+        let target = self.min + (level * self.span + LEVEL_STEPS - 1) / LEVEL_STEPS;
+        (target.min(self.max) - self.planned).max(0) as i32
+    }
 }
 
 /// The highest level above `from` whose quotas fit the room share, if any.
-fn highest_level(jobs: &[Candidate], queued: &[usize], from: i64, free: Resources) -> Option<i64> {
+fn highest_level(wants: &[Want], from: i64, free: Resources) -> Option<i64> {
     let fits = |level: i64| {
         let (mut cpu, mut memory, mut gpu) = (0i128, 0i128, 0i128);
-        for &i in queued {
-            let q = i128::from(quota(&jobs[i], level));
-            let t = jobs[i].trainer();
-            cpu += q * i128::from(t.cpu_milli);
-            memory += q * i128::from(t.memory);
-            gpu += q * i128::from(t.gpu);
+        for w in wants {
+            let q = i128::from(w.quota(level));
+            cpu += q * i128::from(w.trainer.cpu_milli);
+            memory += q * i128::from(w.trainer.memory);
+            gpu += q * i128::from(w.trainer.gpu);
         }
         let within =
             |need: i128, room: i64| need * ROOM_SHARE_DEN <= i128::from(room) * ROOM_SHARE_NUM;
@@ -110,17 +144,50 @@ fn highest_level(jobs: &[Candidate], queued: &[usize], from: i64, free: Resource
 }
 
 /// Places every quota best-fit in per-node chunks, in the given order; all or nothing.
+///
+/// Adjacent jobs with the same trainer shape are placed as one run: each chunk fills the best-fit
+/// node as far as the run still needs, the jobs taking their shares of it in order. One job after
+/// another would pick the same node (it stays the tightest while it has room), so a run spends
+/// one index update per node instead of one per job and node.
 fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[(usize, i32)]) -> bool {
     let mut placed: Vec<(usize, NodeId, u32)> = Vec::new();
-    for &(i, quota) in quotas {
-        let mut left = quota.max(0) as u32;
-        while left > 0 {
-            let Some((node, n)) = place_chunk(jobs, index, i, left) else {
+    let mut start = 0;
+    while start < quotas.len() {
+        let want = jobs[quotas[start].0].trainer();
+        let len = quotas[start..]
+            .iter()
+            .take_while(|(i, _)| jobs[*i].trainer() == want)
+            .count();
+        let run = &quotas[start..start + len];
+        start += len;
+        let mut shares = run.iter().map(|&(i, q)| (i, q.max(0) as u32));
+        let mut current = shares.next();
+        let mut run_left: i64 = run.iter().map(|(_, q)| i64::from((*q).max(0))).sum();
+        while run_left > 0 {
+            let Some(node) = index.best_fit(want) else {
                 undo(jobs, index, placed);
                 return false;
             };
-            placed.push((i, node, n));
-            left -= n;
+            let room = index.free(node).unwrap_or(Resources::ZERO);
+            let n = want.fit_count(&room).min(run_left).max(1);
+            index.adjust(node, want.times(n), -1);
+            run_left -= n;
+            let mut chunk = n as u32;
+            while chunk > 0 {
+                let Some((i, left)) = current.as_mut() else {
+                    break;
+                };
+                let take = chunk.min(*left);
+                if take > 0 {
+                    jobs[*i].place_many(node, take);
+                    placed.push((*i, node, take));
+                }
+                chunk -= take;
+                *left -= take;
+                if *left == 0 {
+                    current = shares.next();
+                }
+            }
         }
     }
     true

@@ -116,20 +116,10 @@ impl<'a> Candidate<'a> {
         target: i32,
         reason: Reason,
     ) -> JobPlan {
-        let by_name = |counts: &BTreeMap<NodeId, u32>| {
-            let mut ranked: Vec<(u32, Arc<str>, u32)> = counts
-                .iter()
-                .filter_map(|(id, n)| {
-                    let name = &state.node(*id)?.name;
-                    Some((index.rank(*id), Arc::clone(name), *n))
-                })
-                .collect();
-            ranked.sort_unstable_by_key(|(rank, _, _)| *rank);
-            ranked.into_iter().map(|(_, name, n)| (name, n))
-        };
-        let placements: Vec<NodeCount> = by_name(&self.placed)
-            .map(|(node, trainers)| NodeCount { node, trainers })
-            .collect();
+        let placements = by_name(state, index, &self.placed, |node, trainers| NodeCount {
+            node,
+            trainers,
+        });
         let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
         let unplaced = (self.current - self.bound).max(0);
         let mut removals = Vec::new();
@@ -142,10 +132,14 @@ impl<'a> Candidate<'a> {
                 });
             }
         }
-        removals.extend(by_name(&self.removed).map(|(node, trainers)| Removal {
-            node: Some(node),
-            trainers,
-        }));
+        if !self.removed.is_empty() {
+            removals.extend(by_name(state, index, &self.removed, |node, trainers| {
+                Removal {
+                    node: Some(node),
+                    trainers,
+                }
+            }));
+        }
         JobPlan {
             key: self.key.clone(),
             current: self.current,
@@ -160,6 +154,33 @@ impl<'a> Candidate<'a> {
             trainer: self.trainer(),
         }
     }
+}
+
+/// Per-node counts as `make(node name, count)`, nodes in name order.
+fn by_name<T>(
+    state: &ClusterState,
+    index: &NodeIndex,
+    counts: &BTreeMap<NodeId, u32>,
+    make: impl Fn(Arc<str>, u32) -> T,
+) -> Vec<T> {
+    let named = |(id, n): (&NodeId, &u32)| Some((state.node(*id)?.name.clone(), *n));
+    // Node ids are usually handed out in name order already; sort only when they are not.
+    if counts.keys().is_sorted_by_key(|id| index.rank(*id)) {
+        return counts
+            .iter()
+            .filter_map(named)
+            .map(|(name, n)| make(name, n))
+            .collect();
+    }
+    let mut ranked: Vec<(u32, Arc<str>, u32)> = counts
+        .iter()
+        .filter_map(|entry| named(entry).map(|(name, n)| (index.rank(*entry.0), name, n)))
+        .collect();
+    ranked.sort_unstable_by_key(|(rank, _, _)| *rank);
+    ranked
+        .into_iter()
+        .map(|(_, name, n)| make(name, n))
+        .collect()
 }
 
 /// Valid TrainingJobs that have not finished, in namespace/name order.

@@ -2,7 +2,9 @@
 //! with best-fit placement on real nodes, after over-max and overload trims (design.md §3).
 
 use std::cmp::Reverse;
+use std::collections::HashMap;
 
+use foldhash::fast::RandomState;
 use ordered_float::OrderedFloat;
 
 use super::bulk::bulk_fill;
@@ -83,8 +85,11 @@ pub fn plan(
             && !rebalance(
                 &mut jobs,
                 &mut index,
-                &cooling,
-                &starving,
+                Queueing {
+                    cooling: &cooling,
+                    starving: &starving,
+                    ties: &ties,
+                },
                 &no_fit,
                 &mut moves_budget,
             )
@@ -211,15 +216,19 @@ fn water_fill(
 ) {
     let ties = queueing.ties;
     let mut queue = FillQueue::new();
+    // Whether a trainer shape fits on some node of `only_onto`; many jobs share a shape.
+    let mut fits_onto: HashMap<Resources, bool, RandomState> = HashMap::default();
     for (i, j) in jobs.iter().enumerate() {
         if !queueing.queues(jobs, i) {
             continue;
         }
         if let Some(nodes) = only_onto
             && no_fit[i]
-            && !nodes
-                .iter()
-                .any(|n| index.free(*n).is_some_and(|f| j.trainer().fits_in(&f)))
+            && !*fits_onto.entry(j.trainer()).or_insert_with(|| {
+                nodes
+                    .iter()
+                    .any(|n| index.free(*n).is_some_and(|f| j.trainer().fits_in(&f)))
+            })
         {
             continue;
         }

@@ -11,6 +11,7 @@ mod plan;
 mod rebalance;
 mod relief;
 mod relocate;
+mod sorted_blocks;
 mod static_policy;
 mod summary;
 

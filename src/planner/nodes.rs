@@ -1,7 +1,6 @@
 //! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
 
-use std::collections::BTreeSet;
-
+use super::sorted_blocks::SortedBlocks;
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
 
@@ -18,7 +17,7 @@ pub struct NodeIndex {
     /// Node ids by rank.
     by_rank: Vec<NodeId>,
     /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`].
-    set: BTreeSet<u128>,
+    set: SortedBlocks,
     /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
     grown: Vec<NodeId>,
 }
@@ -31,7 +30,7 @@ impl NodeIndex {
             free: vec![None; bound],
             rank: vec![u32::MAX; bound],
             by_rank: Vec::new(),
-            set: BTreeSet::new(),
+            set: SortedBlocks::default(),
             grown: Vec::new(),
         };
         let mut entries = Vec::with_capacity(bound);
@@ -47,7 +46,7 @@ impl NodeIndex {
         }
         // Sorted input lets the set be built in bulk.
         entries.sort_unstable();
-        index.set = entries.into_iter().collect();
+        index.set = SortedBlocks::from_sorted(&entries);
         index
     }
 
@@ -89,7 +88,7 @@ impl NodeIndex {
     pub fn adjust(&mut self, id: NodeId, delta: Resources, sign: i64) {
         let rank = self.rank(id);
         if let Some(Some(free)) = self.free.get_mut(id as usize) {
-            self.set.remove(&entry(*free, rank));
+            self.set.remove(entry(*free, rank));
             *free = if sign >= 0 {
                 *free + delta
             } else {
@@ -121,7 +120,7 @@ impl NodeIndex {
             return self.best_fit(need);
         };
         let held = entry(free, self.rank(except));
-        self.set.remove(&held);
+        self.set.remove(held);
         let found = self.best_fit(need);
         self.set.insert(held);
         found
@@ -139,7 +138,7 @@ impl NodeIndex {
         loop {
             let start = pack(level, need.cpu_milli, i64::MIN, 0);
             let mut next_level = None;
-            for &packed in self.set.range(start..) {
+            for packed in self.set.range_from(start) {
                 let gpu = gpu_of(packed);
                 if gpu != level {
                     next_level = Some(gpu);

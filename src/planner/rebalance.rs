@@ -6,10 +6,9 @@
 
 use std::cmp::Reverse;
 
-use ordered_float::OrderedFloat;
-
 use super::Reason;
 use super::candidates::Candidate;
+use super::fill_queue::{Queueing, lowest_first};
 use super::nodes::NodeIndex;
 use crate::cluster::NodeId;
 
@@ -17,15 +16,14 @@ use crate::cluster::NodeId;
 pub fn rebalance(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
-    cooling: &[bool],
-    starving: &[bool],
+    queueing: Queueing,
     no_fit: &[bool],
     budget: &mut usize,
 ) -> bool {
     if *budget == 0 {
         return false;
     }
-    let eligible = |i: usize| !cooling[i] && !starving[i];
+    let eligible = |i: usize| !queueing.cooling[i] && !queueing.starving[i];
     let mut takers: Vec<usize> = (0..jobs.len())
         .filter(|&i| {
             eligible(i)
@@ -37,9 +35,11 @@ pub fn rebalance(
     if takers.is_empty() {
         return false;
     }
+    // Least fulfilled first, then by the tie order (priority, age, name): one integer per job.
     let key = |i: usize| {
         let j = &jobs[i];
-        (OrderedFloat(j.fulfillment_at(j.planned)), j.order_key())
+        let ascending = !lowest_first(j.fulfillment_at(j.planned));
+        (u128::from(ascending) << 32) | u128::from(u32::MAX - queueing.ties[i])
     };
     takers.sort_by_cached_key(|&i| key(i));
     let mut donors: Vec<usize> = (0..jobs.len())
