@@ -79,9 +79,10 @@ fn main() {
             .collect();
         runs_ms.sort_by(f64::total_cmp);
         println!(
-            "{:<12} {:>10.3} ms median  +{} -{} trainers, min fulfillment {:.3}, {reasons:?}",
+            "{:<12} {:>10.3} ms median {:>10.3} ms min  +{} -{} trainers, min fulfillment {:.3}, {reasons:?}",
             name,
             runs_ms[runs_ms.len() / 2],
+            runs_ms[0],
             result.summary.trainers_added,
             result.summary.trainers_removed,
             result.summary.min_fulfillment,
