@@ -132,39 +132,92 @@ impl NodeIndex {
     /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
     pub fn best_fit(&self, need: Resources) -> Option<NodeId> {
+        let bounds = NeedBounds::of(need);
+        // Whether the node of an entry at GPU level `level` fits `need`, and if so whether it is
+        // then left with no free GPU or with room for another such trainer.
+        let judge = |packed: u128, level: i64| match &bounds {
+            Some(bounds) => bounds.judge(packed, level),
+            // A clamped key is only an order; the fit is checked on the exact free room.
+            None => {
+                let free = self.free(self.by_rank[rank_of(packed) as usize])?;
+                if !need.fits_in(&free) {
+                    return None;
+                }
+                let left = free - need;
+                Some(left.gpu == 0 || need.gpu == 0 || need.fits_in(&left))
+            }
+        };
         let mut first_fit = None;
         let mut scanned = 0;
         let mut level = need.gpu.max(0);
-        loop {
+        'levels: loop {
             let start = pack(level, need.cpu_milli, i64::MIN, 0);
-            let mut next_level = None;
-            for packed in self.set.range_from(start) {
-                let gpu = gpu_of(packed);
-                if gpu != level {
-                    next_level = Some(gpu);
-                    break;
-                }
-                let id = self.by_rank[rank_of(packed) as usize];
-                // The key may be clamped; the fit is checked on the exact free room.
-                let Some(free) = self.free(id).filter(|f| need.fits_in(f)) else {
-                    continue;
-                };
-                let left = free - need;
-                let strands_nothing = left.gpu == 0 || need.gpu == 0 || need.fits_in(&left);
-                if strands_nothing {
-                    return Some(id);
-                }
-                first_fit.get_or_insert(id);
-                scanned += 1;
-                if scanned >= GOOD_FIT_SCAN {
-                    return first_fit;
+            for slice in self.set.slices_from(start) {
+                for &packed in slice {
+                    let gpu = gpu_of(packed);
+                    if gpu != level {
+                        level = gpu;
+                        continue 'levels;
+                    }
+                    let Some(strands_nothing) = judge(packed, level) else {
+                        continue;
+                    };
+                    let id = self.by_rank[rank_of(packed) as usize];
+                    if strands_nothing {
+                        return Some(id);
+                    }
+                    first_fit.get_or_insert(id);
+                    scanned += 1;
+                    if scanned >= GOOD_FIT_SCAN {
+                        return first_fit;
+                    }
                 }
             }
-            match next_level {
-                Some(l) => level = l,
-                None => return first_fit,
-            }
+            return first_fit;
         }
+    }
+}
+
+/// A trainer's need as packed field values, so a scan judges a node from its index entry alone.
+struct NeedBounds {
+    /// The need's memory and GPU, and the CPU, memory and GPU of two such trainers.
+    memory: u128,
+    gpu: i64,
+    twice: (u128, u128, i64),
+}
+
+impl NeedBounds {
+    /// `None` when the need or twice it reaches a clamped field value (where a key only orders).
+    fn of(need: Resources) -> Option<Self> {
+        let exact = |value: i64, bits: u32| {
+            let half = 1i64 << (bits - 1);
+            let twice = value.checked_mul(2)?;
+            (value > -half && twice > -half && value < half - 1 && twice < half - 1)
+                .then(|| (field(value, bits), field(twice, bits)))
+        };
+        let (_, cpu_twice) = exact(need.cpu_milli, CPU_BITS)?;
+        let (memory, memory_twice) = exact(need.memory, MEMORY_BITS)?;
+        exact(need.gpu, GPU_BITS)?;
+        Some(NeedBounds {
+            memory,
+            gpu: need.gpu,
+            twice: (cpu_twice, memory_twice, need.gpu * 2),
+        })
+    }
+
+    /// For an entry at GPU level `level` whose CPU is at least the need's (the scan starts
+    /// there): `None` if the need does not fit, else whether the fit strands no GPU.
+    fn judge(&self, packed: u128, level: i64) -> Option<bool> {
+        let memory = memory_field(packed);
+        if memory < self.memory {
+            return None;
+        }
+        let (cpu_twice, memory_twice, gpu_twice) = self.twice;
+        Some(
+            self.gpu == 0
+                || level == self.gpu
+                || (cpu_field(packed) >= cpu_twice && memory >= memory_twice && level >= gpu_twice),
+        )
     }
 }
 
@@ -200,6 +253,16 @@ fn gpu_of(packed: u128) -> i64 {
     (packed >> (CPU_BITS + MEMORY_BITS + RANK_BITS)) as i64 - (1i64 << (GPU_BITS - 1))
 }
 
+/// The (offset, clamped) free CPU field of a packed entry.
+fn cpu_field(packed: u128) -> u128 {
+    (packed >> (MEMORY_BITS + RANK_BITS)) & ((1 << CPU_BITS) - 1)
+}
+
+/// The (offset, clamped) free memory field of a packed entry.
+fn memory_field(packed: u128) -> u128 {
+    (packed >> RANK_BITS) & ((1 << MEMORY_BITS) - 1)
+}
+
 fn rank_of(packed: u128) -> u32 {
     packed as u32
 }
@@ -220,6 +283,29 @@ mod tests {
             let (pa, pb) = (pack(a.0, a.1, a.2, a.3), pack(b.0, b.1, b.2, b.3));
             prop_assert_eq!(a.cmp(&b), pa.cmp(&pb));
             prop_assert_eq!((gpu_of(pa), rank_of(pa)), (a.0, a.3));
+        }
+
+        /// Judging a node from its packed entry agrees with judging its exact free room, for
+        /// every entry a scan for the need reaches (at or above the need's CPU and GPU), free
+        /// room beyond the field widths included.
+        #[test]
+        fn packed_judgement_agrees_with_exact_room(
+            need in (0i64..100_000, 0i64..(1 << 40), 0i64..70),
+            free in (-(1i64 << 33)..(1i64 << 33), -(1i64 << 57)..(1i64 << 57), -10i64..300),
+        ) {
+            let need = Resources::new(need.0, need.1, need.2);
+            let free = Resources::new(free.0, free.1, free.2);
+            let packed = entry(free, 0);
+            let reached = gpu_of(packed) >= need.gpu
+                && packed >= pack(gpu_of(packed), need.cpu_milli, i64::MIN, 0);
+            prop_assume!(reached);
+            let exact = need.fits_in(&free).then(|| {
+                let left = free - need;
+                left.gpu == 0 || need.gpu == 0 || need.fits_in(&left)
+            });
+            if let Some(bounds) = NeedBounds::of(need) {
+                prop_assert_eq!(bounds.judge(packed, gpu_of(packed)), exact);
+            }
         }
     }
 

@@ -88,21 +88,16 @@ impl SortedBlocks {
         true
     }
 
-    /// The keys from `start` up, in order.
-    pub fn range_from(&self, start: u128) -> impl Iterator<Item = u128> + '_ {
+    /// The keys from `start` up, in order, as consecutive sorted slices (a scan over slices
+    /// compiles to a tighter loop than a flattening iterator).
+    pub fn slices_from(&self, start: u128) -> impl Iterator<Item = &[u128]> + '_ {
         let b = self.block_of(start);
-        let at = self
-            .blocks
-            .get(b)
-            .map_or(0, |block| block.partition_point(|k| *k < start));
-        let (first, rest) = match self.blocks.get(b) {
-            Some(block) => (&block[at..], self.blocks.get(b + 1..).unwrap_or(&[])),
-            None => (&[][..], &[][..]),
-        };
-        first
-            .iter()
-            .copied()
-            .chain(rest.iter().flat_map(|block| block.iter().copied()))
+        let first = self.blocks.get(b).map(|block| {
+            let at = block.partition_point(|k| *k < start);
+            &block[at..]
+        });
+        let rest = self.blocks.get(b + 1..).unwrap_or(&[]);
+        first.into_iter().chain(rest.iter().map(Vec::as_slice))
     }
 
     /// Every key, in order.
@@ -139,7 +134,7 @@ mod tests {
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
             for p in probes {
-                let got: Vec<u128> = set.range_from(p).take(5).collect();
+                let got: Vec<u128> = set.slices_from(p).flatten().copied().take(5).collect();
                 let want: Vec<u128> = model.range(p..).take(5).copied().collect();
                 prop_assert_eq!(got, want);
             }
