@@ -37,7 +37,7 @@ pub fn bulk_fill(
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
     // its repairs) decides the whole pass. Largest shapes first, as they fail first.
     let mut shapes: Vec<Resources> = queued.iter().map(|&i| jobs[i].trainer()).collect();
-    shapes.sort_unstable_by_key(|t| std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli)));
+    shapes.sort_unstable_by_key(|t| shape_order(*t));
     shapes.dedup();
     if shapes.iter().any(|t| index.best_fit(*t).is_none()) {
         return;
@@ -45,33 +45,25 @@ pub fn bulk_fill(
     // Every job of a step reaches the same level or none does, so the order only shapes the
     // packing: largest trainers first (first-fit decreasing), which also fails a step early;
     // equal shapes keep exact water-filling's order (least fulfilled first).
-    let mut order: Vec<_> = queued
-        .iter()
-        .map(|&i| {
-            let t = jobs[i].trainer();
-            std::cmp::Reverse(((t.gpu, t.memory, t.cpu_milli), queueing.key(jobs, i)))
-        })
-        .collect();
-    order.sort_unstable();
-    let mut wants: Vec<Want> = order
-        .iter()
-        .map(|std::cmp::Reverse((_, key))| Want::of(key.job, &jobs[key.job]))
-        .collect();
+    let order = by_shape_then_key(jobs, &queued, &shapes, queueing);
+    let mut wants: Vec<Want> = order.iter().map(|&i| Want::of(i, &jobs[i])).collect();
     let mut level = 0;
-    let mut quotas: Vec<(usize, i32)> = Vec::with_capacity(wants.len());
+    let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
     for _ in 0..MAX_STEPS {
         let free = index.total_free();
         let Some(next) = highest_level(&wants, level, free) else {
             return;
         };
         quotas.clear();
-        quotas.extend(
-            wants
-                .iter()
-                .map(|w| (w.job, w.quota(next)))
-                .filter(|(_, q)| *q > 0),
-        );
-        let total: i64 = quotas.iter().map(|(_, q)| i64::from(*q)).sum();
+        quotas.extend(wants.iter().filter_map(|w| {
+            let trainers = w.quota(next);
+            (trainers > 0).then_some(Quota {
+                job: w.job,
+                trainers: trainers as u32,
+                shape: w.trainer,
+            })
+        }));
+        let total: i64 = quotas.iter().map(|q| i64::from(q.trainers)).sum();
         if total == 0 || total < i64::from(min_trainers) {
             return;
         }
@@ -83,6 +75,52 @@ pub fn bulk_fill(
         }
         level = next;
     }
+}
+
+/// The queued jobs by trainer shape as `shapes` lists them, then by queue key, greatest first: a
+/// counting sort into per-shape buckets (`shapes` is sorted and distinct), then each small
+/// bucket sorted alone.
+fn by_shape_then_key(
+    jobs: &[Candidate],
+    queued: &[usize],
+    shapes: &[Resources],
+    queueing: Queueing,
+) -> Vec<usize> {
+    let bucket_of: Vec<usize> = queued
+        .iter()
+        .map(|&i| {
+            let shape = shape_order(jobs[i].trainer());
+            shapes
+                .binary_search_by_key(&shape, |s| shape_order(*s))
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut starts = vec![0usize; shapes.len() + 1];
+    for &b in &bucket_of {
+        starts[b + 1] += 1;
+    }
+    for b in 1..starts.len() {
+        starts[b] += starts[b - 1];
+    }
+    let mut next = starts.clone();
+    let mut order = vec![0usize; queued.len()];
+    for (&i, &b) in queued.iter().zip(&bucket_of) {
+        order[next[b]] = i;
+        next[b] += 1;
+    }
+    let mut keys: Vec<_> = order
+        .iter()
+        .map(|&i| std::cmp::Reverse(queueing.key(jobs, i)))
+        .collect();
+    for bucket in starts.windows(2) {
+        keys[bucket[0]..bucket[1]].sort_unstable();
+    }
+    keys.iter().map(|std::cmp::Reverse(key)| key.job).collect()
+}
+
+/// Largest trainer shapes first: GPU, then memory, then CPU.
+fn shape_order(t: Resources) -> std::cmp::Reverse<(i64, i64, i64)> {
+    std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli))
 }
 
 /// What a queued job needs per level, copied out of its candidate so a level search reads one
@@ -143,35 +181,56 @@ fn highest_level(wants: &[Want], from: i64, free: Resources) -> Option<i64> {
     (low > from).then_some(low)
 }
 
-/// Places every quota best-fit in per-node chunks, in the given order; all or nothing.
+/// A job's share of a step: trainers of one shape.
+#[derive(Debug, Clone, Copy)]
+struct Quota {
+    job: usize,
+    trainers: u32,
+    shape: Resources,
+}
+
+/// Trainers placed by a step: `(job, node, trainers)`.
+type Placed = Vec<(usize, NodeId, u32)>;
+
+/// Places every quota best-fit in per-node chunks, in order; all or nothing.
+fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[Quota]) -> bool {
+    let Some(placed) = place_quotas(index, quotas) else {
+        return false;
+    };
+    for (i, node, n) in placed {
+        jobs[i].place_many(node, n);
+    }
+    true
+}
+
+/// Places the quotas best-fit in per-node chunks, in order: the placements, or `None` (the index
+/// as it was) when some quota does not fit.
 ///
 /// Adjacent jobs with the same trainer shape are placed as one run: each chunk fills the best-fit
 /// node as far as the run still needs, the jobs taking their shares of it in order. One job after
 /// another would pick the same node (it stays the tightest while it has room), so a run spends
 /// one index update per node instead of one per job and node.
-fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[(usize, i32)]) -> bool {
-    let mut placed: Vec<(usize, NodeId, u32)> = Vec::new();
-    let mut start = 0;
-    while start < quotas.len() {
-        let want = jobs[quotas[start].0].trainer();
-        let len = quotas[start..]
-            .iter()
-            .take_while(|(i, _)| jobs[*i].trainer() == want)
-            .count();
-        let run = &quotas[start..start + len];
-        start += len;
-        let mut shares = run.iter().map(|&(i, q)| (i, q.max(0) as u32));
+fn place_quotas(index: &mut NodeIndex, quotas: &[Quota]) -> Option<Placed> {
+    let mut placed = Vec::new();
+    let mut chunks: Vec<(NodeId, i64)> = Vec::new();
+    // What the index gave, for the undo.
+    let mut taken: Vec<(NodeId, Resources)> = Vec::new();
+    for run in quotas.chunk_by(|a, b| a.shape == b.shape) {
+        let want = run[0].shape;
+        let run_total: i64 = run.iter().map(|q| i64::from(q.trainers)).sum();
+        chunks.clear();
+        let filled = index.fill(want, run_total, &mut chunks);
+        taken.extend(chunks.iter().map(|&(node, n)| (node, want.times(n))));
+        if filled < run_total {
+            for &(node, room) in taken.iter().rev() {
+                index.adjust(node, room, 1);
+            }
+            return None;
+        }
+        // The run's jobs take their shares of its chunks in order.
+        let mut shares = run.iter().map(|q| (q.job, q.trainers));
         let mut current = shares.next();
-        let mut run_left: i64 = run.iter().map(|(_, q)| i64::from((*q).max(0))).sum();
-        while run_left > 0 {
-            let Some(node) = index.best_fit(want) else {
-                undo(jobs, index, placed);
-                return false;
-            };
-            let room = index.free(node).unwrap_or(Resources::ZERO);
-            let n = want.fit_count(&room).min(run_left).max(1);
-            index.adjust(node, want.times(n), -1);
-            run_left -= n;
+        for &(node, n) in &chunks {
             let mut chunk = n as u32;
             while chunk > 0 {
                 let Some((i, left)) = current.as_mut() else {
@@ -179,7 +238,6 @@ fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[(usize, i
                 };
                 let take = chunk.min(*left);
                 if take > 0 {
-                    jobs[*i].place_many(node, take);
                     placed.push((*i, node, take));
                 }
                 chunk -= take;
@@ -190,15 +248,5 @@ fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[(usize, i
             }
         }
     }
-    true
-}
-
-/// Takes back what a step placed, newest first.
-fn undo(jobs: &mut [Candidate], index: &mut NodeIndex, placed: Vec<(usize, NodeId, u32)>) {
-    for (i, node, n) in placed.into_iter().rev() {
-        for _ in 0..n {
-            jobs[i].unplace(node);
-        }
-        index.adjust(node, jobs[i].trainer().times(i64::from(n)), 1);
-    }
+    Some(placed)
 }

@@ -5,10 +5,16 @@ use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use litemap::LiteMap;
+
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::{ClusterState, JobInfo, NodeId};
+
+/// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
+/// than a `BTreeMap` for the handful of nodes a job's trainers land on).
+pub type NodeCounts = LiteMap<NodeId, u32>;
 
 /// One job under planning.
 #[derive(Debug, Clone)]
@@ -26,9 +32,9 @@ pub struct Candidate<'a> {
     /// Bound trainers still on each node (borrowed from the state until the pass changes it).
     pub on_node: Cow<'a, BTreeMap<NodeId, u32>>,
     /// Trainers placed by this pass, per node.
-    pub placed: BTreeMap<NodeId, u32>,
+    pub placed: NodeCounts,
     /// Bound trainers removed by this pass, per node.
-    pub removed: BTreeMap<NodeId, u32>,
+    pub removed: NodeCounts,
     /// The reason that stands so far, if anything happened.
     pub reason: Option<Reason>,
 }
@@ -160,7 +166,7 @@ impl<'a> Candidate<'a> {
 fn by_name<T>(
     state: &ClusterState,
     index: &NodeIndex,
-    counts: &BTreeMap<NodeId, u32>,
+    counts: &NodeCounts,
     make: impl Fn(Arc<str>, u32) -> T,
 ) -> Vec<T> {
     let named = |(id, n): (&NodeId, &u32)| Some((state.node(*id)?.name.clone(), *n));
@@ -199,8 +205,8 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                 bound,
                 planned: bound,
                 on_node: Cow::Borrowed(&slot.trainers.bound_by_node),
-                placed: BTreeMap::new(),
-                removed: BTreeMap::new(),
+                placed: NodeCounts::new(),
+                removed: NodeCounts::new(),
                 reason: None,
             }
         })

@@ -120,19 +120,50 @@ pub fn lowest_first(f: f64) -> u64 {
 
 /// Each job's tie rank: greater for higher priority, then older, then namespace/name first.
 pub fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
-    let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_unstable_by_key(|&i| jobs[i].order_key());
+    // Candidates come in namespace/name order, so a job's index is its name rank.
+    let mut order: Vec<u128> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            debug_assert_eq!(j.rank, i);
+            packed_order(j.info.priority, j.info.created, i as u32)
+        })
+        .collect();
+    order.sort_unstable();
     let mut ties = vec![0u32; jobs.len()];
-    for (position, &i) in order.iter().enumerate() {
-        ties[i] = u32::MAX - position as u32;
+    for (position, packed) in order.iter().enumerate() {
+        ties[*packed as u32 as usize] = u32::MAX - position as u32;
     }
     ties
+}
+
+/// [`Candidate::order_key`] (higher priority, then older, then name rank) packed into one
+/// integer that orders the same, with the rank in the low 32 bits.
+fn packed_order(priority: i32, created: i64, rank: u32) -> u128 {
+    let priority = u128::from(!((priority as u32) ^ (1 << 31)));
+    let created = u128::from((created as u64) ^ (1 << 63));
+    (priority << 96) | (created << 32) | u128::from(rank)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cmp::Reverse;
+
+    proptest! {
+        /// The packed order key orders like the tuple it packs, extremes included.
+        #[test]
+        fn packed_order_orders_like_the_order_key(
+            a in (any::<i32>(), any::<i64>(), any::<u32>()),
+            b in (any::<i32>(), any::<i64>(), any::<u32>()),
+        ) {
+            let packed = |(p, c, r): (i32, i64, u32)| packed_order(p, c, r);
+            let tuple = |(p, c, r): (i32, i64, u32)| (Reverse(p), c, r);
+            prop_assert_eq!(packed(a).cmp(&packed(b)), tuple(a).cmp(&tuple(b)));
+            prop_assert_eq!(packed(a) as u32, a.2);
+        }
+    }
 
     #[test]
     fn lowest_first_reverses_float_order() {

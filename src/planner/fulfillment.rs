@@ -13,7 +13,7 @@ use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
-use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_chunk, place_one};
+use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
 use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::api::Resources;
@@ -97,15 +97,26 @@ pub fn plan(
             break;
         }
     }
-    let plans = jobs
-        .iter()
+    let plans = finish_all(state, &index, &jobs, &cooling, &starving, &no_fit);
+    (plans, Vec::new(), Some(index.schedulable()))
+}
+
+/// Every job's plan, in candidate order.
+fn finish_all(
+    state: &ClusterState,
+    index: &NodeIndex,
+    jobs: &[Candidate],
+    cooling: &[bool],
+    starving: &[bool],
+    no_fit: &[bool],
+) -> Vec<JobPlan> {
+    jobs.iter()
         .enumerate()
         .map(|(i, j)| {
             let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
-            j.finish(state, &index, target, reason)
+            j.finish(state, index, target, reason)
         })
-        .collect();
-    (plans, Vec::new(), Some(index.schedulable()))
+        .collect()
 }
 
 /// The final target and reason of one job.
@@ -284,12 +295,20 @@ fn place_batch(
     count: i32,
     repairs: &mut Repairs,
 ) -> bool {
-    let mut left = count.max(0) as u32;
+    let want = jobs[i].trainer();
+    let mut left = i64::from(count.max(0));
+    let mut chunks = Vec::new();
     while left > 0 {
-        match place_chunk(jobs, index, i, left) {
-            Some((_, n)) => left -= n,
-            None if place_one(jobs, index, i, repairs) => left -= 1,
-            None => return false,
+        chunks.clear();
+        left -= index.fill(want, left, &mut chunks);
+        for &(node, n) in &chunks {
+            jobs[i].place_many(node, n as u32);
+        }
+        if left > 0 {
+            if !place_one(jobs, index, i, repairs) {
+                return false;
+            }
+            left -= 1;
         }
     }
     true

@@ -1,6 +1,6 @@
 //! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
 
-use super::sorted_blocks::SortedBlocks;
+use super::sorted_blocks::{Cursor, SortedBlocks};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
 
@@ -132,49 +132,126 @@ impl NodeIndex {
     /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
     pub fn best_fit(&self, need: Resources) -> Option<NodeId> {
-        let bounds = NeedBounds::of(need);
-        // Whether the node of an entry at GPU level `level` fits `need`, and if so whether it is
-        // then left with no free GPU or with room for another such trainer.
-        let judge = |packed: u128, level: i64| match &bounds {
+        BestFits::new(self, need).next()
+    }
+
+    /// Places up to `count` trainers of `need` exactly as repeated [`NodeIndex::best_fit`] calls
+    /// would, each chosen node taking as many as fit there (or as are left): appends the chunks
+    /// `(node, trainers)` in order and returns how many trainers were placed (fewer than `count`
+    /// when no node fits another).
+    ///
+    /// One scan serves the whole batch: a node filled to the brim no longer fits and its new
+    /// entry sorts below the scan, so the next best fit is further along the same scan.
+    pub fn fill(&mut self, need: Resources, count: i64, chunks: &mut Vec<(NodeId, i64)>) -> i64 {
+        let first = chunks.len();
+        let mut left = count;
+        let mut fits = BestFits::new(self, need);
+        while left > 0 {
+            let Some(node) = fits.next() else { break };
+            let room = self.free(node).unwrap_or(Resources::ZERO);
+            let n = need.fit_count(&room).min(left).max(1);
+            chunks.push((node, n));
+            left -= n;
+        }
+        for &(node, n) in &chunks[first..] {
+            self.adjust(node, need.times(n), -1);
+        }
+        count - left
+    }
+}
+
+/// The successive best fits for trainers of one need, each node assumed filled (so it no longer
+/// fits) once returned: the first is [`NodeIndex::best_fit`], each next one what `best_fit`
+/// returns after the previous node was filled.
+struct BestFits<'a> {
+    index: &'a NodeIndex,
+    need: Resources,
+    bounds: Option<NeedBounds>,
+    /// GPU level the cursor is on.
+    level: i64,
+    cursor: Cursor<'a>,
+    /// Fitting nodes passed over because a trainer there would strand GPUs, in scan order (a
+    /// ring of at most [`GOOD_FIT_SCAN`]).
+    stranding: [NodeId; GOOD_FIT_SCAN],
+    stranding_head: usize,
+    stranding_len: usize,
+}
+
+impl<'a> BestFits<'a> {
+    fn new(index: &'a NodeIndex, need: Resources) -> Self {
+        let level = need.gpu.max(0);
+        BestFits {
+            index,
+            need,
+            bounds: NeedBounds::of(need),
+            level,
+            cursor: index.set.cursor(pack(level, need.cpu_milli, i64::MIN, 0)),
+            stranding: [0; GOOD_FIT_SCAN],
+            stranding_head: 0,
+            stranding_len: 0,
+        }
+    }
+
+    /// Whether the node of an entry at GPU level `level` fits the need, and if so whether it is
+    /// then left with no free GPU or with room for another such trainer.
+    fn judge(&self, packed: u128, level: i64) -> Option<bool> {
+        match &self.bounds {
             Some(bounds) => bounds.judge(packed, level),
             // A clamped key is only an order; the fit is checked on the exact free room.
             None => {
-                let free = self.free(self.by_rank[rank_of(packed) as usize])?;
-                if !need.fits_in(&free) {
+                let free = self
+                    .index
+                    .free(self.index.by_rank[rank_of(packed) as usize])?;
+                if !self.need.fits_in(&free) {
                     return None;
                 }
-                let left = free - need;
-                Some(left.gpu == 0 || need.gpu == 0 || need.fits_in(&left))
+                let left = free - self.need;
+                Some(left.gpu == 0 || self.need.gpu == 0 || self.need.fits_in(&left))
             }
-        };
-        let mut first_fit = None;
-        let mut scanned = 0;
-        let mut level = need.gpu.max(0);
-        'levels: loop {
-            let start = pack(level, need.cpu_milli, i64::MIN, 0);
-            for slice in self.set.slices_from(start) {
-                for &packed in slice {
-                    let gpu = gpu_of(packed);
-                    if gpu != level {
-                        level = gpu;
-                        continue 'levels;
-                    }
-                    let Some(strands_nothing) = judge(packed, level) else {
-                        continue;
-                    };
-                    let id = self.by_rank[rank_of(packed) as usize];
-                    if strands_nothing {
-                        return Some(id);
-                    }
-                    first_fit.get_or_insert(id);
-                    scanned += 1;
-                    if scanned >= GOOD_FIT_SCAN {
-                        return first_fit;
-                    }
-                }
-            }
-            return first_fit;
         }
+    }
+
+    /// The oldest passed-over stranding node, taken out of the ring.
+    fn take_stranding(&mut self) -> Option<NodeId> {
+        if self.stranding_len == 0 {
+            return None;
+        }
+        let id = self.stranding[self.stranding_head];
+        self.stranding_head = (self.stranding_head + 1) % GOOD_FIT_SCAN;
+        self.stranding_len -= 1;
+        Some(id)
+    }
+}
+
+impl Iterator for BestFits<'_> {
+    type Item = NodeId;
+
+    /// The first node that strands nothing before [`GOOD_FIT_SCAN`] stranding fits were seen,
+    /// else the first stranding fit. Nodes returned earlier are not looked at again.
+    fn next(&mut self) -> Option<NodeId> {
+        while self.stranding_len < GOOD_FIT_SCAN {
+            let Some(packed) = self.cursor.next() else {
+                break;
+            };
+            let gpu = gpu_of(packed);
+            if gpu != self.level {
+                self.level = gpu;
+                self.cursor
+                    .seek(pack(gpu, self.need.cpu_milli, i64::MIN, 0));
+                continue;
+            }
+            let Some(strands_nothing) = self.judge(packed, gpu) else {
+                continue;
+            };
+            let id = self.index.by_rank[rank_of(packed) as usize];
+            if strands_nothing {
+                return Some(id);
+            }
+            let slot = (self.stranding_head + self.stranding_len) % GOOD_FIT_SCAN;
+            self.stranding[slot] = id;
+            self.stranding_len += 1;
+        }
+        self.take_stranding()
     }
 }
 
@@ -307,6 +384,89 @@ mod tests {
                 prop_assert_eq!(bounds.judge(packed, gpu_of(packed)), exact);
             }
         }
+    }
+
+    proptest! {
+        /// One `fill` gives exactly the chunks of repeated best fits, each node filled as far as
+        /// it takes, and leaves the same free room behind; GPU nodes that would strand GPUs and
+        /// more stranding fits than one scan looks at included.
+        #[test]
+        fn fill_matches_repeated_best_fits(
+            nodes in proptest::collection::vec((1i64..16, 1i64..16, 0i64..5), 1..80),
+            need in (1i64..6, 1i64..6, 0i64..3),
+            count in 0i64..120,
+        ) {
+            let shapes: Vec<(String, Resources)> = nodes
+                .iter()
+                .enumerate()
+                .map(|(n, (cpu, memory, gpu))| {
+                    (format!("n{n:03}"), Resources::new(cpu * 1000, memory << 30, *gpu))
+                })
+                .collect();
+            let named: Vec<(&str, Resources)> =
+                shapes.iter().map(|(name, r)| (name.as_str(), *r)).collect();
+            let s = state(&named);
+            let need = Resources::new(need.0 * 1000, need.1 << 30, need.2);
+            fill_matches(&s, need, count)?;
+        }
+    }
+
+    /// Checks one `fill` against repeated best fits on the same state.
+    fn fill_matches(s: &ClusterState, need: Resources, count: i64) -> Result<(), TestCaseError> {
+        let mut one_by_one = NodeIndex::new(s);
+        let mut expected = Vec::new();
+        let mut left = count;
+        while left > 0 {
+            let Some(node) = one_by_one.best_fit(need) else {
+                break;
+            };
+            let room = one_by_one.free(node).unwrap_or(Resources::ZERO);
+            let n = need.fit_count(&room).min(left).max(1);
+            one_by_one.adjust(node, need.times(n), -1);
+            expected.push((node, n));
+            left -= n;
+        }
+        let mut swept = NodeIndex::new(s);
+        let mut chunks = Vec::new();
+        let placed = swept.fill(need, count, &mut chunks);
+        prop_assert_eq!(&chunks, &expected);
+        prop_assert_eq!(placed, count - left);
+        prop_assert_eq!(swept.schedulable(), one_by_one.schedulable());
+        prop_assert_eq!(swept.best_fit(need), one_by_one.best_fit(need));
+        Ok(())
+    }
+
+    #[test]
+    fn fill_matches_best_fits_past_the_stranding_scan_limit() {
+        // 40 nodes where a 1-GPU trainer would strand a GPU, then nodes where it would not: best
+        // fit takes the first stranding node once it has seen GOOD_FIT_SCAN of them.
+        let mut nodes: Vec<(String, Resources)> = (0..40)
+            .map(|n| (format!("s{n:02}"), Resources::new(1000, 8 << 30, 2)))
+            .collect();
+        nodes.extend((0..8).map(|n| (format!("t{n:02}"), Resources::new(3000, 8 << 30, 3))));
+        nodes.extend((0..8).map(|n| (format!("u{n:02}"), Resources::new(2000, 8 << 30, 2))));
+        let named: Vec<(&str, Resources)> = nodes.iter().map(|(n, r)| (n.as_str(), *r)).collect();
+        let s = state(&named);
+        for count in [1, 10, 33, 50, 70, 200] {
+            fill_matches(&s, Resources::new(1000, 1 << 30, 1), count)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    #[test]
+    fn fill_prefers_nodes_that_strand_no_gpu_and_reports_a_shortfall() {
+        // a: 2 GPUs but CPU for one 1-GPU trainer (strands one); b: 2 GPUs, CPU for two.
+        let s = state(&[
+            ("a", Resources::new(1000, 64 << 30, 2)),
+            ("b", Resources::new(2000, 64 << 30, 2)),
+        ]);
+        let mut idx = NodeIndex::new(&s);
+        let (a, b) = (s.node_id_of("a").unwrap(), s.node_id_of("b").unwrap());
+        let mut chunks = Vec::new();
+        let placed = idx.fill(Resources::new(1000, 1 << 30, 1), 4, &mut chunks);
+        assert_eq!(chunks, vec![(b, 2), (a, 1)]);
+        assert_eq!(placed, 3);
+        assert_eq!(idx.free(a), Some(Resources::new(0, 63 << 30, 1)));
     }
 
     #[test]

@@ -205,26 +205,23 @@ fn most_useful_node(
     want: Resources,
     tentative: bool,
 ) -> Option<NodeId> {
-    let nodes = if tentative {
-        &donor.placed
-    } else {
-        &donor.on_node
+    let rate = |id: NodeId| {
+        let after = index.free(id).unwrap_or(Resources::ZERO) + give;
+        let fits = want.fits_in(&after);
+        (
+            fits,
+            after.gpu,
+            after.cpu_milli,
+            Reverse(index.rank(id)),
+            id,
+        )
     };
-    nodes
-        .keys()
-        .map(|&id| {
-            let after = index.free(id).unwrap_or(Resources::ZERO) + give;
-            let fits = want.fits_in(&after);
-            (
-                fits,
-                after.gpu,
-                after.cpu_milli,
-                Reverse(index.rank(id)),
-                id,
-            )
-        })
-        .max()
-        .map(|t| t.4)
+    let best = if tentative {
+        donor.placed.keys().map(|&id| rate(id)).max()
+    } else {
+        donor.on_node.keys().map(|&id| rate(id)).max()
+    };
+    best.map(|t| t.4)
 }
 
 /// Puts back the reclaimed trainers the gang did not need, on the nodes they came from; marks

@@ -1,9 +1,8 @@
 //! Placing one trainer, with a repair when best fit finds no room: trainers another job placed
 //! earlier in the same pass move from one node to others to make room.
 
-use super::candidates::Candidate;
+use super::candidates::{Candidate, NodeCounts};
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
 
 use super::nodes::NodeIndex;
 use crate::api::Resources;
@@ -117,7 +116,7 @@ pub fn unplace_from(job: &mut Candidate, index: &mut NodeIndex, preferred: NodeI
 
 /// Takes back one trainer the job placed this pass, from its last node in id order.
 fn unplace_any(job: &mut Candidate, index: &mut NodeIndex) {
-    if let Some(node) = job.placed.keys().next_back().copied() {
+    if let Some(node) = job.placed.last().map(|(node, _)| *node) {
         job.unplace(node);
         index.adjust(node, job.trainer(), 1);
     }
@@ -227,7 +226,7 @@ fn repack_for(
         })
         .collect();
     items.push((i, jobs[i].trainer()));
-    let before: Vec<BTreeMap<NodeId, u32>> = jobs.iter().map(|j| j.placed.clone()).collect();
+    let before: Vec<NodeCounts> = jobs.iter().map(|j| j.placed.clone()).collect();
     release_all(jobs, index);
     let orders: [SizeOrder; 3] = [
         |r| (r.gpu, r.cpu_milli, r.memory),

@@ -88,22 +88,56 @@ impl SortedBlocks {
         true
     }
 
-    /// The keys from `start` up, in order, as consecutive sorted slices (a scan over slices
-    /// compiles to a tighter loop than a flattening iterator).
-    pub fn slices_from(&self, start: u128) -> impl Iterator<Item = &[u128]> + '_ {
-        let b = self.block_of(start);
-        let first = self.blocks.get(b).map(|block| {
-            let at = block.partition_point(|k| *k < start);
-            &block[at..]
-        });
-        let rest = self.blocks.get(b + 1..).unwrap_or(&[]);
-        first.into_iter().chain(rest.iter().map(Vec::as_slice))
+    /// A cursor at the first key from `start` up.
+    pub fn cursor(&self, start: u128) -> Cursor<'_> {
+        let mut cursor = Cursor {
+            set: self,
+            block: 0,
+            at: 0,
+        };
+        cursor.seek(start);
+        cursor
     }
 
     /// Every key, in order.
     #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = u128> + '_ {
         self.blocks.iter().flat_map(|block| block.iter().copied())
+    }
+}
+
+/// Reads the keys of a [`SortedBlocks`] in order from a position; the set cannot change under it.
+pub struct Cursor<'a> {
+    set: &'a SortedBlocks,
+    block: usize,
+    at: usize,
+}
+
+impl Cursor<'_> {
+    /// Moves to the first key from `start` up.
+    pub fn seek(&mut self, start: u128) {
+        self.block = self.set.block_of(start);
+        self.at = self
+            .set
+            .blocks
+            .get(self.block)
+            .map_or(0, |block| block.partition_point(|k| *k < start));
+    }
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = u128;
+
+    fn next(&mut self) -> Option<u128> {
+        loop {
+            let block = self.set.blocks.get(self.block)?;
+            if let Some(&key) = block.get(self.at) {
+                self.at += 1;
+                return Some(key);
+            }
+            self.block += 1;
+            self.at = 0;
+        }
     }
 }
 
@@ -134,7 +168,7 @@ mod tests {
             }
             prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
             for p in probes {
-                let got: Vec<u128> = set.slices_from(p).flatten().copied().take(5).collect();
+                let got: Vec<u128> = set.cursor(p).take(5).collect();
                 let want: Vec<u128> = model.range(p..).take(5).copied().collect();
                 prop_assert_eq!(got, want);
             }
