@@ -26,6 +26,10 @@ const MAX_ROUNDS: usize = 64;
 /// Node checks the fair-share moves may spend in one pass.
 const PASS_MOVE_CHECKS: usize = 20_000;
 
+/// From this many jobs the plans are built on two threads (a thread costs ~50 µs; 1,000 plans
+/// take ~0.5 ms on one).
+const PARALLEL_FINISH_MIN_JOBS: usize = 1_024;
+
 /// Runs the `fulfillment` pass.
 pub fn plan(
     state: &ClusterState,
@@ -101,7 +105,7 @@ pub fn plan(
     (plans, Vec::new(), Some(index.schedulable()))
 }
 
-/// Every job's plan, in candidate order.
+/// Every job's plan, in candidate order; with many jobs, the upper half on a second thread.
 fn finish_all(
     state: &ClusterState,
     index: &NodeIndex,
@@ -110,13 +114,29 @@ fn finish_all(
     starving: &[bool],
     no_fit: &[bool],
 ) -> Vec<JobPlan> {
-    jobs.iter()
-        .enumerate()
-        .map(|(i, j)| {
-            let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
-            j.finish(state, index, target, reason)
-        })
-        .collect()
+    let finish_range = |range: std::ops::Range<usize>| -> Vec<JobPlan> {
+        range
+            .map(|i| {
+                let j = &jobs[i];
+                let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
+                j.finish(state, index, target, reason)
+            })
+            .collect()
+    };
+    if jobs.len() < PARALLEL_FINISH_MIN_JOBS {
+        return finish_range(0..jobs.len());
+    }
+    // Cloning thousands of shared node names is mostly cache misses: two threads halve it.
+    let half = jobs.len() / 2;
+    std::thread::scope(|scope| {
+        let upper = scope.spawn(|| finish_range(half..jobs.len()));
+        let mut plans = finish_range(0..half);
+        match upper.join() {
+            Ok(rest) => plans.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        plans
+    })
 }
 
 /// The final target and reason of one job.

@@ -58,14 +58,16 @@ pub fn summarize(jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
         .map(|j| j.trainer)
         .filter(|t| t.gpu > 0)
         .collect();
-    // A node hosts some wanting trainer iff it hosts one of the smallest shapes.
+    // A node hosts some wanting trainer iff it hosts one of the smallest shapes. A shape that
+    // fits in another sorts before it, so one sweep against the smallest kept so far finds them.
     wanting.sort_unstable();
     wanting.dedup();
-    let smallest: Vec<Resources> = wanting
-        .iter()
-        .filter(|t| !wanting.iter().any(|o| o != *t && o.fits_in(t)))
-        .copied()
-        .collect();
+    let mut smallest: Vec<Resources> = Vec::new();
+    for t in wanting {
+        if !smallest.iter().any(|m| m.fits_in(&t)) {
+            smallest.push(t);
+        }
+    }
     let wanting = smallest;
     for (_, f) in free {
         if f.gpu <= 0 {
