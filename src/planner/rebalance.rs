@@ -64,7 +64,7 @@ fn take_one(
     donors: &[usize],
     t: usize,
     budget: &mut usize,
-    nodes: &mut Vec<(u32, NodeId)>,
+    nodes: &mut Vec<(u32, NodeId, u32)>,
 ) -> bool {
     let floor = jobs[t].fulfillment_at(jobs[t].planned);
     let want = jobs[t].trainer();
@@ -77,18 +77,25 @@ fn take_one(
             continue;
         }
         let give = jobs[d].trainer();
+        // The donor's nodes in name order with its trainers there (placed this pass and bound).
         nodes.clear();
         nodes.extend(
             jobs[d]
                 .placed
-                .keys()
-                .chain(jobs[d].on_node.keys())
-                .map(|n| (index.rank(*n), *n)),
+                .iter()
+                .chain(jobs[d].on_node.iter())
+                .map(|(n, count)| (index.rank(*n), *n, *count)),
         );
         // Two runs, each usually in rank order already: the stable sort merges them in O(n).
-        nodes.sort();
-        nodes.dedup();
-        for &(_, node) in nodes.iter() {
+        nodes.sort_by_key(|(rank, _, _)| *rank);
+        nodes.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.2 += later.2;
+            }
+            same
+        });
+        for &(_, node, have) in nodes.iter() {
             if *budget == 0 {
                 return false;
             }
@@ -96,8 +103,6 @@ fn take_one(
             let Some(mut room) = index.free(node) else {
                 continue;
             };
-            let have = jobs[d].placed.get(&node).copied().unwrap_or(0)
-                + jobs[d].on_node.get(&node).copied().unwrap_or(0);
             let mut k = 0;
             while !want.fits_in(&room)
                 && k < have as i32
