@@ -333,3 +333,39 @@ fn place_batch(
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{ClusterShape, generate};
+
+    /// Plans built on two threads are the plans one thread builds, in the same order.
+    #[test]
+    fn plans_built_on_two_threads_match_one_thread() {
+        let state = generate(ClusterShape::planner_bench(3_000, 1_100));
+        let mut index = NodeIndex::new(&state);
+        let mut jobs = candidates(&state);
+        assert!(jobs.len() >= PARALLEL_FINISH_MIN_JOBS);
+        // Give every job some placements so the plans name nodes.
+        for j in &mut jobs {
+            for _ in 0..2 {
+                if let Some(node) = index.best_fit(j.trainer()) {
+                    index.adjust(node, j.trainer(), -1);
+                    j.place(node);
+                }
+            }
+        }
+        let n = jobs.len();
+        let (cooling, starving, no_fit) = (vec![false; n], vec![false; n], vec![false; n]);
+        let one: Vec<JobPlan> = jobs
+            .iter()
+            .map(|j| {
+                let (target, reason) = decide(j, false, false, false);
+                j.finish(&state, &index, target, reason)
+            })
+            .collect();
+        assert!(one.iter().filter(|p| !p.placements.is_empty()).count() > n / 2);
+        let two = finish_all(&state, &index, &jobs, &cooling, &starving, &no_fit);
+        assert_eq!(two, one);
+    }
+}
