@@ -52,23 +52,6 @@ impl Repairs {
     }
 }
 
-/// Places up to `most` trainers of job `i` (at least one) on the best-fit node, as many as fit
-/// there; the node and how many, or `None` when no node fits one.
-pub fn place_chunk(
-    jobs: &mut [Candidate],
-    index: &mut NodeIndex,
-    i: usize,
-    most: u32,
-) -> Option<(NodeId, u32)> {
-    let want = jobs[i].trainer();
-    let node = index.best_fit(want)?;
-    let room = index.free(node).unwrap_or(Resources::ZERO);
-    let n = want.fit_count(&room).min(i64::from(most)).max(1);
-    index.adjust(node, want.times(n), -1);
-    jobs[i].place_many(node, n as u32);
-    Some((node, n as u32))
-}
-
 /// Places one trainer of job `i` by best fit, else (while the budget lasts) by moving trainers
 /// placed earlier in the pass.
 pub fn place_one(
@@ -77,7 +60,10 @@ pub fn place_one(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    if place_chunk(jobs, index, i, 1).is_some() {
+    let want = jobs[i].trainer();
+    if let Some(node) = index.best_fit(want) {
+        index.adjust(node, want, -1);
+        jobs[i].place(node);
         return true;
     }
     repairs.left > 0
