@@ -36,7 +36,12 @@ fn main() {
         cap.gpu
     );
     if has("profile") {
-        for _ in 0..100 {
+        // PASSES sets how many (for callgrind, fewer).
+        let passes: usize = std::env::var("PASSES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        for _ in 0..passes {
             std::hint::black_box(plan(&state, &PlannerConfig::default()));
         }
         return;

@@ -7,6 +7,10 @@
 //! When a job of the step cannot place its share, the whole step is undone and bulk filling
 //! stops: no job is left below a level others reached in bulk.
 
+use std::collections::HashSet;
+
+use foldhash::fast::RandomState;
+
 use super::candidates::Candidate;
 use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
@@ -36,9 +40,10 @@ pub fn bulk_fill(
         .collect();
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
     // its repairs) decides the whole pass. Largest shapes first, as they fail first.
-    let mut shapes: Vec<Resources> = queued.iter().map(|&i| jobs[i].trainer()).collect();
+    let distinct: HashSet<Resources, RandomState> =
+        queued.iter().map(|&i| jobs[i].trainer()).collect();
+    let mut shapes: Vec<Resources> = distinct.into_iter().collect();
     shapes.sort_unstable_by_key(|t| shape_order(*t));
-    shapes.dedup();
     if shapes.iter().any(|t| index.best_fit(*t).is_none()) {
         return;
     }

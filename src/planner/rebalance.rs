@@ -4,8 +4,6 @@
 //! Every move raises the taker and leaves the donor above the taker's old level, so the sorted
 //! fulfillment vector rises and no later pass moves the trainer back.
 
-use std::cmp::Reverse;
-
 use super::Reason;
 use super::candidates::Candidate;
 use super::fill_queue::{Queueing, lowest_first};
@@ -35,17 +33,17 @@ pub fn rebalance(
     if takers.is_empty() {
         return false;
     }
-    // Least fulfilled first, then by the tie order (priority, age, name): one integer per job.
+    // Least fulfilled first, then by the tie order (priority, age, name), packed with the job.
     let key = |i: usize| {
         let j = &jobs[i];
         let ascending = !lowest_first(j.fulfillment_at(j.planned));
-        (u128::from(ascending) << 32) | u128::from(u32::MAX - queueing.ties[i])
+        (u128::from(ascending) << 64) | (u128::from(u32::MAX - queueing.ties[i]) << 32)
     };
-    takers.sort_by_cached_key(|&i| key(i));
+    sort_by_packed_key(&mut takers, key);
     let mut donors: Vec<usize> = (0..jobs.len())
         .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].info.min)
         .collect();
-    donors.sort_by_cached_key(|&d| Reverse(key(d)));
+    sort_by_packed_key(&mut donors, |d| !key(d) & !u128::from(u32::MAX));
     let mut moved = false;
     let mut nodes = Vec::new();
     for t in takers {
@@ -55,6 +53,16 @@ pub fn rebalance(
         moved |= take_one(jobs, index, &donors, t, budget, &mut nodes);
     }
     moved
+}
+
+/// Sorts job indices by `key`, whose low 32 bits must be zero and which must differ between
+/// jobs: keys and indices are sorted as one integer each.
+fn sort_by_packed_key(jobs: &mut [usize], key: impl Fn(usize) -> u128) {
+    let mut packed: Vec<u128> = jobs.iter().map(|&i| key(i) | i as u32 as u128).collect();
+    packed.sort_unstable();
+    for (slot, p) in jobs.iter_mut().zip(&packed) {
+        *slot = *p as u32 as usize;
+    }
 }
 
 /// Gives job `t` one trainer from the first donor that can make room for it.
