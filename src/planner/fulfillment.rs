@@ -35,8 +35,8 @@ pub fn plan(
     state: &ClusterState,
     config: &PlannerConfig,
 ) -> (Vec<JobPlan>, Vec<String>, Option<FreeAfter>) {
-    let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
+    let mut index = NodeIndex::for_shapes(state, jobs.iter().map(Candidate::trainer));
     let cooling: Vec<bool> = jobs
         .iter()
         .map(|j| {

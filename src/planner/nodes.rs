@@ -16,8 +16,12 @@ pub struct NodeIndex {
     rank: Vec<u32>,
     /// Node ids by rank.
     by_rank: Vec<NodeId>,
-    /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`].
+    /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`],
+    /// unless its free room is below [`NodeIndex::floor`] somewhere.
     set: SortedBlocks,
+    /// The smallest need searched for, per resource: a node with less free room in some
+    /// resource fits no trainer and stays out of `set` (no index update, nothing to scan past).
+    floor: Resources,
     /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
     grown: Vec<NodeId>,
 }
@@ -25,12 +29,32 @@ pub struct NodeIndex {
 impl NodeIndex {
     /// Indexes the schedulable nodes of a state by their free resources.
     pub fn new(state: &ClusterState) -> Self {
+        let unbounded = Resources::new(i64::MIN, i64::MIN, i64::MIN);
+        Self::with_floor(state, unbounded)
+    }
+
+    /// [`NodeIndex::new`] for placing trainers of these shapes only: nodes that cannot host the
+    /// smallest of them in some resource are left out of the search (searches for smaller needs
+    /// would miss them).
+    pub fn for_shapes(state: &ClusterState, shapes: impl Iterator<Item = Resources>) -> Self {
+        let floor = shapes.reduce(|a, b| {
+            Resources::new(
+                a.cpu_milli.min(b.cpu_milli),
+                a.memory.min(b.memory),
+                a.gpu.min(b.gpu),
+            )
+        });
+        Self::with_floor(state, floor.unwrap_or(Resources::ZERO))
+    }
+
+    fn with_floor(state: &ClusterState, floor: Resources) -> Self {
         let bound = state.node_id_bound();
         let mut index = NodeIndex {
             free: vec![None; bound],
             rank: vec![u32::MAX; bound],
             by_rank: Vec::new(),
             set: SortedBlocks::default(),
+            floor,
             grown: Vec::new(),
         };
         let mut entries = Vec::with_capacity(bound);
@@ -41,13 +65,20 @@ impl NodeIndex {
             if slot.schedulable() {
                 let free = slot.free();
                 index.free[id as usize] = Some(free);
-                entries.push(entry(free, rank));
+                if index.searchable(free) {
+                    entries.push(entry(free, rank));
+                }
             }
         }
         // Sorted input lets the set be built in bulk.
         entries.sort_unstable();
         index.set = SortedBlocks::from_sorted(&entries);
         index
+    }
+
+    /// Whether a node with this free room is in the search set.
+    fn searchable(&self, free: Resources) -> bool {
+        self.floor.fits_in(&free)
     }
 
     /// Free resources of a schedulable node.
@@ -87,14 +118,19 @@ impl NodeIndex {
     /// Changes a node's free resources by `delta` (negative to take, positive to give back).
     pub fn adjust(&mut self, id: NodeId, delta: Resources, sign: i64) {
         let rank = self.rank(id);
+        let floor = self.floor;
         if let Some(Some(free)) = self.free.get_mut(id as usize) {
-            self.set.remove(entry(*free, rank));
+            if floor.fits_in(free) {
+                self.set.remove(entry(*free, rank));
+            }
             *free = if sign >= 0 {
                 *free + delta
             } else {
                 *free - delta
             };
-            self.set.insert(entry(*free, rank));
+            if floor.fits_in(free) {
+                self.set.insert(entry(*free, rank));
+            }
             if sign >= 0 {
                 self.grown.push(id);
             }
@@ -124,6 +160,9 @@ impl NodeIndex {
         let Some(free) = self.free(except) else {
             return self.best_fit(need);
         };
+        if !self.searchable(free) {
+            return self.best_fit(need);
+        }
         let held = entry(free, self.rank(except));
         self.set.remove(held);
         let found = self.best_fit(need);
@@ -184,6 +223,7 @@ struct BestFits<'a> {
 
 impl<'a> BestFits<'a> {
     fn new(index: &'a NodeIndex, need: Resources) -> Self {
+        debug_assert!(index.floor.fits_in(&need), "search below the index floor");
         let level = need.gpu.max(0);
         BestFits {
             index,
@@ -413,6 +453,54 @@ mod tests {
             let s = state(&named);
             let need = Resources::new(need.0 * 1000, need.1 << 30, need.2);
             fill_matches(&s, need, count)?;
+        }
+    }
+
+    proptest! {
+        /// Leaving out nodes below the floor of the shapes searched changes no search: fills of
+        /// those shapes, with room given back between them, pick the same nodes as a full index.
+        #[test]
+        fn floor_changes_no_search(
+            nodes in proptest::collection::vec((0i64..16, 0i64..16, 0i64..5), 1..60),
+            shapes in proptest::collection::vec((1i64..6, 1i64..6, 0i64..3), 1..4),
+            ops in proptest::collection::vec((0usize..4, 0i64..30, any::<bool>()), 1..12),
+        ) {
+            let named: Vec<(String, Resources)> = nodes
+                .iter()
+                .enumerate()
+                .map(|(n, (cpu, memory, gpu))| {
+                    (format!("n{n:03}"), Resources::new(cpu * 1000, memory << 30, *gpu))
+                })
+                .collect();
+            let refs: Vec<(&str, Resources)> =
+                named.iter().map(|(name, r)| (name.as_str(), *r)).collect();
+            let s = state(&refs);
+            let shapes: Vec<Resources> = shapes
+                .iter()
+                .map(|(cpu, memory, gpu)| Resources::new(cpu * 1000, memory << 30, *gpu))
+                .collect();
+            let mut full = NodeIndex::new(&s);
+            let mut floored = NodeIndex::for_shapes(&s, shapes.iter().copied());
+            for (pick, count, give_back) in ops {
+                let need = shapes[pick % shapes.len()];
+                let (mut a, mut b) = (Vec::new(), Vec::new());
+                prop_assert_eq!(full.fill(need, count, &mut a), floored.fill(need, count, &mut b));
+                prop_assert_eq!(&a, &b);
+                if give_back && let Some(&(node, n)) = a.first() {
+                    full.adjust(node, need.times(n), 1);
+                    floored.adjust(node, need.times(n), 1);
+                }
+                for shape in &shapes {
+                    prop_assert_eq!(full.best_fit(*shape), floored.best_fit(*shape));
+                    if let Some(&(node, _)) = a.first() {
+                        prop_assert_eq!(
+                            full.best_fit_except(*shape, node),
+                            floored.best_fit_except(*shape, node)
+                        );
+                    }
+                }
+            }
+            prop_assert_eq!(full.schedulable(), floored.schedulable());
         }
     }
 
