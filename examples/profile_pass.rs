@@ -66,7 +66,7 @@ fn main() {
     {
         let result = plan(&state, &config);
         if has("digest") {
-            let json = serde_json::to_string(&result.jobs).unwrap_or_default();
+            let json = serde_json::to_string(&result.named_jobs(&state)).unwrap_or_default();
             println!("{name:<12} plan checksum {:016x}", fnv1a(json.as_bytes()));
             continue;
         }

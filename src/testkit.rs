@@ -1,7 +1,7 @@
 //! Generated clusters for benches and property tests: deterministic from a seed, no I/O.
 
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase};
-use crate::cluster::{ClusterState, JobInfo, NodeInfo, PodInfo, PodPhase, Role};
+use crate::cluster::{ClusterState, JobInfo, NodeId, NodeInfo, PodInfo, PodPhase, Role};
 use crate::planner::ScalePlan;
 
 use std::collections::HashMap;
@@ -175,7 +175,8 @@ pub fn node_name(n: usize) -> String {
 
 /// Applies a plan as the Job controller and kube-scheduler would: every trainer pod of a planned
 /// job is rebuilt from the plan (bound trainers kept minus removals, placements bound where
-/// named, the rest pending) and its parallelism set to the target.
+/// named, the rest pending) and its parallelism set to the target. `plan` must have been made
+/// from `state`.
 pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
     let mut pods_of = trainer_pods_by_job(state);
     for job in &plan.jobs {
@@ -185,19 +186,30 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
         let Some(info) = slot.info.clone() else {
             continue;
         };
-        let mut bound: Vec<(String, u32)> = slot
+        let mut bound: Vec<(NodeId, u32)> = slot
             .trainers
             .bound_by_node
             .iter()
-            .filter_map(|(id, n)| state.node(*id).map(|node| (node.name.to_string(), *n)))
+            .map(|(id, n)| (*id, *n))
             .collect();
         for r in &job.removals {
-            if let Some(node) = &r.node
-                && let Some(entry) = bound.iter_mut().find(|(n, _)| **n == **node)
+            if let Some(node) = r.node
+                && let Some(entry) = bound.iter_mut().find(|(id, _)| *id == node)
             {
                 entry.1 = entry.1.saturating_sub(r.trainers);
             }
         }
+        // Names before the pods go: deleting them may free the ids of nodes with no Node object.
+        let name = |id: NodeId| state.node(id).map(|node| node.name.to_string());
+        let bound: Vec<(String, u32)> = bound
+            .into_iter()
+            .filter_map(|(id, n)| Some((name(id)?, n)))
+            .collect();
+        let placements: Vec<(String, u32)> = job
+            .placements
+            .iter()
+            .filter_map(|p| Some((name(p.node)?, p.trainers)))
+            .collect();
         for (ns, name) in pods_of.remove(&job.key).unwrap_or_default() {
             state.delete_pod(&ns, &name);
         }
@@ -217,17 +229,16 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
                 add(state, Some(node));
             }
         }
-        for p in &job.placements {
-            for _ in 0..p.trainers {
-                add(state, Some(&p.node));
+        for (node, n) in &placements {
+            for _ in 0..*n {
+                add(state, Some(node));
             }
         }
-        let placed: i32 = bound.iter().map(|(_, n)| *n as i32).sum::<i32>()
-            + job
-                .placements
-                .iter()
-                .map(|p| p.trainers as i32)
-                .sum::<i32>();
+        let placed: i32 = bound
+            .iter()
+            .chain(&placements)
+            .map(|(_, n)| *n as i32)
+            .sum();
         for _ in placed..job.target {
             add(state, None);
         }

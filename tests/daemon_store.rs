@@ -186,7 +186,7 @@ fn victims_are_pending_first_then_newest_on_the_named_node() {
         placements: Vec::new(),
         removals: vec![
             Removal {
-                node: Some("n1".into()),
+                node: Some(store.state().node_id_of("n1").unwrap()),
                 trainers: 1,
             },
             Removal {

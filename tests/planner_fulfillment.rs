@@ -42,8 +42,8 @@ fn scales_up_onto_free_room_with_placements() {
     assert_eq!(j.reason, Reason::ScaleUp);
     assert_eq!(j.placements.len(), 1);
     assert_eq!(
-        (j.placements[0].node.as_ref(), j.placements[0].trainers),
-        ("a", 2)
+        (Some(j.placements[0].node), j.placements[0].trainers),
+        (s.node_id_of("a"), 2)
     );
     assert_eq!(p.summary.trainers_added, 2);
 }
@@ -103,9 +103,10 @@ fn no_gpu_trainer_on_a_node_without_a_free_gpu() {
     let j = p.job(&key("j")).unwrap();
     assert_eq!(j.target, 2);
     assert_eq!(
-        j.placements
+        j.named(&s)
+            .placements
             .iter()
-            .map(|c| c.node.as_ref())
+            .map(|c| c.node)
             .collect::<Vec<_>>(),
         ["gpu"]
     );
@@ -192,8 +193,8 @@ fn starving_gang_reclaims_from_the_most_fulfilled_job() {
     // y's gang of 2 comes from x; then one more moves for fairness: both end at 0.5.
     assert_eq!((x.target, x.reason), (5, Reason::Reclaimed));
     assert_eq!(
-        (x.removals[0].node.as_deref(), x.removals[0].trainers),
-        (Some("a"), 3)
+        (x.removals[0].node, x.removals[0].trainers),
+        (s.node_id_of("a"), 3)
     );
     assert_eq!((y.target, y.reason), (3, Reason::ScaleUp));
     assert_eq!(y.placements[0].trainers, 3);
@@ -307,10 +308,7 @@ fn over_max_is_brought_down_pending_first() {
     assert_eq!(j.reason, Reason::OverMax);
     assert_eq!(j.placements[0].trainers, 1);
     assert_eq!(j.removals.len(), 1);
-    assert_eq!(
-        (j.removals[0].node.as_deref(), j.removals[0].trainers),
-        (None, 2)
-    );
+    assert_eq!((j.removals[0].node, j.removals[0].trainers), (None, 2));
 }
 
 #[test]
@@ -323,10 +321,7 @@ fn pending_trainers_are_placed_or_removed() {
     assert_eq!(j.target, 2);
     assert_eq!(j.reason, Reason::Overload);
     assert_eq!(j.placements[0].trainers, 1);
-    assert_eq!(
-        (j.removals[0].node.as_deref(), j.removals[0].trainers),
-        (None, 2)
-    );
+    assert_eq!((j.removals[0].node, j.removals[0].trainers), (None, 2));
 }
 
 #[test]
@@ -346,11 +341,12 @@ fn cpu_trainers_leave_gpu_nodes_to_gpu_jobs() {
     let c = p.job(&key("c")).unwrap();
     let g = p.job(&key("g")).unwrap();
     assert_eq!(
-        c.placements
+        c.named(&s)
+            .placements
             .iter()
-            .map(|n| n.node.as_ref())
+            .map(|n| n.node)
             .collect::<Vec<_>>(),
         ["cpu"]
     );
-    assert_eq!((g.target, g.placements[0].node.as_ref()), (4, "gpu"));
+    assert_eq!((g.target, g.named(&s).placements[0].node), (4, "gpu"));
 }

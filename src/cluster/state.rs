@@ -21,7 +21,7 @@ pub type NodeId = u32;
 /// A node as the state holds it; the node object may not have arrived yet while pods name it.
 #[derive(Debug, Clone)]
 pub struct NodeSlot {
-    /// Shared, so plans name nodes without copying the string.
+    /// Shared, so copies of the name do not copy the string.
     pub name: Arc<str>,
     pub info: Option<NodeInfo>,
     /// Requests of the pods bound here that are not Succeeded or Failed.

@@ -11,17 +11,17 @@ use serde::Serialize;
 use super::OutputFormat;
 use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
-use crate::planner::{JobPlan, PlanSummary, PlannerConfig, Policy, plan};
+use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};
 
-/// The printed plan.
+/// The printed plan, nodes named.
 #[derive(Debug, Serialize)]
-pub struct PlanOutput {
+pub struct PlanOutput<'a> {
     pub policy: Policy,
     /// Milliseconds the pass took (state loading excluded).
     pub pass_ms: f64,
-    pub jobs: Vec<JobPlan>,
-    pub summary: PlanSummary,
-    pub warnings: Vec<String>,
+    pub jobs: Vec<NamedJobPlan<'a>>,
+    pub summary: &'a PlanSummary,
+    pub warnings: &'a [String],
 }
 
 /// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
@@ -37,9 +37,9 @@ pub fn plan_snapshot(
     let output = PlanOutput {
         policy: result.policy,
         pass_ms,
-        jobs: result.jobs,
-        summary: result.summary,
-        warnings: result.warnings,
+        jobs: result.named_jobs(&snap.state),
+        summary: &result.summary,
+        warnings: &result.warnings,
     };
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&output).unwrap_or_default() + "\n",
@@ -48,7 +48,7 @@ pub fn plan_snapshot(
     Ok((text, snap.warnings.iter().map(|w| w.to_string()).collect()))
 }
 
-fn render_table(p: &PlanOutput) -> String {
+fn render_table(p: &PlanOutput<'_>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let _ = writeln!(
@@ -65,7 +65,7 @@ fn render_table(p: &PlanOutput) -> String {
         let removals: Vec<String> = j
             .removals
             .iter()
-            .map(|r| format!("-{}@{}", r.trainers, r.node.as_deref().unwrap_or("pending")))
+            .map(|r| format!("-{}@{}", r.trainers, r.node.unwrap_or("pending")))
             .collect();
         let _ = writeln!(
             out,
@@ -99,7 +99,7 @@ fn render_table(p: &PlanOutput) -> String {
         s.stranded_gpus_after,
         p.pass_ms
     );
-    for w in &p.warnings {
+    for w in p.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
     out

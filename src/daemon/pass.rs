@@ -10,6 +10,7 @@ use super::store::{InvalidJob, Store};
 /// What a pass has to do.
 #[derive(Debug)]
 pub struct PassWork {
+    /// Its node ids refer to the store's state at planning time; `rescales` are resolved already.
     pub plan: ScalePlan,
     pub rescales: Vec<Rescale>,
     pub invalid: Vec<InvalidJob>,
@@ -71,7 +72,7 @@ fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
 }
 
 /// The trainer pods the plan's removals name: unbound ones first (node `None`), then the newest
-/// live pods on each named node.
+/// live pods on each named node. `job` must have been planned from `store`'s current state.
 pub fn victims(store: &Store, job: &JobPlan) -> Vec<String> {
     let state = store.state();
     let namespace = &*job.key.namespace;
@@ -89,7 +90,15 @@ pub fn victims(store: &Store, job: &JobPlan) -> Vec<String> {
     let mut removals: Vec<_> = job.removals.iter().collect();
     removals.sort_by_key(|r| r.node.is_some());
     for removal in removals {
-        let wanted = removal.node.as_deref();
+        // The plan was made from this state: its node ids name nodes here.
+        let wanted = match removal.node.map(|id| (id, state.node(id))) {
+            None => None,
+            Some((_, Some(node))) => Some(&*node.name),
+            Some((id, None)) => {
+                tracing::warn!(job = %job.key, node = id, "removal names an unknown node id; skipped");
+                continue;
+            }
+        };
         let picks = live
             .iter()
             .filter(|(name, node, _)| *node == wanted && !chosen.contains(&name.to_string()))

@@ -3,7 +3,6 @@
 use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use litemap::LiteMap;
 
@@ -162,31 +161,30 @@ impl<'a> Candidate<'a> {
     }
 }
 
-/// Per-node counts as `make(node name, count)`, nodes in name order.
+/// Per-node counts as `make(node, count)`, nodes in name order; nodes `state` does not hold are
+/// left out.
 fn by_name<T>(
     state: &ClusterState,
     index: &NodeIndex,
     counts: &NodeCounts,
-    make: impl Fn(Arc<str>, u32) -> T,
+    make: impl Fn(NodeId, u32) -> T,
 ) -> Vec<T> {
-    let named = |(id, n): (&NodeId, &u32)| Some((state.node(*id)?.name.clone(), *n));
+    let known = |id: &NodeId| state.node(*id).is_some();
     // Node ids are usually handed out in name order already; sort only when they are not.
     if counts.keys().is_sorted_by_key(|id| index.rank(*id)) {
         return counts
             .iter()
-            .filter_map(named)
-            .map(|(name, n)| make(name, n))
+            .filter(|(id, _)| known(id))
+            .map(|(id, n)| make(*id, *n))
             .collect();
     }
-    let mut ranked: Vec<(u32, Arc<str>, u32)> = counts
+    let mut ranked: Vec<(u32, NodeId, u32)> = counts
         .iter()
-        .filter_map(|entry| named(entry).map(|(name, n)| (index.rank(*entry.0), name, n)))
+        .filter(|(id, _)| known(id))
+        .map(|(id, n)| (index.rank(*id), *id, *n))
         .collect();
     ranked.sort_unstable_by_key(|(rank, _, _)| *rank);
-    ranked
-        .into_iter()
-        .map(|(_, name, n)| make(name, n))
-        .collect()
+    ranked.into_iter().map(|(_, id, n)| make(id, n)).collect()
 }
 
 /// Valid TrainingJobs that have not finished, in namespace/name order.

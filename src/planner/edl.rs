@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use super::{JobPlan, PlannerConfig, Reason, Removal};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
-use crate::cluster::{ClusterState, JobInfo, JobSlot};
+use crate::cluster::{ClusterState, JobInfo, JobSlot, NodeId};
 
 #[cfg(test)]
 mod tests;
@@ -320,20 +320,20 @@ fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
         });
     }
     let mut left = count - pending;
-    let mut bound: Vec<(&Arc<str>, u32)> = slot
+    let mut bound: Vec<(&str, NodeId, u32)> = slot
         .trainers
         .bound_by_node
         .iter()
-        .filter_map(|(id, n)| state.node(*id).map(|node| (&node.name, *n)))
+        .filter_map(|(id, n)| state.node(*id).map(|node| (&*node.name, *id, *n)))
         .collect();
-    bound.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    for (name, n) in bound {
+    bound.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+    for (_, id, n) in bound {
         if left == 0 {
             break;
         }
         let take = n.min(left);
         out.push(Removal {
-            node: Some(Arc::clone(name)),
+            node: Some(id),
             trainers: take,
         });
         left -= take;

@@ -17,7 +17,10 @@ mod summary;
 
 use std::collections::BTreeMap;
 
-pub use plan::{JobPlan, NodeCount, PlanSummary, Reason, Removal, ScalePlan};
+pub use plan::{
+    JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
+    ScalePlan,
+};
 
 use crate::api::JobKey;
 use crate::cluster::ClusterState;

@@ -1,11 +1,10 @@
 //! The result of a pass.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use super::Policy;
 use crate::api::{JobKey, Resources};
+use crate::cluster::{ClusterState, NodeId};
 
 /// Why a job's target is what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -46,23 +45,23 @@ impl Reason {
 }
 
 /// Trainers placed on one node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeCount {
-    pub node: Arc<str>,
+    pub node: NodeId,
     pub trainers: u32,
 }
 
 /// Trainers removed from one node; `node` is `None` for trainers not bound to any node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Removal {
-    pub node: Option<Arc<str>>,
+    pub node: Option<NodeId>,
     pub trainers: u32,
 }
 
-/// The decision for one job.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The decision for one job. Node ids refer to the `ClusterState` the plan was made from;
+/// [`JobPlan::named`] resolves them to names.
+#[derive(Debug, Clone, PartialEq)]
 pub struct JobPlan {
-    #[serde(flatten)]
     pub key: JobKey,
     pub current: i32,
     pub target: i32,
@@ -71,13 +70,85 @@ pub struct JobPlan {
     pub fulfillment_before: f64,
     pub fulfillment_after: f64,
     pub reason: Reason,
-    /// Where trainers not yet on a node go: new ones and pending ones the plan keeps.
+    /// Where trainers not yet on a node go: new ones and pending ones the plan keeps, nodes in
+    /// name order.
     pub placements: Vec<NodeCount>,
     /// Trainers taken away: pending ones (node `None`) first, then bound ones by node.
     pub removals: Vec<Removal>,
-    /// Resources of one trainer (not serialized: the TrainingJob states them).
-    #[serde(skip)]
+    /// Resources of one trainer (the TrainingJob states them).
     pub trainer: Resources,
+}
+
+impl JobPlan {
+    /// This plan with node names from `state`, the state it was made from; entries whose node
+    /// `state` does not hold are left out.
+    pub fn named<'a>(&'a self, state: &'a ClusterState) -> NamedJobPlan<'a> {
+        let name = |id: NodeId| state.node(id).map(|n| &*n.name);
+        NamedJobPlan {
+            key: &self.key,
+            current: self.current,
+            target: self.target,
+            min: self.min,
+            max: self.max,
+            fulfillment_before: self.fulfillment_before,
+            fulfillment_after: self.fulfillment_after,
+            reason: self.reason,
+            placements: self
+                .placements
+                .iter()
+                .filter_map(|p| {
+                    Some(NamedCount {
+                        node: name(p.node)?,
+                        trainers: p.trainers,
+                    })
+                })
+                .collect(),
+            removals: self
+                .removals
+                .iter()
+                .filter_map(|r| {
+                    let node = match r.node {
+                        Some(id) => Some(name(id)?),
+                        None => None,
+                    };
+                    Some(NamedRemoval {
+                        node,
+                        trainers: r.trainers,
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A [`JobPlan`] with node names, as plans are printed (`trainscale plan --output json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NamedJobPlan<'a> {
+    #[serde(flatten)]
+    pub key: &'a JobKey,
+    pub current: i32,
+    pub target: i32,
+    pub min: i32,
+    pub max: i32,
+    pub fulfillment_before: f64,
+    pub fulfillment_after: f64,
+    pub reason: Reason,
+    pub placements: Vec<NamedCount<'a>>,
+    pub removals: Vec<NamedRemoval<'a>>,
+}
+
+/// Trainers placed on one named node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NamedCount<'a> {
+    pub node: &'a str,
+    pub trainers: u32,
+}
+
+/// Trainers removed from one named node, or (`None`) not bound to any node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NamedRemoval<'a> {
+    pub node: Option<&'a str>,
+    pub trainers: u32,
 }
 
 /// Totals over the plan.
@@ -94,8 +165,9 @@ pub struct PlanSummary {
     pub stranded_gpus_after: i64,
 }
 
-/// The plan of one pass.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The plan of one pass. Node ids refer to the `ClusterState` it was made from, and are
+/// resolved to names against that state where names are needed ([`ScalePlan::named_jobs`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScalePlan {
     pub policy: Policy,
     pub jobs: Vec<JobPlan>,
@@ -108,6 +180,11 @@ impl ScalePlan {
     /// The plan of one job.
     pub fn job(&self, key: &JobKey) -> Option<&JobPlan> {
         self.jobs.iter().find(|j| &j.key == key)
+    }
+
+    /// The job plans with node names from `state`, the state the plan was made from.
+    pub fn named_jobs<'a>(&'a self, state: &'a ClusterState) -> Vec<NamedJobPlan<'a>> {
+        self.jobs.iter().map(|j| j.named(state)).collect()
     }
 }
 

@@ -9,7 +9,8 @@ use crate::cluster::{ClusterState, NodeId};
 /// Free resources of each schedulable node once a plan is applied.
 pub type FreeAfter = Vec<(NodeId, Resources)>;
 
-/// Free resources per schedulable node once the plan's placements and removals are applied.
+/// Free resources per schedulable node once the plans' placements and removals, made from
+/// `state`, are applied.
 pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
     let mut free: HashMap<NodeId, Resources> = state
         .nodes()
@@ -18,13 +19,12 @@ pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
         .collect();
     for plan in jobs {
         for p in &plan.placements {
-            if let Some(f) = state.node_id_of(&p.node).and_then(|id| free.get_mut(&id)) {
+            if let Some(f) = free.get_mut(&p.node) {
                 *f -= plan.trainer.times(i64::from(p.trainers));
             }
         }
         for r in &plan.removals {
-            let id = r.node.as_deref().and_then(|n| state.node_id_of(n));
-            if let Some(f) = id.and_then(|id| free.get_mut(&id)) {
+            if let Some(f) = r.node.and_then(|id| free.get_mut(&id)) {
                 *f += plan.trainer.times(i64::from(r.trainers));
             }
         }

@@ -451,7 +451,7 @@ impl<'a> Engine<'a> {
             let places: Vec<(usize, u32)> = jp
                 .placements
                 .iter()
-                .filter_map(|p| self.world.node_index(&p.node).map(|n| (n, p.trainers)))
+                .filter_map(|p| self.world.node_of_id(p.node).map(|n| (n, p.trainers)))
                 .collect();
             if !places.is_empty() {
                 placements.insert(job, places);

@@ -46,6 +46,8 @@ pub struct World {
     /// Nodes in name order (the kube-scheduler's first-fit order).
     pub nodes: Vec<SimNode>,
     node_index: HashMap<String, usize>,
+    /// Node index by the state's node id.
+    by_id: Vec<Option<usize>>,
     pub jobs: Vec<JobPods>,
     pods: HashMap<u64, SimPod>,
     /// Pending pods of every job, in creation order.
@@ -81,10 +83,17 @@ impl World {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
+        let mut by_id = vec![None; state.node_id_bound()];
+        for (i, n) in out.iter().enumerate() {
+            if let Some(slot) = by_id.get_mut(n.id as usize) {
+                *slot = Some(i);
+            }
+        }
         World {
             state,
             nodes: out,
             node_index,
+            by_id,
             jobs: Vec::new(),
             pods: HashMap::new(),
             pending: BTreeSet::new(),
@@ -105,6 +114,11 @@ impl World {
     /// The index of a node name.
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.node_index.get(name).copied()
+    }
+
+    /// The index of a node by its id in `state` (nodes are never removed from it).
+    pub fn node_of_id(&self, id: NodeId) -> Option<usize> {
+        self.by_id.get(id as usize).copied().flatten()
     }
 
     /// Live trainer pods of a job (pending and bound).

@@ -1,7 +1,5 @@
 //! Tests of the `edl` policy against edl-autoscaler.md §2 and §5.1.
 
-use std::sync::Arc;
-
 use super::*;
 use crate::api::Resources;
 use crate::cluster::{NodeInfo, PodInfo, PodPhase, Role};
@@ -111,9 +109,10 @@ fn outcome(plan: &ScalePlan) -> Vec<(&str, i32, Reason)> {
         .collect()
 }
 
-fn removal(node: Option<&str>, trainers: u32) -> Removal {
+/// A removal from the node named `node` of `state`.
+fn removal(state: &ClusterState, node: Option<&str>, trainers: u32) -> Removal {
     Removal {
-        node: node.map(Arc::from),
+        node: node.map(|n| state.node_id_of(n).unwrap()),
         trainers,
     }
 }
@@ -289,7 +288,10 @@ fn overload_scales_down_to_min_not_below() {
         (job.fulfillment_before, job.fulfillment_after),
         (5.0 / 7.0, 0.0)
     );
-    assert_eq!(job.removals, vec![removal(None, 2), removal(Some("n2"), 3)]);
+    assert_eq!(
+        job.removals,
+        vec![removal(&state, None, 2), removal(&state, Some("n2"), 3)]
+    );
     assert!(job.placements.is_empty());
 }
 
@@ -310,7 +312,7 @@ fn over_max_is_cut_in_one_step_by_the_up_pass() {
         outcome(&plan),
         vec![("a", 10, Reason::OverMax), ("b", 4, Reason::ScaleUp)]
     );
-    assert_eq!(plan.jobs[0].removals, vec![removal(Some("n1"), 2)]);
+    assert_eq!(plan.jobs[0].removals, vec![removal(&state, Some("n1"), 2)]);
     assert!(plan.jobs[1].removals.is_empty());
 }
 
@@ -356,7 +358,7 @@ fn frozen_order_pushes_the_least_fulfilled_job_to_max() {
         vec![("a", 6, Reason::ScaleUp), ("b", 1, Reason::Overload)]
     );
     assert!(plan.warnings.is_empty());
-    assert_eq!(plan.jobs[1].removals, vec![removal(Some("n1"), 3)]);
+    assert_eq!(plan.jobs[1].removals, vec![removal(&state, Some("n1"), 3)]);
     assert_eq!(
         (
             plan.jobs[0].fulfillment_after,
@@ -484,12 +486,12 @@ fn removals_take_pending_then_fullest_nodes_then_name() {
     assert_eq!(
         removals(&state, slot, 4),
         vec![
-            removal(None, 1),
-            removal(Some("n-a"), 2),
-            removal(Some("n-b"), 1)
+            removal(&state, None, 1),
+            removal(&state, Some("n-a"), 2),
+            removal(&state, Some("n-b"), 1)
         ]
     );
-    assert_eq!(removals(&state, slot, 1), vec![removal(None, 1)]);
+    assert_eq!(removals(&state, slot, 1), vec![removal(&state, None, 1)]);
     assert!(removals(&state, slot, 0).is_empty());
 }
 
