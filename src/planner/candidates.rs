@@ -114,14 +114,8 @@ impl<'a> Candidate<'a> {
     }
 
     /// The job's plan once the pass is done; nodes are listed in name order.
-    pub fn finish(
-        &self,
-        state: &ClusterState,
-        index: &NodeIndex,
-        target: i32,
-        reason: Reason,
-    ) -> JobPlan {
-        let placements = by_name(state, index, &self.placed, |node, trainers| NodeCount {
+    pub fn finish(&self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan {
+        let placements = by_name(index, &self.placed, |node, trainers| NodeCount {
             node,
             trainers,
         });
@@ -138,11 +132,9 @@ impl<'a> Candidate<'a> {
             }
         }
         if !self.removed.is_empty() {
-            removals.extend(by_name(state, index, &self.removed, |node, trainers| {
-                Removal {
-                    node: Some(node),
-                    trainers,
-                }
+            removals.extend(by_name(index, &self.removed, |node, trainers| Removal {
+                node: Some(node),
+                trainers,
             }));
         }
         JobPlan {
@@ -161,15 +153,10 @@ impl<'a> Candidate<'a> {
     }
 }
 
-/// Per-node counts as `make(node, count)`, nodes in name order; nodes `state` does not hold are
-/// left out.
-fn by_name<T>(
-    state: &ClusterState,
-    index: &NodeIndex,
-    counts: &NodeCounts,
-    make: impl Fn(NodeId, u32) -> T,
-) -> Vec<T> {
-    let known = |id: &NodeId| state.node(*id).is_some();
+/// Per-node counts as `make(node, count)`, nodes in name order; nodes the state the index was
+/// built from does not hold are left out.
+fn by_name<T>(index: &NodeIndex, counts: &NodeCounts, make: impl Fn(NodeId, u32) -> T) -> Vec<T> {
+    let known = |id: &NodeId| index.rank(*id) != u32::MAX;
     // Node ids are usually handed out in name order already; sort only when they are not.
     if counts.keys().is_sorted_by_key(|id| index.rank(*id)) {
         return counts

@@ -107,13 +107,12 @@ pub fn plan(
             break;
         }
     }
-    let plans = finish_all(state, &index, &jobs, &cooling, &starving, &no_fit);
+    let plans = finish_all(&index, &jobs, &cooling, &starving, &no_fit);
     (plans, Vec::new(), Some(index.schedulable()))
 }
 
 /// Every job's plan, in candidate order; with many jobs, the upper half on a second thread.
 fn finish_all(
-    state: &ClusterState,
     index: &NodeIndex,
     jobs: &[Candidate],
     cooling: &[bool],
@@ -125,7 +124,7 @@ fn finish_all(
             .map(|i| {
                 let j = &jobs[i];
                 let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
-                j.finish(state, index, target, reason)
+                j.finish(index, target, reason)
             })
             .collect()
     };
@@ -367,11 +366,11 @@ mod tests {
             .iter()
             .map(|j| {
                 let (target, reason) = decide(j, false, false, false);
-                j.finish(&state, &index, target, reason)
+                j.finish(&index, target, reason)
             })
             .collect();
         assert!(one.iter().filter(|p| !p.placements.is_empty()).count() > n / 2);
-        let two = finish_all(&state, &index, &jobs, &cooling, &starving, &no_fit);
+        let two = finish_all(&index, &jobs, &cooling, &starving, &no_fit);
         assert_eq!(two, one);
     }
 }

@@ -46,7 +46,7 @@ pub fn plan(
     let plans = jobs
         .iter()
         .zip(decided)
-        .map(|(j, (target, reason))| j.finish(state, &index, target, reason))
+        .map(|(j, (target, reason))| j.finish(&index, target, reason))
         .collect();
     (plans, Vec::new(), Some(index.schedulable()))
 }
