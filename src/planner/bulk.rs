@@ -144,9 +144,9 @@ impl Want {
     fn of(job: usize, j: &Candidate) -> Self {
         Want {
             job,
-            min: i64::from(j.info.min),
-            span: i64::from(j.info.max - j.info.min),
-            max: i64::from(j.info.max),
+            min: i64::from(j.min),
+            span: i64::from(j.max - j.min),
+            max: i64::from(j.max),
             planned: i64::from(j.planned),
             trainer: j.trainer(),
         }

@@ -22,6 +22,12 @@ pub struct Candidate<'a> {
     /// Position in namespace/name order.
     pub rank: usize,
     pub info: &'a JobInfo,
+    /// `info`'s min-instance, max-instance, priority and trainer, copied: the pass reads them for
+    /// every queue key and placement, and a copy beside the counts saves a cache miss each.
+    pub min: i32,
+    pub max: i32,
+    pub priority: i32,
+    pub trainer: Resources,
     /// The trainer count the job has asked for (its trainer Job's parallelism).
     pub current: i32,
     /// Trainers bound to nodes when the pass started.
@@ -41,26 +47,22 @@ pub struct Candidate<'a> {
 impl<'a> Candidate<'a> {
     /// Per-trainer resources.
     pub fn trainer(&self) -> Resources {
-        self.info.trainer
+        self.trainer
     }
 
     /// Fulfillment at `count` trainers.
     pub fn fulfillment_at(&self, count: i32) -> f64 {
-        fulfillment_of(
-            i64::from(count),
-            i64::from(self.info.min),
-            i64::from(self.info.max),
-        )
+        fulfillment_of(i64::from(count), i64::from(self.min), i64::from(self.max))
     }
 
     /// Whether the job scales at all.
     pub fn elastic(&self) -> bool {
-        self.info.min < self.info.max
+        self.min < self.max
     }
 
     /// The tie-break order: higher priority, then older, then namespace/name.
     pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
-        (Reverse(self.info.priority), self.info.created, self.rank)
+        (Reverse(self.priority), self.info.created, self.rank)
     }
 
     /// Records one trainer placed on `node`.
@@ -141,8 +143,8 @@ impl<'a> Candidate<'a> {
             key: self.key.clone(),
             current: self.current,
             target,
-            min: self.info.min,
-            max: self.info.max,
+            min: self.min,
+            max: self.max,
             fulfillment_before: self.fulfillment_at(self.current),
             fulfillment_after: self.fulfillment_at(target),
             reason,
@@ -186,6 +188,10 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                 key,
                 rank,
                 info,
+                min: info.min,
+                max: info.max,
+                priority: info.priority,
+                trainer: info.trainer,
                 current: slot.current(),
                 bound,
                 planned: bound,

@@ -37,7 +37,7 @@ impl Queueing<'_> {
     /// Whether job `i` is queued.
     pub fn queues(&self, jobs: &[Candidate], i: usize) -> bool {
         let j = &jobs[i];
-        !self.cooling[i] && !self.starving[i] && j.planned >= j.info.min && j.planned < j.info.max
+        !self.cooling[i] && !self.starving[i] && j.planned >= j.min && j.planned < j.max
     }
 
     /// Job `i`'s key at its planned count.
@@ -126,7 +126,7 @@ pub fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
         .enumerate()
         .map(|(i, j)| {
             debug_assert_eq!(j.rank, i);
-            packed_order(j.info.priority, j.info.created, i as u32)
+            packed_order(j.priority, j.info.created, i as u32)
         })
         .collect();
     order.sort_unstable();

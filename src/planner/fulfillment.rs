@@ -153,7 +153,7 @@ fn decide(j: &Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i32, R
         return (j.planned, reason);
     }
     if cooling {
-        let target = j.current.min(j.info.max);
+        let target = j.current.min(j.max);
         let reason = if target == j.current {
             Reason::Cooldown
         } else {
@@ -162,10 +162,10 @@ fn decide(j: &Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i32, R
         return (target, reason);
     }
     let target = j.planned;
-    let reason = if target > j.current || (!j.placed.is_empty() && j.bound < j.info.min) {
+    let reason = if target > j.current || (!j.placed.is_empty() && j.bound < j.min) {
         Reason::ScaleUp
     } else if target < j.current {
-        if j.current > j.info.max {
+        if j.current > j.max {
             Reason::OverMax
         } else {
             Reason::Overload
@@ -189,7 +189,7 @@ fn fullest_node(j: &Candidate, index: &NodeIndex) -> Option<NodeId> {
 /// Brings jobs with more bound trainers than max-instance down to max.
 fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
-        while j.planned > j.info.max {
+        while j.planned > j.max {
             let Some(node) = fullest_node(j, index) else {
                 break;
             };
@@ -208,7 +208,7 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
             let victim = jobs
                 .iter()
                 .enumerate()
-                .filter(|(_, j)| j.on_node.contains_key(&node) && j.planned > j.info.min)
+                .filter(|(_, j)| j.on_node.contains_key(&node) && j.planned > j.min)
                 .max_by(|(_, a), (_, b)| {
                     OrderedFloat(a.fulfillment_at(a.planned))
                         .cmp(&OrderedFloat(b.fulfillment_at(b.planned)))
@@ -227,10 +227,10 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
 /// Jobs in cooldown keep their size: their pending trainers are placed where they fit.
 fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling: &[bool]) {
     for (i, j) in jobs.iter_mut().enumerate() {
-        if !cooling[i] || j.planned < j.info.min {
+        if !cooling[i] || j.planned < j.min {
             continue;
         }
-        while j.planned < j.current.min(j.info.max) {
+        while j.planned < j.current.min(j.max) {
             let Some(node) = index.best_fit(j.trainer()) else {
                 break;
             };
@@ -285,7 +285,7 @@ fn water_fill(
         let next = queue.peek();
         let j = &jobs[i];
         let mut allowed = 0;
-        while j.planned + allowed < j.info.max
+        while j.planned + allowed < j.max
             && next.is_none_or(|n| key_at(j, ties[i], i, j.planned + allowed) > n)
         {
             allowed += 1;
@@ -295,7 +295,7 @@ fn water_fill(
             no_fit[i] = true;
             continue;
         }
-        if jobs[i].planned < jobs[i].info.max {
+        if jobs[i].planned < jobs[i].max {
             queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
         }
     }

@@ -26,8 +26,8 @@ pub fn rebalance(
         .filter(|&i| {
             eligible(i)
                 && no_fit[i]
-                && jobs[i].planned >= jobs[i].info.min
-                && jobs[i].planned < jobs[i].info.max
+                && jobs[i].planned >= jobs[i].min
+                && jobs[i].planned < jobs[i].max
         })
         .collect();
     if takers.is_empty() {
@@ -41,7 +41,7 @@ pub fn rebalance(
     };
     sort_by_packed_key(&mut takers, key);
     let mut donors: Vec<usize> = (0..jobs.len())
-        .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].info.min)
+        .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].min)
         .collect();
     sort_by_packed_key(&mut donors, |d| !key(d) & !u128::from(u32::MAX));
     let mut moved = false;
@@ -76,10 +76,10 @@ fn take_one(
 ) -> bool {
     let floor = jobs[t].fulfillment_at(jobs[t].planned);
     let want = jobs[t].trainer();
-    let priority = jobs[t].info.priority;
+    let priority = jobs[t].priority;
     for &d in donors {
         if d == t
-            || jobs[d].info.priority > priority
+            || jobs[d].priority > priority
             || jobs[d].fulfillment_at(jobs[d].planned - 1) <= floor
         {
             continue;

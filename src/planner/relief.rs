@@ -21,7 +21,7 @@ pub fn admit_starving(
     cooling: &[bool],
     repairs: &mut Repairs,
 ) -> Vec<bool> {
-    let mut starving: Vec<bool> = jobs.iter().map(|j| j.planned < j.info.min).collect();
+    let mut starving: Vec<bool> = jobs.iter().map(|j| j.planned < j.min).collect();
     retry_starving(jobs, index, cooling, &mut starving, repairs);
     starving
 }
@@ -40,7 +40,7 @@ pub fn retry_starving(
     order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
     let mut admitted = false;
     for s in order {
-        let need = jobs[s].info.min - jobs[s].planned;
+        let need = jobs[s].min - jobs[s].planned;
         if place_gang(jobs, index, s, need, repairs) || reclaim_for(jobs, index, cooling, s, need) {
             starving[s] = false;
             admitted = true;
@@ -59,7 +59,7 @@ fn reclaim_for(
     need: i32,
 ) -> bool {
     let want = jobs[s].trainer();
-    let priority = jobs[s].info.priority;
+    let priority = jobs[s].priority;
     let gang = want.times(i64::from(need));
     let mut steps: Vec<Step> = Vec::new();
     let mut room = index.total_free();
@@ -67,14 +67,14 @@ fn reclaim_for(
         d != s
             && !cooling[d]
             && jobs[d].elastic()
-            && jobs[d].info.priority <= priority
-            && jobs[d].planned >= jobs[d].info.min
+            && jobs[d].priority <= priority
+            && jobs[d].planned >= jobs[d].min
     };
     loop {
         let donor = (0..jobs.len())
             .filter(|&d| {
                 may_give(jobs, d)
-                    && jobs[d].planned > jobs[d].info.min
+                    && jobs[d].planned > jobs[d].min
                     && !(jobs[d].on_node.is_empty() && jobs[d].placed.is_empty())
             })
             .max_by(|&a, &b| {
