@@ -26,10 +26,6 @@ const MAX_ROUNDS: usize = 64;
 /// Node checks the fair-share moves may spend in one pass.
 const PASS_MOVE_CHECKS: usize = 20_000;
 
-/// From this many jobs the plans are built on two threads (a thread costs ~50 µs; 1,000 plans
-/// take ~0.5 ms on one).
-const PARALLEL_FINISH_MIN_JOBS: usize = 1_024;
-
 /// Runs the `fulfillment` pass.
 pub fn plan(
     state: &ClusterState,
@@ -107,41 +103,15 @@ pub fn plan(
             break;
         }
     }
-    let plans = finish_all(&index, &jobs, &cooling, &starving, &no_fit);
+    let plans = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
+            j.finish(&index, target, reason)
+        })
+        .collect();
     (plans, Vec::new(), Some(index.schedulable()))
-}
-
-/// Every job's plan, in candidate order; with many jobs, the upper half on a second thread.
-fn finish_all(
-    index: &NodeIndex,
-    jobs: &[Candidate],
-    cooling: &[bool],
-    starving: &[bool],
-    no_fit: &[bool],
-) -> Vec<JobPlan> {
-    let finish_range = |range: std::ops::Range<usize>| -> Vec<JobPlan> {
-        range
-            .map(|i| {
-                let j = &jobs[i];
-                let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
-                j.finish(index, target, reason)
-            })
-            .collect()
-    };
-    if jobs.len() < PARALLEL_FINISH_MIN_JOBS {
-        return finish_range(0..jobs.len());
-    }
-    // Cloning thousands of shared node names is mostly cache misses: two threads halve it.
-    let half = jobs.len() / 2;
-    std::thread::scope(|scope| {
-        let upper = scope.spawn(|| finish_range(half..jobs.len()));
-        let mut plans = finish_range(0..half);
-        match upper.join() {
-            Ok(rest) => plans.extend(rest),
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-        plans
-    })
 }
 
 /// The final target and reason of one job.
@@ -337,40 +307,4 @@ fn place_batch(
         }
     }
     true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testkit::{ClusterShape, generate};
-
-    /// Plans built on two threads are the plans one thread builds, in the same order.
-    #[test]
-    fn plans_built_on_two_threads_match_one_thread() {
-        let state = generate(ClusterShape::planner_bench(3_000, 1_100));
-        let mut index = NodeIndex::new(&state);
-        let mut jobs = candidates(&state);
-        assert!(jobs.len() >= PARALLEL_FINISH_MIN_JOBS);
-        // Give every job some placements so the plans name nodes.
-        for j in &mut jobs {
-            for _ in 0..2 {
-                if let Some(node) = index.best_fit(j.trainer()) {
-                    index.adjust(node, j.trainer(), -1);
-                    j.place(node);
-                }
-            }
-        }
-        let n = jobs.len();
-        let (cooling, starving, no_fit) = (vec![false; n], vec![false; n], vec![false; n]);
-        let one: Vec<JobPlan> = jobs
-            .iter()
-            .map(|j| {
-                let (target, reason) = decide(j, false, false, false);
-                j.finish(&index, target, reason)
-            })
-            .collect();
-        assert!(one.iter().filter(|p| !p.placements.is_empty()).count() > n / 2);
-        let two = finish_all(&index, &jobs, &cooling, &starving, &no_fit);
-        assert_eq!(two, one);
-    }
 }
