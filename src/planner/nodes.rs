@@ -441,16 +441,7 @@ mod tests {
             need in (1i64..6, 1i64..6, 0i64..3),
             count in 0i64..120,
         ) {
-            let shapes: Vec<(String, Resources)> = nodes
-                .iter()
-                .enumerate()
-                .map(|(n, (cpu, memory, gpu))| {
-                    (format!("n{n:03}"), Resources::new(cpu * 1000, memory << 30, *gpu))
-                })
-                .collect();
-            let named: Vec<(&str, Resources)> =
-                shapes.iter().map(|(name, r)| (name.as_str(), *r)).collect();
-            let s = state(&named);
+            let s = state_of_sizes(&nodes);
             let need = Resources::new(need.0 * 1000, need.1 << 30, need.2);
             fill_matches(&s, need, count)?;
         }
@@ -465,16 +456,7 @@ mod tests {
             shapes in proptest::collection::vec((1i64..6, 1i64..6, 0i64..3), 1..4),
             ops in proptest::collection::vec((0usize..4, 0i64..30, any::<bool>()), 1..12),
         ) {
-            let named: Vec<(String, Resources)> = nodes
-                .iter()
-                .enumerate()
-                .map(|(n, (cpu, memory, gpu))| {
-                    (format!("n{n:03}"), Resources::new(cpu * 1000, memory << 30, *gpu))
-                })
-                .collect();
-            let refs: Vec<(&str, Resources)> =
-                named.iter().map(|(name, r)| (name.as_str(), *r)).collect();
-            let s = state(&refs);
+            let s = state_of_sizes(&nodes);
             let shapes: Vec<Resources> = shapes
                 .iter()
                 .map(|(cpu, memory, gpu)| Resources::new(cpu * 1000, memory << 30, *gpu))
@@ -502,6 +484,23 @@ mod tests {
             }
             prop_assert_eq!(full.schedulable(), floored.schedulable());
         }
+    }
+
+    /// A state of nodes `n000`, `n001`, … with (cores, GiB, GPUs) each.
+    fn state_of_sizes(nodes: &[(i64, i64, i64)]) -> ClusterState {
+        let named: Vec<(String, Resources)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(n, (cpu, memory, gpu))| {
+                (
+                    format!("n{n:03}"),
+                    Resources::new(cpu * 1000, memory << 30, *gpu),
+                )
+            })
+            .collect();
+        let refs: Vec<(&str, Resources)> =
+            named.iter().map(|(name, r)| (name.as_str(), *r)).collect();
+        state(&refs)
     }
 
     /// Checks one `fill` against repeated best fits on the same state.
