@@ -57,14 +57,8 @@ pub fn plan(
     let mut no_fit = vec![false; jobs.len()];
     let mut rounds = 0;
     loop {
-        // After the first round only nodes that gained room can take a job that failed before;
-        // the first round tries every node (what bulk steps gave back and took again is moot).
-        let grown = if rounds > 0 {
-            index.take_grown()
-        } else {
-            index.forget_grown();
-            Vec::new()
-        };
+        // After the first round only nodes that gained room can take a job that failed before.
+        let grown = index.take_grown();
         let only = (rounds > 0).then_some(grown.as_slice());
         water_fill(
             &mut jobs,

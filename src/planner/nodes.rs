@@ -142,11 +142,6 @@ impl NodeIndex {
         !self.grown.is_empty()
     }
 
-    /// Forgets which nodes were given room back.
-    pub fn forget_grown(&mut self) {
-        self.grown.clear();
-    }
-
     /// The nodes given room back since the last call, each once, in id order.
     pub fn take_grown(&mut self) -> Vec<NodeId> {
         let mut grown = std::mem::take(&mut self.grown);

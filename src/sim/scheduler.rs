@@ -45,7 +45,6 @@ pub struct World {
     pub state: ClusterState,
     /// Nodes in name order (the kube-scheduler's first-fit order).
     pub nodes: Vec<SimNode>,
-    node_index: HashMap<String, usize>,
     /// Node index by the state's node id.
     by_id: Vec<Option<usize>>,
     pub jobs: Vec<JobPods>,
@@ -78,11 +77,6 @@ impl World {
                 id,
             });
         }
-        let node_index = out
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
         let mut by_id = vec![None; state.node_id_bound()];
         for (i, n) in out.iter().enumerate() {
             if let Some(slot) = by_id.get_mut(n.id as usize) {
@@ -92,7 +86,6 @@ impl World {
         World {
             state,
             nodes: out,
-            node_index,
             by_id,
             jobs: Vec::new(),
             pods: HashMap::new(),
@@ -109,11 +102,6 @@ impl World {
             ..JobPods::default()
         });
         self.jobs.len() - 1
-    }
-
-    /// The index of a node name.
-    pub fn node_index(&self, name: &str) -> Option<usize> {
-        self.node_index.get(name).copied()
     }
 
     /// The index of a node by its id in `state` (nodes are never removed from it).
@@ -413,7 +401,7 @@ mod tests {
         );
         assert_eq!(w.schedule(&mut HashMap::new(), &|_| 1, true), vec![j]);
         assert_eq!(w.bound(j), 6);
-        let a = w.node_index("a").unwrap();
+        let a = w.node_of_id(w.state.node_id_of("a").unwrap()).unwrap();
         assert_eq!(w.jobs[j].bound.values().filter(|n| **n == a).count(), 4);
         w.create_pods(j, 4, 1);
         w.schedule(&mut HashMap::new(), &|_| 1, true);
@@ -434,7 +422,7 @@ mod tests {
             Resources::new(1000, 1 << 30, 1),
         );
         w.create_pods(j, 2, 0);
-        let b = w.node_index("b").unwrap();
+        let b = w.node_of_id(w.state.node_id_of("b").unwrap()).unwrap();
         let mut places = HashMap::from([(j, vec![(b, 2)])]);
         w.schedule(&mut places, &|_| 1, true);
         assert!(w.jobs[j].bound.values().all(|n| *n == b));
