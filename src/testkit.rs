@@ -176,8 +176,8 @@ pub fn node_name(n: usize) -> String {
 /// Applies a plan as the Job controller and kube-scheduler would: every trainer pod of a planned
 /// job is rebuilt from the plan (bound trainers kept minus removals, placements bound where
 /// named, the rest pending) and its parallelism set to the target. `plan` must have been made
-/// from `state`.
-pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
+/// from `state` (and no longer borrow it: see [`ScalePlan::into_owned`]).
+pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan<'_>) {
     let mut pods_of = trainer_pods_by_job(state);
     for job in &plan.jobs {
         let Some(slot) = state.job(&job.key) else {
@@ -242,7 +242,7 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan) {
         for _ in placed..job.target {
             add(state, None);
         }
-        state.set_trainer_job(job.key.clone(), Some(Some(job.target)));
+        state.set_trainer_job(job.key.clone().into_owned(), Some(Some(job.target)));
     }
 }
 
@@ -290,7 +290,8 @@ pub fn add_trainer(
 /// arrived, asking for their min with every trainer pending.
 pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
     let mut state = generate(shape);
-    let settled = crate::planner::plan(&state, &crate::planner::PlannerConfig::default());
+    let settled =
+        crate::planner::plan(&state, &crate::planner::PlannerConfig::default()).into_owned();
     apply_plan(&mut state, &settled);
     let mut rng = SplitMix::new(shape.seed ^ 0x5eed);
     let keys: Vec<JobKey> = state.jobs().map(|(k, _, _)| k.clone()).collect();

@@ -1,5 +1,7 @@
 //! The watch path: events into the store, relists, trainer Jobs, invalid jobs, victims.
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
@@ -175,7 +177,7 @@ fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
 fn victims_are_pending_first_then_newest_on_the_named_node() {
     let store = synced_store();
     let plan = JobPlan {
-        key: JobKey::new("ml", "mnist"),
+        key: Cow::Owned(JobKey::new("ml", "mnist")),
         current: 4,
         target: 2,
         min: 1,
@@ -219,7 +221,7 @@ fn a_job_without_its_trainer_job_waits() {
         work.plan
             .jobs
             .iter()
-            .any(|j| j.key == key && j.target > j.current),
+            .any(|j| *j.key == key && j.target > j.current),
         "the planner sizes it: {:?}",
         work.plan.jobs
     );

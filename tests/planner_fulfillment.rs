@@ -99,7 +99,7 @@ fn no_gpu_trainer_on_a_node_without_a_free_gpu() {
     add_node(&mut s, "cpu-only", 96_000, 768, 0);
     add_node(&mut s, "gpu", 96_000, 768, 2);
     add_job(&mut s, "j", job_info(1, 8, gpu_trainer()), 1, &["gpu"]);
-    let p = plan(&s, &fulfillment());
+    let p = plan(&s, &fulfillment()).into_owned();
     let j = p.job(&key("j")).unwrap();
     assert_eq!(j.target, 2);
     assert_eq!(
@@ -129,7 +129,7 @@ fn gpu_jobs_near_the_limit_do_not_churn() {
     add_job(&mut s, "y", job_info(2, 12, gpu_trainer()), 7, &["b"; 7]);
     let mut changes = 0;
     for _ in 0..5 {
-        let p = plan(&s, &fulfillment());
+        let p = plan(&s, &fulfillment()).into_owned();
         changes += p.summary.trainers_added + p.summary.trainers_removed;
         apply_plan(&mut s, &p);
     }
@@ -188,7 +188,7 @@ fn starving_gang_reclaims_from_the_most_fulfilled_job() {
         2,
         &[],
     );
-    let p = plan(&s, &fulfillment());
+    let p = plan(&s, &fulfillment()).into_owned();
     let (x, y) = (p.job(&key("x")).unwrap(), p.job(&key("y")).unwrap());
     // y's gang of 2 comes from x; then one more moves for fairness: both end at 0.5.
     assert_eq!((x.target, x.reason), (5, Reason::Reclaimed));

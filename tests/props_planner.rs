@@ -155,7 +155,7 @@ proptest! {
     fn fulfillment_pass_invariants(spec in spec(4, 4, true), bulk in any::<bool>()) {
         let mut state = build(&spec);
         let config = fulfillment(bulk);
-        let p = plan(&state, &config);
+        let p = plan(&state, &config).into_owned();
         // Deterministic.
         prop_assert_eq!(&p, &plan(&state, &config));
         for j in &p.jobs {

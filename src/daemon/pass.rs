@@ -10,8 +10,9 @@ use super::store::{InvalidJob, Store};
 /// What a pass has to do.
 #[derive(Debug)]
 pub struct PassWork {
-    /// Its node ids refer to the store's state at planning time; `rescales` are resolved already.
-    pub plan: ScalePlan,
+    /// Owned (it outlives the store lock); its node ids refer to the store's state at planning
+    /// time, and `rescales` are resolved already.
+    pub plan: ScalePlan<'static>,
     pub rescales: Vec<Rescale>,
     pub invalid: Vec<InvalidJob>,
     /// Jobs in phase Scaling whose trainers all run at the current size.
@@ -51,13 +52,13 @@ pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
         invalid: store.unreported_invalid(),
         settled,
         waiting,
-        plan,
+        plan: plan.into_owned(),
     }
 }
 
 fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
     Rescale {
-        key: job.key.clone(),
+        key: job.key.clone().into_owned(),
         uid: store.training_job(&job.key).and_then(|m| m.uid.clone()),
         trainer_job: store.trainer_job(&job.key).cloned(),
         current: job.current,

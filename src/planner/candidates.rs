@@ -116,7 +116,7 @@ impl<'a> Candidate<'a> {
     }
 
     /// The job's plan once the pass is done; nodes are listed in name order.
-    pub fn finish(&self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan {
+    pub fn finish(&self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
         let placements = by_name(index, &self.placed, |node, trainers| NodeCount {
             node,
             trainers,
@@ -140,7 +140,7 @@ impl<'a> Candidate<'a> {
             }));
         }
         JobPlan {
-            key: self.key.clone(),
+            key: Cow::Borrowed(self.key),
             current: self.current,
             target,
             min: self.min,

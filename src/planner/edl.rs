@@ -11,6 +11,7 @@
 //! Adaptations to what [`ClusterState`] holds are documented on [`ClusterResource::from_state`]
 //! and [`is_pending`].
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -342,13 +343,13 @@ fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
 }
 
 /// The plan of one candidate moved by `diff`; a job that is not elastic is `unchanged`.
-fn job_plan(state: &ClusterState, c: &Candidate<'_>, diff: i64) -> JobPlan {
+fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'s> {
     let (min, max) = (c.info.min, c.info.max);
     let wide = (i64::from(c.current) + diff).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
     let target = i32::try_from(wide).unwrap_or(c.current);
     let removed = u32::try_from(i64::from(c.current) - i64::from(target)).unwrap_or(0);
     JobPlan {
-        key: c.key.clone(),
+        key: Cow::Borrowed(c.key),
         current: c.current,
         target,
         min,
@@ -370,7 +371,10 @@ fn job_plan(state: &ClusterState, c: &Candidate<'_>, diff: i64) -> JobPlan {
 ///
 /// Only elastic candidates (min < max) are scaled; the others keep their count. A cap of 0 runs
 /// one outer iteration.
-pub fn plan(state: &ClusterState, config: &PlannerConfig) -> (Vec<JobPlan>, Vec<String>) {
+pub fn plan<'s>(
+    state: &'s ClusterState,
+    config: &PlannerConfig,
+) -> (Vec<JobPlan<'s>>, Vec<String>) {
     let candidates = candidates(state);
     let elastic: Vec<usize> = (0..candidates.len())
         .filter(|&i| candidates[i].info.min < candidates[i].info.max)

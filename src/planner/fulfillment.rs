@@ -27,10 +27,10 @@ const MAX_ROUNDS: usize = 64;
 const PASS_MOVE_CHECKS: usize = 20_000;
 
 /// Runs the `fulfillment` pass.
-pub fn plan(
-    state: &ClusterState,
+pub fn plan<'s>(
+    state: &'s ClusterState,
     config: &PlannerConfig,
-) -> (Vec<JobPlan>, Vec<String>, Option<FreeAfter>) {
+) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
     let mut jobs = candidates(state);
     let mut index = NodeIndex::for_shapes(state, jobs.iter().map(Candidate::trainer));
     let cooling: Vec<bool> = jobs

@@ -97,7 +97,7 @@ impl Default for PlannerConfig {
 }
 
 /// Runs one planning pass with the configured policy.
-pub fn plan(state: &ClusterState, config: &PlannerConfig) -> ScalePlan {
+pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> ScalePlan<'s> {
     let (jobs, warnings, free_after) = match config.policy {
         Policy::Fulfillment => fulfillment::plan(state, config),
         Policy::Edl => {

@@ -1,5 +1,7 @@
 //! The result of a pass.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 
 use super::Policy;
@@ -61,8 +63,9 @@ pub struct Removal {
 /// The decision for one job. Node ids refer to the `ClusterState` the plan was made from;
 /// [`JobPlan::named`] resolves them to names.
 #[derive(Debug, Clone, PartialEq)]
-pub struct JobPlan {
-    pub key: JobKey,
+pub struct JobPlan<'s> {
+    /// Borrowed from the state the plan was made from ([`JobPlan::into_owned`] copies it).
+    pub key: Cow<'s, JobKey>,
     pub current: i32,
     pub target: i32,
     pub min: i32,
@@ -79,7 +82,15 @@ pub struct JobPlan {
     pub trainer: Resources,
 }
 
-impl JobPlan {
+impl JobPlan<'_> {
+    /// This plan, no longer borrowing the state it was made from.
+    pub fn into_owned(self) -> JobPlan<'static> {
+        JobPlan {
+            key: Cow::Owned(self.key.into_owned()),
+            ..self
+        }
+    }
+
     /// This plan with node names from `state`, the state it was made from; entries whose node
     /// `state` does not hold are left out.
     pub fn named<'a>(&'a self, state: &'a ClusterState) -> NamedJobPlan<'a> {
@@ -165,21 +176,33 @@ pub struct PlanSummary {
     pub stranded_gpus_after: i64,
 }
 
-/// The plan of one pass. Node ids refer to the `ClusterState` it was made from, and are
-/// resolved to names against that state where names are needed ([`ScalePlan::named_jobs`]).
+/// The plan of one pass. It borrows job keys from the `ClusterState` it was made from (copying
+/// one key per job costs a cache miss each on a large cluster; [`ScalePlan::into_owned`] copies
+/// them), and its node ids refer to that state, resolved to names where names are needed
+/// ([`ScalePlan::named_jobs`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ScalePlan {
+pub struct ScalePlan<'s> {
     pub policy: Policy,
-    pub jobs: Vec<JobPlan>,
+    pub jobs: Vec<JobPlan<'s>>,
     pub summary: PlanSummary,
     /// Anything the pass wants an operator to know (e.g. the `edl` iteration cap was hit).
     pub warnings: Vec<String>,
 }
 
-impl ScalePlan {
+impl<'s> ScalePlan<'s> {
     /// The plan of one job.
-    pub fn job(&self, key: &JobKey) -> Option<&JobPlan> {
-        self.jobs.iter().find(|j| &j.key == key)
+    pub fn job(&self, key: &JobKey) -> Option<&JobPlan<'s>> {
+        self.jobs.iter().find(|j| *j.key == *key)
+    }
+
+    /// This plan, no longer borrowing the state it was made from.
+    pub fn into_owned(self) -> ScalePlan<'static> {
+        ScalePlan {
+            policy: self.policy,
+            jobs: self.jobs.into_iter().map(JobPlan::into_owned).collect(),
+            summary: self.summary,
+            warnings: self.warnings,
+        }
     }
 
     /// The job plans with node names from `state`, the state the plan was made from.

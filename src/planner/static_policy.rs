@@ -10,10 +10,10 @@ use super::{JobPlan, PlannerConfig, Reason};
 use crate::cluster::ClusterState;
 
 /// Runs the `static` pass.
-pub fn plan(
-    state: &ClusterState,
+pub fn plan<'s>(
+    state: &'s ClusterState,
     config: &PlannerConfig,
-) -> (Vec<JobPlan>, Vec<String>, Option<FreeAfter>) {
+) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
     let mut order: Vec<usize> = (0..jobs.len()).collect();

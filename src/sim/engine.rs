@@ -82,6 +82,14 @@ struct JobRun {
     rescales: u32,
 }
 
+/// What one pass's plan says of one live job: its target and where its new trainers go
+/// (simulated node indices and counts).
+struct Decision {
+    job: usize,
+    target: i32,
+    places: Vec<(usize, u32)>,
+}
+
 /// One simulation of one policy.
 pub struct Engine<'a> {
     scenario: &'a Scenario,
@@ -424,17 +432,39 @@ impl<'a> Engine<'a> {
             tracing::debug!(policy = self.policy.as_str(), warning = %w, "planner");
         }
 
+        // The plan borrows the state; read what applies to each job before changing it.
+        let decisions: Vec<Decision> = plan
+            .jobs
+            .iter()
+            .filter_map(|jp| {
+                let &job = self.key_index.get(&*jp.key)?;
+                let run = &self.runs[job];
+                if run.finished.is_some() || !run.arrived {
+                    return None;
+                }
+                let places = jp
+                    .placements
+                    .iter()
+                    .filter_map(|p| self.world.node_of_id(p.node).map(|n| (n, p.trainers)))
+                    .collect();
+                Some(Decision {
+                    job,
+                    target: jp.target.max(0),
+                    places,
+                })
+            })
+            .collect();
+        drop(plan);
+
         let mut changed = false;
         let mut dirty = std::collections::BTreeSet::new();
         let mut placements: HashMap<usize, Vec<(usize, u32)>> = HashMap::new();
-        for jp in &plan.jobs {
-            let Some(&job) = self.key_index.get(&jp.key) else {
-                continue;
-            };
-            if self.runs[job].finished.is_some() || !self.runs[job].arrived {
-                continue;
-            }
-            let target = jp.target.max(0);
+        for Decision {
+            job,
+            target,
+            places,
+        } in decisions
+        {
             if target != self.runs[job].parallelism {
                 changed = true;
                 let r = &mut self.runs[job];
@@ -448,11 +478,6 @@ impl<'a> Engine<'a> {
                     dirty.insert(job);
                 }
             }
-            let places: Vec<(usize, u32)> = jp
-                .placements
-                .iter()
-                .filter_map(|p| self.world.node_of_id(p.node).map(|n| (n, p.trainers)))
-                .collect();
             if !places.is_empty() {
                 placements.insert(job, places);
             }

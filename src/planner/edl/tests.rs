@@ -97,12 +97,12 @@ fn config(max_load: f64, cap: u32) -> PlannerConfig {
     }
 }
 
-fn run(state: &ClusterState, max_load: f64, cap: u32) -> ScalePlan {
+fn run(state: &ClusterState, max_load: f64, cap: u32) -> ScalePlan<'_> {
     planner::plan(state, &config(max_load, cap))
 }
 
 /// (name, target, reason) of every planned job.
-fn outcome(plan: &ScalePlan) -> Vec<(&str, i32, Reason)> {
+fn outcome<'a>(plan: &'a ScalePlan<'_>) -> Vec<(&'a str, i32, Reason)> {
     plan.jobs
         .iter()
         .map(|j| (&*j.key.name, j.target, j.reason))
@@ -206,10 +206,12 @@ fn memory_test_is_strict_on_the_total() {
         state
     };
     // 2000 - 1500 = 500 Mega free, request 500: no scale-up.
-    let plan = run(&build("2G"), 1.0, 10_000);
+    let state = build("2G");
+    let plan = run(&state, 1.0, 10_000);
     assert_eq!(outcome(&plan), vec![("a", 3, Reason::NoFit)]);
     // One byte more rounds the total up to 2001: 501 > 500, one trainer fits.
-    let plan = run(&build("2000000001"), 1.0, 10_000);
+    let state = build("2000000001");
+    let plan = run(&state, 1.0, 10_000);
     assert_eq!(outcome(&plan), vec![("a", 4, Reason::ScaleUp)]);
 }
 
