@@ -41,8 +41,16 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(100);
-        for _ in 0..passes {
-            std::hint::black_box(plan(&state, &PlannerConfig::default()));
+        let mut ms: Vec<f64> = (0..passes)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                std::hint::black_box(plan(&state, &PlannerConfig::default()));
+                started.elapsed().as_secs_f64() * 1000.0
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        if let (Some(min), Some(median)) = (ms.first(), ms.get(ms.len() / 2)) {
+            println!("fulfillment {median:9.3} ms median {min:9.3} ms min over {passes} passes");
         }
         return;
     }

@@ -54,10 +54,11 @@ pub fn bulk_fill(
     let mut wants: Vec<Want> = order.iter().map(|&i| Want::of(i, &jobs[i])).collect();
     let mut level = 0;
     let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
+    let mut placed = Placed::new();
     for _ in 0..MAX_STEPS {
         let free = index.total_free();
         let Some(next) = highest_level(&wants, level, free) else {
-            return;
+            break;
         };
         quotas.clear();
         quotas.extend(wants.iter().filter_map(|w| {
@@ -70,15 +71,44 @@ pub fn bulk_fill(
         }));
         let total: i64 = quotas.iter().map(|q| i64::from(q.trainers)).sum();
         if total == 0 || total < i64::from(min_trainers) {
-            return;
+            break;
         }
-        if !place_step(jobs, index, &quotas) {
-            return;
+        if !place_quotas(index, &quotas, &mut placed) {
+            break;
         }
         for w in &mut wants {
-            w.planned = i64::from(jobs[w.job].planned);
+            w.planned += i64::from(w.quota(next));
         }
         level = next;
+    }
+    record(jobs, placed);
+}
+
+/// Records the placements of all steps on the candidates, each job's at once: grouped by job
+/// (a counting sort), then [`Candidate::place_all`]. Touching every candidate and growing its
+/// node counts in every step cost more than the steps' index updates saved.
+fn record(jobs: &mut [Candidate], placed: Placed) {
+    if placed.is_empty() {
+        return;
+    }
+    let mut starts = vec![0usize; jobs.len() + 1];
+    for &(i, _, _) in &placed {
+        starts[i + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut next = starts.clone();
+    let mut by_job: Vec<(NodeId, u32)> = vec![(0, 0); placed.len()];
+    for (i, node, n) in placed {
+        by_job[next[i]] = (node, n);
+        next[i] += 1;
+    }
+    for (i, job) in jobs.iter_mut().enumerate() {
+        let counts = &mut by_job[starts[i]..starts[i + 1]];
+        if !counts.is_empty() {
+            job.place_all(counts);
+        }
     }
 }
 
@@ -197,26 +227,16 @@ struct Quota {
 /// Trainers placed by a step: `(job, node, trainers)`.
 type Placed = Vec<(usize, NodeId, u32)>;
 
-/// Places every quota best-fit in per-node chunks, in order; all or nothing.
-fn place_step(jobs: &mut [Candidate], index: &mut NodeIndex, quotas: &[Quota]) -> bool {
-    let Some(placed) = place_quotas(index, quotas) else {
-        return false;
-    };
-    for (i, node, n) in placed {
-        jobs[i].place_many(node, n);
-    }
-    true
-}
-
-/// Places the quotas best-fit in per-node chunks, in order: the placements, or `None` (the index
-/// as it was) when some quota does not fit.
+/// Places the quotas best-fit in per-node chunks, in order, appending the placements to
+/// `placed`; all or nothing: false (the index and `placed` as they were) when some quota does
+/// not fit.
 ///
 /// Adjacent jobs with the same trainer shape are placed as one run: each chunk fills the best-fit
 /// node as far as the run still needs, the jobs taking their shares of it in order. One job after
 /// another would pick the same node (it stays the tightest while it has room), so a run spends
 /// one index update per node instead of one per job and node.
-fn place_quotas(index: &mut NodeIndex, quotas: &[Quota]) -> Option<Placed> {
-    let mut placed = Vec::new();
+fn place_quotas(index: &mut NodeIndex, quotas: &[Quota], placed: &mut Placed) -> bool {
+    let before = placed.len();
     let mut chunks: Vec<(NodeId, i64)> = Vec::new();
     // What the index gave, for the undo.
     let mut taken: Vec<(NodeId, Resources)> = Vec::new();
@@ -230,7 +250,8 @@ fn place_quotas(index: &mut NodeIndex, quotas: &[Quota]) -> Option<Placed> {
             for &(node, room) in taken.iter().rev() {
                 index.adjust(node, room, 1);
             }
-            return None;
+            placed.truncate(before);
+            return false;
         }
         // The run's jobs take their shares of its chunks in order.
         let mut shares = run.iter().map(|q| (q.job, q.trainers));
@@ -253,5 +274,5 @@ fn place_quotas(index: &mut NodeIndex, quotas: &[Quota]) -> Option<Placed> {
             }
         }
     }
-    Some(placed)
+    true
 }

@@ -77,6 +77,27 @@ impl<'a> Candidate<'a> {
         self.planned += n as i32;
     }
 
+    /// Records trainers placed on several nodes: `(node, trainers)` in any order, a node possibly
+    /// more than once (sorted in place).
+    pub fn place_all(&mut self, counts: &mut [(NodeId, u32)]) {
+        counts.sort_unstable_by_key(|(node, _)| *node);
+        let mut merged: Vec<(NodeId, u32)> = Vec::with_capacity(counts.len());
+        for &(node, n) in counts.iter() {
+            match merged.last_mut() {
+                Some((last, m)) if *last == node => *m += n,
+                _ => merged.push((node, n)),
+            }
+            self.planned += n as i32;
+        }
+        if self.placed.is_empty() {
+            self.placed = NodeCounts::from_sorted_store_unchecked(merged);
+        } else {
+            for (node, n) in merged {
+                *self.placed.entry(node).or_insert(0) += n;
+            }
+        }
+    }
+
     /// Takes back one trainer this pass placed on `node`.
     pub fn unplace(&mut self, node: NodeId) {
         if let Some(n) = self.placed.get_mut(&node) {
