@@ -137,12 +137,15 @@ impl<'a> Candidate<'a> {
     }
 
     /// The job's plan once the pass is done; nodes are listed in name order.
-    pub fn finish(&self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
-        let placements = by_name(index, &self.placed, |node, trainers| NodeCount {
+    pub fn finish(self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
+        let fulfillment_before = self.fulfillment_at(self.current);
+        let fulfillment_after = self.fulfillment_at(target);
+        let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
+        // The placement counts become the plan's list in their own storage.
+        let placements = by_name(index, self.placed, |node, trainers| NodeCount {
             node,
             trainers,
         });
-        let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
         let unplaced = (self.current - self.bound).max(0);
         let mut removals = Vec::new();
         if target < self.current {
@@ -155,7 +158,7 @@ impl<'a> Candidate<'a> {
             }
         }
         if !self.removed.is_empty() {
-            removals.extend(by_name(index, &self.removed, |node, trainers| Removal {
+            removals.extend(by_name(index, self.removed, |node, trainers| Removal {
                 node: Some(node),
                 trainers,
             }));
@@ -166,35 +169,30 @@ impl<'a> Candidate<'a> {
             target,
             min: self.min,
             max: self.max,
-            fulfillment_before: self.fulfillment_at(self.current),
-            fulfillment_after: self.fulfillment_at(target),
+            fulfillment_before,
+            fulfillment_after,
             reason,
             placements,
             removals,
-            trainer: self.trainer(),
+            trainer: self.trainer,
         }
     }
 }
 
 /// Per-node counts as `make(node, count)`, nodes in name order; nodes the state the index was
-/// built from does not hold are left out.
-fn by_name<T>(index: &NodeIndex, counts: &NodeCounts, make: impl Fn(NodeId, u32) -> T) -> Vec<T> {
-    let known = |id: &NodeId| index.rank(*id) != u32::MAX;
+/// built from does not hold are left out. A `T` the size of a count pair reuses the counts'
+/// storage (no allocation).
+fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) -> T) -> Vec<T> {
+    let mut counts = counts.into_tuple_vec();
     // Node ids are usually handed out in name order already; sort only when they are not.
-    if counts.keys().is_sorted_by_key(|id| index.rank(*id)) {
-        return counts
-            .iter()
-            .filter(|(id, _)| known(id))
-            .map(|(id, n)| make(*id, *n))
-            .collect();
+    if !counts.is_sorted_by_key(|(id, _)| index.rank(*id)) {
+        counts.sort_unstable_by_key(|(id, _)| index.rank(*id));
     }
-    let mut ranked: Vec<(u32, NodeId, u32)> = counts
-        .iter()
-        .filter(|(id, _)| known(id))
-        .map(|(id, n)| (index.rank(*id), *id, *n))
-        .collect();
-    ranked.sort_unstable_by_key(|(rank, _, _)| *rank);
-    ranked.into_iter().map(|(_, id, n)| make(id, n)).collect()
+    counts
+        .into_iter()
+        .filter(|(id, _)| index.rank(*id) != u32::MAX)
+        .map(|(id, n)| make(id, n))
+        .collect()
 }
 
 /// Valid TrainingJobs that have not finished, in namespace/name order.

@@ -98,10 +98,10 @@ pub fn plan<'s>(
         }
     }
     let plans = jobs
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, j)| {
-            let (target, reason) = decide(j, cooling[i], starving[i], no_fit[i]);
+            let (target, reason) = decide(&j, cooling[i], starving[i], no_fit[i]);
             j.finish(&index, target, reason)
         })
         .collect();

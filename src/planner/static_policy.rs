@@ -44,7 +44,7 @@ pub fn plan<'s>(
         };
     }
     let plans = jobs
-        .iter()
+        .into_iter()
         .zip(decided)
         .map(|(j, (target, reason))| j.finish(&index, target, reason))
         .collect();
