@@ -425,7 +425,7 @@ impl ClusterState {
     }
 
     /// Every job key seen, in namespace/name order, with its slot.
-    pub fn job_slots(&self) -> impl Iterator<Item = (&JobKey, &JobSlot)> + '_ {
+    pub fn job_slots(&self) -> impl ExactSizeIterator<Item = (&JobKey, &JobSlot)> + '_ {
         self.jobs.iter()
     }
 

@@ -55,6 +55,7 @@ pub fn bulk_fill(
     let mut level = 0;
     let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
     let mut placed = Placed::new();
+    let mut scratch = Scratch::default();
     for _ in 0..MAX_STEPS {
         let free = index.total_free();
         let Some(next) = highest_level(&wants, level, free) else {
@@ -73,7 +74,7 @@ pub fn bulk_fill(
         if total == 0 || total < i64::from(min_trainers) {
             break;
         }
-        if !place_quotas(index, &quotas, &mut placed) {
+        if !place_quotas(index, &quotas, &mut placed, &mut scratch) {
             break;
         }
         for w in &mut wants {
@@ -227,6 +228,15 @@ struct Quota {
 /// Trainers placed by a step: `(job, node, trainers)`.
 type Placed = Vec<(usize, NodeId, u32)>;
 
+/// Buffers a step works in, kept across steps.
+#[derive(Default)]
+struct Scratch {
+    /// The chunks `(node, trainers)` of the run being placed.
+    chunks: Vec<(NodeId, i64)>,
+    /// What the index gave in this step, for the undo.
+    taken: Vec<(NodeId, Resources)>,
+}
+
 /// Places the quotas best-fit in per-node chunks, in order, appending the placements to
 /// `placed`; all or nothing: false (the index and `placed` as they were) when some quota does
 /// not fit.
@@ -235,16 +245,20 @@ type Placed = Vec<(usize, NodeId, u32)>;
 /// node as far as the run still needs, the jobs taking their shares of it in order. One job after
 /// another would pick the same node (it stays the tightest while it has room), so a run spends
 /// one index update per node instead of one per job and node.
-fn place_quotas(index: &mut NodeIndex, quotas: &[Quota], placed: &mut Placed) -> bool {
+fn place_quotas(
+    index: &mut NodeIndex,
+    quotas: &[Quota],
+    placed: &mut Placed,
+    scratch: &mut Scratch,
+) -> bool {
     let before = placed.len();
-    let mut chunks: Vec<(NodeId, i64)> = Vec::new();
-    // What the index gave, for the undo.
-    let mut taken: Vec<(NodeId, Resources)> = Vec::new();
+    let Scratch { chunks, taken } = scratch;
+    taken.clear();
     for run in quotas.chunk_by(|a, b| a.shape == b.shape) {
         let want = run[0].shape;
         let run_total: i64 = run.iter().map(|q| i64::from(q.trainers)).sum();
         chunks.clear();
-        let filled = index.fill(want, run_total, &mut chunks);
+        let filled = index.fill(want, run_total, chunks);
         taken.extend(chunks.iter().map(|&(node, n)| (node, want.times(n))));
         if filled < run_total {
             for &(node, room) in taken.iter().rev() {
@@ -256,7 +270,7 @@ fn place_quotas(index: &mut NodeIndex, quotas: &[Quota], placed: &mut Placed) ->
         // The run's jobs take their shares of its chunks in order.
         let mut shares = run.iter().map(|q| (q.job, q.trainers));
         let mut current = shares.next();
-        for &(node, n) in &chunks {
+        for &(node, n) in chunks.iter() {
             let mut chunk = n as u32;
             while chunk > 0 {
                 let Some((i, left)) = current.as_mut() else {

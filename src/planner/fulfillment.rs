@@ -237,6 +237,7 @@ fn water_fill(
     }
     // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
     let mut failed: Vec<Resources> = Vec::new();
+    let mut chunks = Vec::new();
     while let Some(Key { job: i, .. }) = queue.pop() {
         let want = jobs[i].trainer();
         if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, repairs) {
@@ -254,7 +255,7 @@ fn water_fill(
         {
             allowed += 1;
         }
-        if allowed > 0 && !place_batch(jobs, index, i, allowed, repairs) {
+        if allowed > 0 && !place_batch(jobs, index, i, allowed, repairs, &mut chunks) {
             remember_failed(&mut failed, want);
             no_fit[i] = true;
             continue;
@@ -277,20 +278,21 @@ fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
 
 /// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
 /// of [`place_one`] when no node fits); false when it ran out of room before placing them all.
+/// `chunks` is a buffer kept across calls.
 fn place_batch(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
     i: usize,
     count: i32,
     repairs: &mut Repairs,
+    chunks: &mut Vec<(NodeId, i64)>,
 ) -> bool {
     let want = jobs[i].trainer();
     let mut left = i64::from(count.max(0));
-    let mut chunks = Vec::new();
     while left > 0 {
         chunks.clear();
-        left -= index.fill(want, left, &mut chunks);
-        for &(node, n) in &chunks {
+        left -= index.fill(want, left, chunks);
+        for &(node, n) in chunks.iter() {
             jobs[i].place_many(node, n as u32);
         }
         if left > 0 {

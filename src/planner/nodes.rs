@@ -24,6 +24,8 @@ pub struct NodeIndex {
     floor: Resources,
     /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
     grown: Vec<NodeId>,
+    /// Buffers for [`NodeIndex::fill`]'s batched set updates: entries out, entries in.
+    batch: (Vec<u128>, Vec<u128>),
 }
 
 impl NodeIndex {
@@ -52,10 +54,11 @@ impl NodeIndex {
         let mut index = NodeIndex {
             free: vec![None; bound],
             rank: vec![u32::MAX; bound],
-            by_rank: Vec::new(),
+            by_rank: Vec::with_capacity(bound),
             set: SortedBlocks::default(),
             floor,
             grown: Vec::new(),
+            batch: (Vec::new(), Vec::new()),
         };
         let mut entries = Vec::with_capacity(bound);
         for (id, slot) in state.nodes() {
@@ -104,10 +107,13 @@ impl NodeIndex {
 
     /// Schedulable nodes and their free room, in name order.
     pub fn schedulable(&self) -> Vec<(NodeId, Resources)> {
-        self.by_rank
-            .iter()
-            .filter_map(|id| self.free(*id).map(|f| (*id, f)))
-            .collect()
+        let mut nodes = Vec::with_capacity(self.by_rank.len());
+        nodes.extend(
+            self.by_rank
+                .iter()
+                .filter_map(|id| self.free(*id).map(|f| (*id, f))),
+        );
+        nodes
     }
 
     /// Name-order rank of a node (smaller sorts first).
@@ -192,9 +198,30 @@ impl NodeIndex {
             chunks.push((node, n));
             left -= n;
         }
+        // The filled nodes leave their places in the set and take new ones, as two sorted
+        // batches: the nodes of one scan sit side by side in the set, and one pass over their
+        // blocks costs less than a search and a move per node.
+        let (mut out, mut into) = std::mem::take(&mut self.batch);
+        out.clear();
+        into.clear();
+        let floor = self.floor;
         for &(node, n) in &chunks[first..] {
-            self.adjust(node, need.times(n), -1);
+            let rank = self.rank(node);
+            if let Some(Some(free)) = self.free.get_mut(node as usize) {
+                if floor.fits_in(free) {
+                    out.push(entry(*free, rank));
+                }
+                *free -= need.times(n);
+                if floor.fits_in(free) {
+                    into.push(entry(*free, rank));
+                }
+            }
         }
+        out.sort_unstable();
+        into.sort_unstable();
+        self.set.remove_sorted(&out);
+        self.set.insert_sorted(&into);
+        self.batch = (out, into);
         count - left
     }
 }

@@ -88,6 +88,96 @@ impl SortedBlocks {
         true
     }
 
+    /// The keys of `keys` (ascending) that belong in block `b`: those below the next block's
+    /// first key. Returns their count.
+    fn run_in_block(&self, b: usize, keys: &[u128]) -> usize {
+        match self.firsts.get(b + 1) {
+            Some(&upper) => keys.partition_point(|k| *k < upper),
+            None => keys.len(),
+        }
+    }
+
+    /// Removes the keys of `keys` (ascending, distinct) that are in the set: one pass over each
+    /// block they fall in, instead of a search and a move per key. Returns how many were there.
+    pub fn remove_sorted(&mut self, keys: &[u128]) -> usize {
+        let mut removed = 0;
+        let mut rest = keys;
+        while let Some(&first) = rest.first() {
+            if self.blocks.is_empty() {
+                break;
+            }
+            let b = self.block_of(first);
+            let run = self.run_in_block(b, rest);
+            let (mine, later) = rest.split_at(run);
+            rest = later;
+            let block = &mut self.blocks[b];
+            let before = block.len();
+            if let [key] = mine {
+                if let Ok(at) = block.binary_search(key) {
+                    block.remove(at);
+                }
+            } else {
+                let mut gone = mine.iter().peekable();
+                block.retain(|k| {
+                    while gone.next_if(|g| *g < k).is_some() {}
+                    gone.next_if_eq(&k).is_none()
+                });
+            }
+            removed += before - block.len();
+            if block.is_empty() {
+                self.blocks.remove(b);
+                self.firsts.remove(b);
+            } else {
+                self.firsts[b] = block[0];
+            }
+        }
+        removed
+    }
+
+    /// Adds the keys of `keys` (ascending, distinct): one merge into each block they fall in,
+    /// instead of a search and a move per key. Returns how many were new.
+    pub fn insert_sorted(&mut self, keys: &[u128]) -> usize {
+        let mut inserted = 0;
+        let mut rest = keys;
+        while let Some(&first) = rest.first() {
+            if self.blocks.is_empty() {
+                inserted += usize::from(self.insert(first));
+                rest = &rest[1..];
+                continue;
+            }
+            let b = self.block_of(first);
+            let run = self.run_in_block(b, rest);
+            let (mine, later) = rest.split_at(run);
+            rest = later;
+            let block = &mut self.blocks[b];
+            let before = block.len();
+            if let [key] = mine {
+                if let Err(at) = block.binary_search(key) {
+                    block.insert(at, *key);
+                }
+            } else {
+                merge_into(block, mine);
+            }
+            inserted += block.len() - before;
+            self.firsts[b] = block[0];
+            if block.len() > BLOCK_MAX {
+                let upper: Vec<Vec<u128>> = block[BLOCK_MAX / 2..]
+                    .chunks(BLOCK_MAX / 2)
+                    .map(|chunk| {
+                        let mut piece = Vec::with_capacity(BLOCK_MAX);
+                        piece.extend_from_slice(chunk);
+                        piece
+                    })
+                    .collect();
+                block.truncate(BLOCK_MAX / 2);
+                let firsts: Vec<u128> = upper.iter().map(|piece| piece[0]).collect();
+                self.firsts.splice(b + 1..b + 1, firsts);
+                self.blocks.splice(b + 1..b + 1, upper);
+            }
+        }
+        inserted
+    }
+
     /// A cursor at the first key from `start` up.
     pub fn cursor(&self, start: u128) -> Cursor<'_> {
         let mut cursor = Cursor {
@@ -103,6 +193,34 @@ impl SortedBlocks {
     #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = u128> + '_ {
         self.blocks.iter().flat_map(|block| block.iter().copied())
+    }
+}
+
+/// Merges `keys` (ascending, distinct) into the sorted `block`, skipping keys it holds: from the
+/// back, in place.
+fn merge_into(block: &mut Vec<u128>, keys: &[u128]) {
+    let old = block.len();
+    block.resize(old + keys.len(), 0);
+    let (mut i, mut k, mut out) = (old, keys.len(), block.len());
+    while k > 0 {
+        let key = keys[k - 1];
+        if i > 0 && block[i - 1] >= key {
+            if block[i - 1] == key {
+                k -= 1;
+            }
+            i -= 1;
+            out -= 1;
+            block[out] = block[i];
+        } else {
+            k -= 1;
+            out -= 1;
+            block[out] = key;
+        }
+    }
+    // Keys skipped as present leave a gap of `out - i` slots before the merged tail.
+    if out > i {
+        block.copy_within(out.., i);
+        block.truncate(block.len() - (out - i));
     }
 }
 
@@ -173,5 +291,43 @@ mod tests {
                 prop_assert_eq!(got, want);
             }
         }
+
+        /// Batched inserts and removes agree with a `BTreeSet`: batches of keys present and
+        /// absent, spanning blocks, filling blocks past a split, emptying them.
+        #[test]
+        fn batches_agree_with_btreeset(
+            initial in proptest::collection::btree_set(0u128..2_000, 0..400),
+            ops in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::btree_set(0u128..2_000, 0..200)),
+                0..40,
+            ),
+        ) {
+            let init: Vec<u128> = initial.iter().copied().collect();
+            let mut model = initial;
+            let mut set = SortedBlocks::from_sorted(&init);
+            for (insert, keys) in ops {
+                let keys: Vec<u128> = keys.into_iter().collect();
+                if insert {
+                    let new = keys.iter().filter(|k| model.insert(**k)).count();
+                    prop_assert_eq!(set.insert_sorted(&keys), new);
+                } else {
+                    let gone = keys.iter().filter(|k| model.remove(*k)).count();
+                    prop_assert_eq!(set.remove_sorted(&keys), gone);
+                }
+                prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+                prop_assert!(set.blocks.iter().all(|b| !b.is_empty() && b.len() <= BLOCK_MAX));
+                prop_assert!(set.blocks.iter().zip(&set.firsts).all(|(b, f)| b[0] == *f));
+            }
+        }
+    }
+
+    #[test]
+    fn merge_skips_keys_the_block_holds() {
+        let mut block = vec![2, 4, 6, 8];
+        merge_into(&mut block, &[1, 4, 5, 8, 9]);
+        assert_eq!(block, [1, 2, 4, 5, 6, 8, 9]);
+        let mut empty = Vec::new();
+        merge_into(&mut empty, &[3, 7]);
+        assert_eq!(empty, [3, 7]);
     }
 }
