@@ -50,7 +50,9 @@ pub fn rebalance(
         if *budget == 0 {
             break;
         }
-        moved |= take_one(jobs, index, &donors, t, budget, &mut nodes);
+        // Until a move changes counts, donors are in descending fulfillment order.
+        let sorted = !moved;
+        moved |= take_one(jobs, index, &donors, sorted, t, budget, &mut nodes);
     }
     moved
 }
@@ -65,11 +67,14 @@ fn sort_by_packed_key(jobs: &mut [usize], key: impl Fn(usize) -> u128) {
     }
 }
 
-/// Gives job `t` one trainer from the first donor that can make room for it.
+/// Gives job `t` one trainer from the first donor that can make room for it. When `sorted`,
+/// `donors` are in descending order of fulfillment, and the scan ends at the first donor no
+/// more fulfilled than the taker (none after it can give either).
 fn take_one(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
     donors: &[usize],
+    sorted: bool,
     t: usize,
     budget: &mut usize,
     nodes: &mut Vec<(u32, NodeId, u32)>,
@@ -78,6 +83,9 @@ fn take_one(
     let want = jobs[t].trainer();
     let priority = jobs[t].priority;
     for &d in donors {
+        if sorted && jobs[d].fulfillment_at(jobs[d].planned) <= floor {
+            break;
+        }
         if d == t
             || jobs[d].priority > priority
             || jobs[d].fulfillment_at(jobs[d].planned - 1) <= floor
