@@ -9,7 +9,7 @@ use litemap::LiteMap;
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
-use crate::cluster::{ClusterState, JobInfo, NodeId};
+use crate::cluster::{ClusterState, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
 /// than a `BTreeMap` for the handful of nodes a job's trainers land on).
@@ -21,13 +21,15 @@ pub struct Candidate<'a> {
     pub key: &'a JobKey,
     /// Position in namespace/name order.
     pub rank: usize,
-    pub info: &'a JobInfo,
-    /// `info`'s min-instance, max-instance, priority and trainer, copied: the pass reads them for
-    /// every queue key and placement, and a copy beside the counts saves a cache miss each.
+    /// The job's min-instance, max-instance, priority, trainer, creation time and last rescale,
+    /// copied out of its `JobInfo`: the pass reads them for every queue key, tie and placement,
+    /// and a copy beside the counts saves a cache miss each.
     pub min: i32,
     pub max: i32,
     pub priority: i32,
     pub trainer: Resources,
+    pub created: i64,
+    pub last_scale: Option<i64>,
     /// The trainer count the job has asked for (its trainer Job's parallelism).
     pub current: i32,
     /// Trainers bound to nodes when the pass started.
@@ -62,7 +64,7 @@ impl<'a> Candidate<'a> {
 
     /// The tie-break order: higher priority, then older, then namespace/name.
     pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
-        (Reverse(self.priority), self.info.created, self.rank)
+        (Reverse(self.priority), self.created, self.rank)
     }
 
     /// Records one trainer placed on `node`.
@@ -209,11 +211,12 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                 Candidate {
                     key,
                     rank,
-                    info,
                     min: info.min,
                     max: info.max,
                     priority: info.priority,
                     trainer: info.trainer,
+                    created: info.created,
+                    last_scale: info.last_scale,
                     current: slot.current(),
                     bound,
                     planned: bound,

@@ -126,7 +126,7 @@ pub fn tie_ranks(jobs: &[Candidate]) -> Vec<u32> {
         .enumerate()
         .map(|(i, j)| {
             debug_assert_eq!(j.rank, i);
-            packed_order(j.priority, j.info.created, i as u32)
+            packed_order(j.priority, j.created, i as u32)
         })
         .collect();
     order.sort_unstable();

@@ -36,8 +36,7 @@ pub fn plan<'s>(
     let cooling: Vec<bool> = jobs
         .iter()
         .map(|j| {
-            j.info
-                .last_scale
+            j.last_scale
                 .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
         })
         .collect();

@@ -17,12 +17,10 @@ pub fn plan<'s>(
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by(|&a, &b| {
-        (jobs[a].info.created, jobs[a].key).cmp(&(jobs[b].info.created, jobs[b].key))
-    });
+    order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
     for i in order {
-        let (bound, current, min) = (jobs[i].bound, jobs[i].current, jobs[i].info.min);
+        let (bound, current, min) = (jobs[i].bound, jobs[i].current, jobs[i].min);
         let size = config
             .static_sizes
             .get(jobs[i].key)
