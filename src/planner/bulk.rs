@@ -74,6 +74,8 @@ pub fn bulk_fill(
         if total == 0 || total < i64::from(min_trainers) {
             break;
         }
+        // Each placement record holds at least one trainer: sized once, not grown by copying.
+        placed.reserve(total as usize);
         if !place_quotas(index, &quotas, &mut placed, &mut scratch) {
             break;
         }

@@ -83,7 +83,8 @@ impl<'a> Candidate<'a> {
     /// more than once (sorted in place).
     pub fn place_all(&mut self, counts: &mut [(NodeId, u32)]) {
         counts.sort_unstable_by_key(|(node, _)| *node);
-        let mut merged: Vec<(NodeId, u32)> = Vec::with_capacity(counts.len());
+        // Room for a few more nodes: water-filling usually adds some after bulk steps.
+        let mut merged: Vec<(NodeId, u32)> = Vec::with_capacity(counts.len() + 4);
         for &(node, n) in counts.iter() {
             match merged.last_mut() {
                 Some((last, m)) if *last == node => *m += n,
