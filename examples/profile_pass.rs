@@ -23,6 +23,9 @@ fn main() {
         (10_000, 5_000)
     };
     let shape = ClusterShape::planner_bench(nodes, jobs);
+    // `after-steady`: build the settled state first and keep it, as the bench does before its
+    // cold state (the cold state's memory then lies where the bench's does).
+    let _settled = has("after-steady").then(|| steady(shape, PLANNER_BENCH_CHURN));
     let state = if has("cold") {
         generate(shape)
     } else {

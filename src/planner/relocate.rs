@@ -199,8 +199,15 @@ fn repack_for(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    let placed: u32 = jobs.iter().map(|j| j.placed.values().sum::<u32>()).sum();
-    if placed == 0 || placed as usize >= REPACK_LIMIT || !repairs.spend(placed as usize) {
+    // Counted only as far as the limit: after bulk steps nearly every job has placed trainers.
+    let mut placed = 0;
+    for j in jobs.iter() {
+        placed += j.placed.values().map(|n| *n as usize).sum::<usize>();
+        if placed >= REPACK_LIMIT {
+            return false;
+        }
+    }
+    if placed == 0 || !repairs.spend(placed) {
         return false;
     }
     let mut items: Vec<(usize, Resources)> = jobs
