@@ -9,6 +9,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use trainscale::testkit::{ClusterShape, generate, node_name};
 
+/// The allocator the `trainscale` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn trainer_pod(node: &str) -> Pod {
     let requests = BTreeMap::from([
         ("cpu".to_string(), Quantity("4".into())),

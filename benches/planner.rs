@@ -11,6 +11,10 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
+/// The allocator the `trainscale` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench(c: &mut Criterion) {
     let sizes = [("S", 100, 50), ("M", 1_000, 500), ("L", 10_000, 5_000)];
     let mut group = c.benchmark_group("plan");

@@ -18,6 +18,10 @@ use serde_json::{Value, json};
 use trainscale::daemon::guard::GuardedTrainingJob;
 use trainscale::daemon::{Store, WatchEvent};
 
+/// The allocator the `trainscale` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Clone, Copy)]
 struct Scale {
     nodes: usize,

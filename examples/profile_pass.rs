@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
+/// The allocator the `trainscale` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
@@ -26,6 +30,15 @@ fn main() {
     // `after-steady`: build the settled state first and keep it, as the bench does before its
     // cold state (the cold state's memory then lies where the bench's does).
     let _settled = has("after-steady").then(|| steady(shape, PLANNER_BENCH_CHURN));
+    if has("bench-order") {
+        for (n, j) in [(100, 50), (1_000, 500)] {
+            let small = ClusterShape::planner_bench(n, j);
+            let states = [steady(small, PLANNER_BENCH_CHURN), generate(small)];
+            for s in &states {
+                std::hint::black_box(plan(s, &PlannerConfig::default()));
+            }
+        }
+    }
     let state = if has("cold") {
         generate(shape)
     } else {

@@ -5,6 +5,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use trainscale::commands;
 
+/// mimalloc rather than glibc's malloc: a long-running daemon's heap fragments with watch churn,
+/// and on such a heap glibc spent ~10% of a large planning pass consolidating and unlinking free
+/// chunks for the pass's per-job lists (docs/planner.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Elastic scheduler and autoscaler for PaddlePaddle TrainingJobs on Kubernetes.
 #[derive(Parser)]
 #[command(name = "trainscale", version, about)]
