@@ -88,13 +88,17 @@ impl SortedBlocks {
         true
     }
 
-    /// The keys of `keys` (ascending) that belong in block `b`: those below the next block's
-    /// first key. Returns their count.
-    fn run_in_block(&self, b: usize, keys: &[u128]) -> usize {
-        match self.firsts.get(b + 1) {
+    /// Splits `keys` (ascending, non-empty, the set non-empty) at the first block they fall
+    /// in: that block, the keys that belong there (those below the next block's first key),
+    /// and the rest.
+    fn next_run<'k>(&self, keys: &'k [u128]) -> (usize, &'k [u128], &'k [u128]) {
+        let b = self.block_of(keys[0]);
+        let run = match self.firsts.get(b + 1) {
             Some(&upper) => keys.partition_point(|k| *k < upper),
             None => keys.len(),
-        }
+        };
+        let (mine, rest) = keys.split_at(run);
+        (b, mine, rest)
     }
 
     /// Removes the keys of `keys` (ascending, distinct) that are in the set: one pass over each
@@ -102,13 +106,8 @@ impl SortedBlocks {
     pub fn remove_sorted(&mut self, keys: &[u128]) -> usize {
         let mut removed = 0;
         let mut rest = keys;
-        while let Some(&first) = rest.first() {
-            if self.blocks.is_empty() {
-                break;
-            }
-            let b = self.block_of(first);
-            let run = self.run_in_block(b, rest);
-            let (mine, later) = rest.split_at(run);
+        while !rest.is_empty() && !self.blocks.is_empty() {
+            let (b, mine, later) = self.next_run(rest);
             rest = later;
             let block = &mut self.blocks[b];
             let before = block.len();
@@ -145,9 +144,7 @@ impl SortedBlocks {
                 rest = &rest[1..];
                 continue;
             }
-            let b = self.block_of(first);
-            let run = self.run_in_block(b, rest);
-            let (mine, later) = rest.split_at(run);
+            let (b, mine, later) = self.next_run(rest);
             rest = later;
             let block = &mut self.blocks[b];
             let before = block.len();
