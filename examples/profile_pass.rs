@@ -2,7 +2,12 @@
 //! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
 //! (for `perf record`).
 //!
-//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile] [digest]`
+//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile] [digest]
+//! [after-steady] [bench-order]`
+//!
+//! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
+//! `after-steady` and `bench-order` build other states first, as `benches/planner.rs` does, to
+//! check whether the heap they leave behind changes the timing.
 //!
 //! `digest` prints a checksum of each policy's plan instead of timing it: a speed-up that should
 //! change no plan must leave every checksum as it was.
@@ -30,6 +35,7 @@ fn main() {
     // `after-steady`: build the settled state first and keep it, as the bench does before its
     // cold state (the cold state's memory then lies where the bench's does).
     let _settled = has("after-steady").then(|| steady(shape, PLANNER_BENCH_CHURN));
+    // `bench-order`: plan on the S and M states first, as the bench process has by then.
     if has("bench-order") {
         for (n, j) in [(100, 50), (1_000, 500)] {
             let small = ClusterShape::planner_bench(n, j);
