@@ -79,13 +79,19 @@ impl SortedBlocks {
             return false;
         };
         block.remove(at);
-        if block.is_empty() {
-            self.blocks.remove(b);
-            self.firsts.remove(b);
-        } else {
-            self.firsts[b] = block[0];
-        }
+        self.settle_shrunk(b);
         true
+    }
+
+    /// After keys left block `b`: drops it if empty, else refreshes its first key.
+    fn settle_shrunk(&mut self, b: usize) {
+        match self.blocks[b].first() {
+            Some(&first) => self.firsts[b] = first,
+            None => {
+                self.blocks.remove(b);
+                self.firsts.remove(b);
+            }
+        }
     }
 
     /// Splits `keys` (ascending, non-empty, the set non-empty) at the first block they fall
@@ -123,12 +129,7 @@ impl SortedBlocks {
                 });
             }
             removed += before - block.len();
-            if block.is_empty() {
-                self.blocks.remove(b);
-                self.firsts.remove(b);
-            } else {
-                self.firsts[b] = block[0];
-            }
+            self.settle_shrunk(b);
         }
         removed
     }
