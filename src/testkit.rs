@@ -335,6 +335,7 @@ pub fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo
             Quantity::from_units(trainer.memory),
         ],
         priority: 0,
+        priority_class: None,
         created,
         phase: TrainingJobPhase::Running,
         stored_parallelism: None,

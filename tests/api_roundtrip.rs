@@ -92,7 +92,7 @@ fn helper_methods_follow_the_original() {
     assert_eq!(job.trainer_cpu_request_milli().unwrap(), 2000);
     // 8Gi = 8589934592 bytes → ceil to 10^6 → 8590.
     assert_eq!(job.trainer_mem_request_mega().unwrap(), 8590);
-    assert_eq!(job.priority().unwrap(), 5);
+    assert_eq!(job.priority(&Default::default()).value, 5);
 }
 
 #[test]

@@ -15,8 +15,8 @@ fn problems(spec: serde_json::Value) -> Vec<String> {
         "spec": spec,
     });
     let docs = parse_documents(&doc.to_string(), "test.json").unwrap();
-    validate_document(&docs[0])
-        .problems
+    validate_document(&docs[0], &Default::default())
+        .errors
         .iter()
         .map(|p| p.to_string())
         .collect()
@@ -159,9 +159,9 @@ fn other_kinds_are_reported() {
         "f.yaml",
     )
     .unwrap();
-    let report = validate_document(&docs[0]);
+    let report = validate_document(&docs[0], &Default::default());
     assert_eq!(
-        report.problems[0].to_string(),
+        report.errors[0].to_string(),
         "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob"
     );
 }

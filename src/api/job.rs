@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
-use super::{FieldError, GPU_RESOURCE_NAMES, Quantity, TrainingJob, read_quantity};
+use super::priority::{Priority, PriorityClasses, resolve_priority};
+use super::{FieldError, GPU_RESOURCE_NAMES, JobKind, Quantity, TrainingJob, read_quantity};
 
-/// A namespaced object's identity, ordered by namespace then name.
+/// A job's identity: namespace, name and kind, ordered in that order.
 #[derive(
     Debug,
     Clone,
@@ -24,15 +25,31 @@ pub struct JobKey {
     /// Shared strings: plans and caches copy keys without copying the text.
     pub namespace: Arc<str>,
     pub name: Arc<str>,
+    pub kind: JobKind,
 }
 
 impl JobKey {
-    /// The key of `namespace/name`.
+    /// The key of the TrainingJob `namespace/name`.
     pub fn new(namespace: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
+        Self::of_kind(JobKind::TrainingJob, namespace, name)
+    }
+
+    /// The key of the `kind` object `namespace/name`.
+    pub fn of_kind(
+        kind: JobKind,
+        namespace: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
+    ) -> Self {
         JobKey {
             namespace: namespace.into(),
             name: name.into(),
+            kind,
         }
+    }
+
+    /// `Kind namespace/name`, the way errors and Events name the object.
+    pub fn object_ref(&self) -> String {
+        self.kind.object_ref(&self.namespace, &self.name)
     }
 }
 
@@ -143,18 +160,8 @@ impl TrainingJob {
         Ok(self.trainer_mem_request_quantity()?.mega_ceil())
     }
 
-    /// The scheduling priority from `spec.annotations.priority` (an integer; empty is 0).
-    pub fn priority(&self) -> Result<i32, FieldError> {
-        let text = self.spec.annotations.priority.trim();
-        if text.is_empty() {
-            return Ok(0);
-        }
-        text.parse().map_err(|_| {
-            FieldError::new(
-                self.object_ref(),
-                "spec.annotations.priority",
-                format!("{text:?} is not an integer"),
-            )
-        })
+    /// The scheduling priority from `spec.annotations.priority`, resolved against `classes`.
+    pub fn priority(&self, classes: &PriorityClasses) -> Priority {
+        resolve_priority(&self.spec.annotations.priority, classes)
     }
 }

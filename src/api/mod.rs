@@ -1,9 +1,12 @@
-//! The TrainingJob API: CRD types, quantities, helper methods, validation and manifest loading.
+//! The job APIs (TrainingJob, PaddleJob): CRD types, quantities, helper methods, validation and manifest loading.
 
 mod embedded;
 mod error;
 mod job;
+mod kind;
 pub mod manifest;
+mod paddlejob;
+pub mod priority;
 pub mod quantity;
 mod resources;
 mod types;
@@ -12,6 +15,8 @@ pub mod validate;
 pub use embedded::Embedded;
 pub use error::FieldError;
 pub use job::{JobKey, fulfillment_of};
+pub use kind::JobKind;
+pub use paddlejob::*;
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{GPU_RESOURCE_NAMES, Resources, parse_resources, read_quantity, resources_of};
 pub use types::*;
@@ -26,3 +31,6 @@ pub const LABEL_TRAINER: &str = "paddle-job";
 pub const LABEL_MASTER: &str = "paddle-job-master";
 /// Pod label naming a pserver's TrainingJob.
 pub const LABEL_PSERVER: &str = "paddle-job-pserver";
+/// Pod label naming a PaddleJob (seed 001: `kubectl get pods -l paddle-job-name=<name>`), on every
+/// pod of the job besides its role label.
+pub const LABEL_PADDLE_JOB: &str = "paddle-job-name";

@@ -48,7 +48,7 @@ fn preserved_object_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
     namespaced,
     status = "TrainingJobStatus",
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
-    printcolumn = r#"{"name":"Trainers","type":"integer","jsonPath":".spec.trainer.replicaSpec.spec.parallelism"}"#,
+    printcolumn = r#"{"name":"Trainers","type":"integer","jsonPath":".status.trainers"}"#,
     printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.trainer.min-instance"}"#,
     printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.trainer.max-instance"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
@@ -112,7 +112,7 @@ pub struct Annotations {
     pub usergroupid: String,
     #[serde(default, skip_serializing_if = "is_default")]
     pub userid: String,
-    /// Scheduling priority, an integer written as a string; higher wins.
+    /// Scheduling priority: an integer or a PriorityClass name (see `api::priority`); higher wins.
     #[serde(default, skip_serializing_if = "is_default")]
     pub priority: String,
     #[serde(default, skip_serializing_if = "is_default")]
@@ -363,4 +363,7 @@ pub struct TrainingJobStatus {
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "is_default")]
     pub released: bool,
+    /// The trainer Job's parallelism as the operator last saw it (trainscale extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainers: Option<i32>,
 }

@@ -1,4 +1,4 @@
-//! Validation of TrainingJob manifests: every problem, with object and field named.
+//! Validation of job manifests: every error and warning, with object and field named.
 
 use std::collections::BTreeMap;
 
@@ -6,8 +6,14 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use kube::ResourceExt;
 
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
 use super::manifest::Document;
-use super::{FRAMEWORKS, FieldError, JOB_TYPES, Quantity, TrainingJob};
+use super::priority::PriorityClasses;
+use super::{
+    FRAMEWORKS, FieldError, JOB_TYPES, JobKind, PaddleJob, Quantity, TrainingJob,
+    paddle_job_problem,
+};
 
 /// Whether a job's framework and flags call for parameter servers (edl-autoscaler.md §4.2).
 pub fn needs_pservers(job: &TrainingJob) -> bool {
@@ -17,33 +23,49 @@ pub fn needs_pservers(job: &TrainingJob) -> bool {
     }
 }
 
-/// Every problem with one TrainingJob.
+/// What is wrong with a job: errors make it impossible to plan or create; warnings are what the
+/// original operator accepted and trainscale accepts too, but the user should know.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Findings {
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<FieldError>,
+}
+
+/// The errors of one TrainingJob (its warnings dropped): what stops it being planned or created.
 pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
+    check_training_job(job).errors
+}
+
+/// Every error and warning of one TrainingJob's spec; its priority is resolved separately
+/// (`TrainingJob::priority`), against the PriorityClasses of the cluster.
+pub fn check_training_job(job: &TrainingJob) -> Findings {
     let object = job.object_ref();
-    let mut problems = Vec::new();
-    let mut problem = |field: &str, text: String| {
-        problems.push(FieldError::new(object.clone(), field, text));
+    let mut findings = Findings::default();
+    let mut error = |field: &str, text: String| {
+        findings
+            .errors
+            .push(FieldError::new(object.clone(), field, text));
     };
 
     if job.metadata.name.as_deref().unwrap_or("").is_empty() {
-        problem("metadata.name", "a TrainingJob needs a name".into());
+        error("metadata.name", "a job needs a name".into());
     }
     let trainer = &job.spec.trainer;
     let (tmin, tmax) = (trainer.min_instance, trainer.max_instance);
-    if tmin < 1 {
-        problem(
+    if tmin < 0 {
+        error(
             "spec.trainer.min-instance",
-            format!("must be at least 1, got {tmin}"),
+            format!("must not be negative, got {tmin}"),
         );
     }
-    if tmax < 1 {
-        problem(
+    if tmax < 0 {
+        error(
             "spec.trainer.max-instance",
-            format!("must be at least 1, got {tmax}"),
+            format!("must not be negative, got {tmax}"),
         );
     }
     if tmin > tmax {
-        problem(
+        error(
             "spec.trainer.min-instance",
             format!("min-instance {tmin} is greater than max-instance {tmax}"),
         );
@@ -57,41 +79,27 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
         .and_then(|s| s.parallelism)
         .filter(|p| *p < 0)
     {
-        problem(
+        error(
             "spec.trainer.replicaSpec.spec.parallelism",
             format!("must not be negative, got {p}"),
         );
     }
     let pserver = &job.spec.pserver;
     let (pmin, pmax) = (pserver.min_instance, pserver.max_instance);
-    if needs_pservers(job) {
-        if pmin < 1 {
-            problem(
-                "spec.pserver.min-instance",
-                format!("this job type runs parameter servers: must be at least 1, got {pmin}"),
-            );
-        }
-        if pmax < pmin {
-            problem(
-                "spec.pserver.max-instance",
-                format!("max-instance {pmax} is less than min-instance {pmin}"),
-            );
-        }
-    } else if pmin < 0 || pmax < 0 {
-        problem(
+    if pmin < 0 || pmax < 0 {
+        error(
             "spec.pserver.min-instance",
             format!("counts must not be negative, got min {pmin}, max {pmax}"),
         );
-    }
-    if job.elastic() && !job.spec.fault_tolerant {
-        problem(
-            "spec.fault_tolerant",
-            "an elastic job (trainer min-instance < max-instance) must be fault tolerant".into(),
+    } else if needs_pservers(job) && pmax != 0 && pmax < pmin {
+        error(
+            "spec.pserver.max-instance",
+            format!("max-instance {pmax} is less than min-instance {pmin}"),
         );
     }
     if let Some(fw) = &job.spec.frame_work {
         if !FRAMEWORKS.contains(&fw.name.as_str()) {
-            problem(
+            error(
                 "spec.frame_work.name",
                 format!(
                     "unknown framework {:?} (known: paddle, tensorflow)",
@@ -100,7 +108,7 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
             );
         }
         if !JOB_TYPES.contains(&fw.job_type.as_str()) {
-            problem(
+            error(
                 "spec.frame_work.type",
                 format!(
                     "unknown job type {:?} (known: local, nccl2, multi)",
@@ -110,7 +118,7 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
         }
     }
     if job.spec.annotations.walltime < 0 {
-        problem(
+        error(
             "spec.annotations.walltime",
             format!(
                 "must not be negative, got {}",
@@ -127,32 +135,53 @@ pub fn validate_training_job(job: &TrainingJob) -> Vec<FieldError> {
         ("spec.passes", job.spec.passes),
     ] {
         if value < 0 {
-            problem(field, format!("must not be negative, got {value}"));
+            error(field, format!("must not be negative, got {value}"));
         }
-    }
-
-    if let Err(e) = job.priority() {
-        problems.push(e);
     }
     for (role, resources) in [
         ("master", &job.spec.master.resources),
         ("pserver", &job.spec.pserver.resources),
         ("trainer", &job.spec.trainer.resources),
     ] {
-        check_resources(&object, role, resources, &mut problems);
+        check_resources(&object, role, resources, &mut findings.errors);
     }
     if job.elastic() {
         let cpu = job.trainer_cpu_request_quantity().unwrap_or(Quantity::ZERO);
         let mem = job.trainer_mem_request_quantity().unwrap_or(Quantity::ZERO);
         if cpu == Quantity::ZERO && mem == Quantity::ZERO {
-            problems.push(FieldError::new(
+            findings.errors.push(FieldError::new(
                 &object,
                 "spec.trainer.resources.requests",
                 "an elastic trainer needs a cpu or memory request for the planner to place it",
             ));
         }
     }
-    problems
+
+    let mut warning = |field: &str, text: &str| {
+        findings
+            .warnings
+            .push(FieldError::new(object.clone(), field, text));
+    };
+    if tmax == 0 && tmin == 0 {
+        warning(
+            "spec.trainer.max-instance",
+            "0: the job runs no trainers until max-instance is raised",
+        );
+    }
+    if needs_pservers(job) && pmin == 0 && pmax >= 0 {
+        warning(
+            "spec.pserver.min-instance",
+            "0: no parameter servers will be created, although this job type uses them",
+        );
+    }
+    if job.elastic() && !job.spec.fault_tolerant {
+        warning(
+            "spec.fault_tolerant",
+            "the job is elastic but not fault tolerant: trainers restart when it is resized and \
+             must re-read their count (/etc/trainscale/trainers) on restart",
+        );
+    }
+    findings
 }
 
 fn check_resources(
@@ -181,50 +210,108 @@ fn check_resources(
 /// The outcome of validating one manifest object.
 #[derive(Debug)]
 pub struct ObjectReport {
-    /// `TrainingJob ns/name`, or where the object is when it has no name.
+    /// `Kind ns/name`, or where the object is when it has no name.
     pub object: String,
-    pub problems: Vec<FieldError>,
+    pub errors: Vec<FieldError>,
+    pub warnings: Vec<FieldError>,
 }
 
-/// Validates one manifest object; anything but a TrainingJob is a problem.
-pub fn validate_document(doc: &Document) -> ObjectReport {
+impl ObjectReport {
+    fn error(object: String, field: &str, text: String) -> Self {
+        ObjectReport {
+            errors: vec![FieldError::new(&object, field, text)],
+            warnings: Vec::new(),
+            object,
+        }
+    }
+}
+
+/// The PriorityClasses (`scheduling.k8s.io/v1`) among manifest objects, by name; malformed ones
+/// are left to [`validate_document`] to report.
+pub fn priority_classes_of(docs: &[Document]) -> PriorityClasses {
+    docs.iter()
+        .filter(|d| d.kind() == "PriorityClass")
+        .filter_map(|d| d.decode::<PriorityClass>().ok())
+        .filter_map(|pc| Some((pc.metadata.name?, pc.value.unwrap_or(0))))
+        .collect()
+}
+
+/// Validates one manifest object: a TrainingJob, a PaddleJob or a PriorityClass (resolving job
+/// priorities against `classes`); any other kind is an error.
+pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectReport {
     let object = doc.object_ref();
-    if doc.kind() != "TrainingJob" {
-        let kind = doc.kind();
-        let text = if kind.is_empty() {
-            "has no kind; expected a TrainingJob".to_string()
-        } else {
-            format!("is a {kind}, not a TrainingJob")
-        };
-        return ObjectReport {
-            problems: vec![FieldError::new(&object, "kind", text)],
-            object,
-        };
-    }
-    if let Some(api) = doc.value.get("apiVersion").and_then(|v| v.as_str())
-        && api != "paddlepaddle.org/v1alpha1"
-    {
-        return ObjectReport {
-            problems: vec![FieldError::new(
-                &object,
-                "apiVersion",
-                format!("{api:?} is not paddlepaddle.org/v1alpha1"),
-            )],
-            object,
-        };
-    }
-    match doc.decode::<TrainingJob>() {
-        Ok(job) => ObjectReport {
-            object: if job.name_any().is_empty() {
-                object
-            } else {
-                job.object_ref()
+    let api = doc
+        .value
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let kind = doc.kind();
+    if kind == "PriorityClass" {
+        return match doc.decode::<PriorityClass>() {
+            Ok(_) => ObjectReport {
+                object,
+                errors: Vec::new(),
+                warnings: Vec::new(),
             },
-            problems: validate_training_job(&job),
-        },
-        Err(e) => ObjectReport {
+            Err(e) => ObjectReport {
+                object,
+                errors: vec![e],
+                warnings: Vec::new(),
+            },
+        };
+    }
+    let Some(job_kind) = JobKind::named(kind) else {
+        let text = if kind.is_empty() {
+            "has no kind; expected a TrainingJob or PaddleJob".to_string()
+        } else {
+            format!("is a {kind}, not a TrainingJob or PaddleJob")
+        };
+        return ObjectReport::error(object, "kind", text);
+    };
+    if JobKind::of(kind, api) != Some(job_kind) {
+        return ObjectReport::error(
             object,
-            problems: vec![e],
+            "apiVersion",
+            format!("{api:?} is not {}", job_kind.api_version()),
+        );
+    }
+    let decoded = match job_kind {
+        JobKind::TrainingJob => doc.decode::<TrainingJob>(),
+        JobKind::PaddleJob => doc
+            .decode::<PaddleJob>()
+            .map(|job| job.as_training_job()),
+    };
+    let job = match decoded {
+        Ok(job) => job,
+        Err(e) => {
+            return ObjectReport {
+                object,
+                errors: vec![e],
+                warnings: Vec::new(),
+            };
+        }
+    };
+    let mut findings = check_training_job(&job);
+    if let Some(text) = job.priority(classes).warning {
+        findings.warnings.push(FieldError::new(
+            job.object_ref(),
+            "spec.annotations.priority",
+            text,
+        ));
+    }
+    let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
+        match job_kind {
+            JobKind::TrainingJob => problems,
+            JobKind::PaddleJob => problems.into_iter().map(paddle_job_problem).collect(),
+        }
+    };
+    ObjectReport {
+        object: if job.name_any().is_empty() {
+            object
+        } else {
+            job_kind.object_ref(&job.namespace().unwrap_or_default(), &job.name_any())
         },
+        errors: rename(findings.errors),
+        warnings: rename(findings.warnings),
     }
 }

@@ -4,9 +4,12 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use std::sync::Arc;
+
+use crate::api::priority::PriorityClasses;
 use crate::api::{
-    FieldError, JobKey, LABEL_MASTER, LABEL_PSERVER, LABEL_TRAINER, Quantity, Resources,
-    TrainingJob, TrainingJobPhase, parse_resources, resources_of, validate::validate_training_job,
+    FieldError, JobKey, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER, LABEL_TRAINER,
+    Quantity, Resources, TrainingJob, TrainingJobPhase, parse_resources, resources_of,
 };
 
 /// What the state keeps of a Node.
@@ -149,6 +152,7 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     };
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let labels = pod.metadata.labels.as_ref();
+    let kind = labelled_kind(labels);
     let owner = [
         (LABEL_TRAINER, Role::Trainer),
         (LABEL_PSERVER, Role::Pserver),
@@ -158,7 +162,7 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     .find_map(|(label, role)| {
         labels
             .and_then(|l| l.get(label))
-            .map(|job| (JobKey::new(namespace.clone(), job.clone()), role))
+            .map(|job| (JobKey::of_kind(kind, namespace.clone(), job.clone()), role))
     });
     Ok(PodInfo {
         node,
@@ -170,9 +174,18 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     })
 }
 
-/// The TrainingJob a batch/v1 Job runs the trainers of, and its parallelism.
+/// The kind of job a set of pod labels names: a PaddleJob's pods carry `paddle-job-name`.
+fn labelled_kind(labels: Option<&std::collections::BTreeMap<String, String>>) -> JobKind {
+    if labels.is_some_and(|l| l.contains_key(LABEL_PADDLE_JOB)) {
+        JobKind::PaddleJob
+    } else {
+        JobKind::TrainingJob
+    }
+}
+
+/// The job a batch/v1 Job runs the trainers of, and its parallelism.
 ///
-/// A trainer Job is one owned by a TrainingJob, or one whose pod template carries the
+/// A trainer Job is one owned by a TrainingJob or PaddleJob, or one whose pod template carries the
 /// `paddle-job` label. Other Jobs give `None`.
 pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
@@ -181,22 +194,22 @@ pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.kind == "TrainingJob" && o.api_version.starts_with("paddlepaddle.org/"))
-        .map(|o| o.name.clone());
+        .find_map(|o| JobKind::of(&o.kind, &o.api_version).map(|kind| (kind, o.name.clone())));
     let labelled = || {
-        job.spec
+        let labels = job
+            .spec
             .as_ref()
             .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.labels.as_ref())
-            .and_then(|l| l.get(LABEL_TRAINER))
-            .cloned()
+            .and_then(|m| m.labels.as_ref());
+        let name = labels.and_then(|l| l.get(LABEL_TRAINER)).cloned()?;
+        Some((labelled_kind(labels), name))
     };
-    let name = owner.or_else(labelled)?;
+    let (kind, name) = owner.or_else(labelled)?;
     let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
-    Some((JobKey::new(namespace, name), parallelism))
+    Some((JobKey::of_kind(kind, namespace, name), parallelism))
 }
 
-/// What the planner needs of a TrainingJob.
+/// What the planner needs of a job, whatever its kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {
     pub min: i32,
@@ -205,7 +218,10 @@ pub struct JobInfo {
     pub trainer: Resources,
     /// Exact per-trainer GPU limit, CPU and memory requests, for the `edl` tie-breaks.
     pub exact: [Quantity; 3],
+    /// The resolved priority (see `api::priority`).
     pub priority: i32,
+    /// The PriorityClass the priority names, when it is a name: re-resolved as classes change.
+    pub priority_class: Option<Arc<str>>,
     /// Creation time, seconds since the epoch.
     pub created: i64,
     pub phase: TrainingJobPhase,
@@ -215,12 +231,13 @@ pub struct JobInfo {
     pub last_scale: Option<i64>,
 }
 
-/// Reads and validates a TrainingJob; an invalid job is an error naming the first bad field.
-pub fn read_training_job(job: &TrainingJob) -> Result<JobInfo, Vec<FieldError>> {
-    let problems = validate_training_job(job);
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+/// Reads a checked TrainingJob spec (of any kind that runs as one) into the model; the warning
+/// is a numeric priority outside the i32 range. Unknown-PriorityClass warnings are left to
+/// `ClusterState`, which re-resolves them as classes come and go.
+pub fn read_training_job_spec(
+    job: &TrainingJob,
+    classes: &PriorityClasses,
+) -> Result<(JobInfo, Option<FieldError>), Vec<FieldError>> {
     let one = |r: Result<Quantity, FieldError>| r.map_err(|e| vec![e]);
     let gpu = one(job.trainer_gpu_limit_quantity())?;
     let cpu = one(job.trainer_cpu_request_quantity())?;
@@ -236,12 +253,18 @@ pub fn read_training_job(job: &TrainingJob) -> Result<JobInfo, Vec<FieldError>> 
                 .max()
         })
         .filter(|t| *t > 0);
-    Ok(JobInfo {
+    let priority = job.priority(classes);
+    let warning = priority
+        .warning
+        .filter(|_| priority.class.is_none())
+        .map(|text| FieldError::new(job.object_ref(), "spec.annotations.priority", text));
+    let info = JobInfo {
         min: job.spec.trainer.min_instance,
         max: job.spec.trainer.max_instance,
         trainer: Resources::new(cpu.milli_ceil(), mem.value_ceil(), gpu.value_ceil()),
         exact: [gpu, cpu, mem],
-        priority: job.priority().map_err(|e| vec![e])?,
+        priority: priority.value,
+        priority_class: priority.class,
         created: seconds(job.metadata.creation_timestamp.as_ref()),
         phase: status.map(|s| s.phase).unwrap_or_default(),
         stored_parallelism: job
@@ -252,5 +275,6 @@ pub fn read_training_job(job: &TrainingJob) -> Result<JobInfo, Vec<FieldError>> 
             .and_then(|j| j.spec.as_ref())
             .and_then(|s| s.parallelism),
         last_scale,
-    })
+    };
+    Ok((info, warning))
 }

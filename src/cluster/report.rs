@@ -3,7 +3,60 @@
 use serde::Serialize;
 
 use super::ClusterState;
-use crate::api::Resources;
+use crate::api::{FieldError, JobKey, JobKind, Resources};
+
+/// One error or warning of one job, as plan output lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobProblem {
+    pub kind: JobKind,
+    pub namespace: String,
+    pub name: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl JobProblem {
+    fn of(key: &JobKey, e: &FieldError) -> Self {
+        JobProblem {
+            kind: key.kind,
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
+            field: e.field.clone(),
+            message: e.problem.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for JobProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}/{}: {}: {}",
+            self.kind, self.namespace, self.name, self.field, self.message
+        )
+    }
+}
+
+/// Every error of every job skipped for errors, one entry per error.
+pub fn skipped_jobs(state: &ClusterState) -> Vec<JobProblem> {
+    state
+        .invalid_jobs()
+        .flat_map(|(key, errors)| errors.iter().map(move |e| JobProblem::of(key, e)))
+        .collect()
+}
+
+/// Every warning of every planned job.
+pub fn job_warnings(state: &ClusterState) -> Vec<JobProblem> {
+    state
+        .jobs()
+        .flat_map(|(key, _, _)| {
+            state
+                .warnings(key)
+                .into_iter()
+                .map(move |e| JobProblem::of(key, &e))
+        })
+        .collect()
+}
 
 /// One node's line of the report.
 #[derive(Debug, Serialize)]
@@ -18,6 +71,7 @@ pub struct NodeLine {
 /// One job's line of the report.
 #[derive(Debug, Serialize)]
 pub struct JobLine {
+    pub kind: JobKind,
     pub namespace: String,
     pub name: String,
     pub phase: String,
@@ -27,9 +81,12 @@ pub struct JobLine {
     pub bound: u32,
     pub pending: u32,
     pub fulfillment: f64,
-    /// Validation problems, when the TrainingJob was rejected.
+    /// Errors, when the job was skipped for them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// Warnings of a planned job.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The whole report.
@@ -68,6 +125,7 @@ impl StateReport {
                     .map(|i| (i.min, i.max, i.phase.as_str().to_string()))
                     .unwrap_or((0, 0, "Invalid".to_string()));
                 JobLine {
+                    kind: key.kind,
                     namespace: key.namespace.to_string(),
                     name: key.name.to_string(),
                     phase,
@@ -87,6 +145,7 @@ impl StateReport {
                         .flatten()
                         .map(|e| e.to_string())
                         .collect(),
+                    warnings: state.warnings(key).iter().map(|e| e.to_string()).collect(),
                 }
             })
             .collect();
@@ -126,13 +185,14 @@ impl StateReport {
         }
         let _ = writeln!(
             out,
-            "\n{:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6}",
-            "JOB", "PHASE", "MIN", "MAX", "CURRENT", "BOUND", "PENDING", "FULFIL"
+            "\n{:<12} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6}",
+            "KIND", "JOB", "PHASE", "MIN", "MAX", "CURRENT", "BOUND", "PENDING", "FULFIL"
         );
         for j in &self.jobs {
             let _ = writeln!(
                 out,
-                "{:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
+                "{:<12} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
+                j.kind.as_str(),
                 format!("{}/{}", j.namespace, j.name),
                 if j.phase.is_empty() { "-" } else { &j.phase },
                 j.min,
@@ -144,6 +204,9 @@ impl StateReport {
             );
             for p in &j.problems {
                 let _ = writeln!(out, "    invalid: {p}");
+            }
+            for w in &j.warnings {
+                let _ = writeln!(out, "    warning: {w}");
             }
         }
         let _ = writeln!(

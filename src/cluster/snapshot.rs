@@ -1,4 +1,4 @@
-//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,trainingjobs -A -o json`).
+//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`).
 
 use std::path::Path;
 
@@ -7,13 +7,17 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::ClusterState;
 use crate::api::manifest::{Document, ManifestError, read_documents};
-use crate::api::{FieldError, TrainingJob};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use super::kinds::JobAdapter;
+use crate::api::{FieldError, JobKey, JobKind, PaddleJob, TrainingJob};
 
 /// A state built from a dump, with what was skipped and why.
 #[derive(Debug)]
 pub struct Snapshot {
     pub state: ClusterState,
-    /// Objects skipped (malformed, invalid or of a kind the state does not use).
+    /// Objects other than jobs that were skipped (malformed, or of a kind the state does not
+    /// use); jobs with errors are in the state (`report::skipped_jobs`).
     pub warnings: Vec<FieldError>,
 }
 
@@ -53,19 +57,46 @@ impl ClusterState {
                 Ok(job) => self.apply_batch_job(&job),
                 Err(e) => warnings.push(e),
             },
-            ("TrainingJob", "paddlepaddle.org/v1alpha1") => match doc.decode::<TrainingJob>() {
-                Ok(job) => {
-                    if let Err(problems) = self.apply_training_job(&job) {
-                        warnings.extend(problems);
-                    }
-                }
+            ("PriorityClass", "scheduling.k8s.io/v1") => match doc.decode::<PriorityClass>() {
+                Ok(class) => self.apply_priority_class(&class),
                 Err(e) => warnings.push(e),
             },
+            ("TrainingJob", "paddlepaddle.org/v1alpha1") => {
+                self.apply_job_document::<TrainingJob>(doc, JobKind::TrainingJob)
+            }
+            ("PaddleJob", "paddlepaddle.org/v1") => {
+                self.apply_job_document::<PaddleJob>(doc, JobKind::PaddleJob)
+            }
             (kind, api) => warnings.push(FieldError::new(
                 doc.object_ref(),
                 "kind",
                 format!("{api} {kind} is not used by the cluster model; skipped"),
             )),
+        }
+    }
+
+    /// Applies a job object of `kind`; one that does not decode is kept as skipped, with its
+    /// error, so it is listed like any job with errors (see `report::skipped_jobs`).
+    fn apply_job_document<A>(&mut self, doc: &Document, kind: JobKind)
+    where
+        A: JobAdapter + serde::de::DeserializeOwned,
+    {
+        match doc.decode::<A>() {
+            // Errors are kept in the job's slot.
+            Ok(job) => {
+                let _ = self.apply_job(&job);
+            }
+            Err(e) => {
+                let meta = doc.value.get("metadata");
+                let text = |field: &str| {
+                    meta.and_then(|m| m.get(field))
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("")
+                        .to_string()
+                };
+                let key = JobKey::of_kind(kind, text("namespace"), text("name"));
+                self.set_invalid_job(key, vec![e]);
+            }
         }
     }
 }

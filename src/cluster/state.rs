@@ -9,11 +9,14 @@ use foldhash::fast::RandomState;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use super::kinds::{JobAdapter, priority_field};
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
-    read_training_job,
 };
-use crate::api::{FieldError, JobKey, Resources, TrainingJob};
+use crate::api::priority::PriorityClasses;
+use crate::api::{FieldError, JobKey, Resources};
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
 pub type NodeId = u32;
@@ -68,13 +71,15 @@ pub struct TrainerPods {
     pub finished: u32,
 }
 
-/// Everything known about one TrainingJob key.
+/// Everything known about one job key.
 #[derive(Debug, Clone, Default)]
 pub struct JobSlot {
-    /// The TrainingJob, when it has arrived and is valid.
+    /// The job, when it has arrived and has no error.
     pub info: Option<JobInfo>,
-    /// Why the TrainingJob was rejected, when it was.
+    /// Why the job was rejected, when it was.
     pub invalid: Option<Vec<FieldError>>,
+    /// Warnings of the job's spec (see [`ClusterState::warnings`] for all of them).
+    pub warnings: Vec<FieldError>,
     /// `spec.parallelism` of the trainer batch/v1 Job, when one exists.
     pub trainer_job_parallelism: Option<i32>,
     /// Whether a trainer Job exists.
@@ -101,6 +106,7 @@ impl JobSlot {
     fn is_empty(&self) -> bool {
         self.info.is_none()
             && self.invalid.is_none()
+            && self.warnings.is_empty()
             && !self.has_trainer_job
             && self.trainers == TrainerPods::default()
     }
@@ -120,6 +126,7 @@ pub struct ClusterState {
     bound_requests: Resources,
     /// Requests of unbound live pods.
     pending_requests: Resources,
+    priority_classes: PriorityClasses,
 }
 
 impl ClusterState {
@@ -343,42 +350,135 @@ impl ClusterState {
 
     // ----- jobs -----
 
-    /// Adds or updates a TrainingJob. An invalid job is kept out of planning and its problems
-    /// returned; it stays listed under [`ClusterState::invalid_jobs`].
-    pub fn apply_training_job(&mut self, job: &TrainingJob) -> Result<(), Vec<FieldError>> {
-        let key = job.key();
-        let parsed = read_training_job(job);
-        let slot = self.jobs.entry(key).or_default();
+    /// Adds or updates a job of any kind. A job with errors is kept out of planning and its
+    /// errors returned; it stays listed under [`ClusterState::invalid_jobs`].
+    pub fn apply_job<A: JobAdapter>(&mut self, job: &A) -> Result<(), Vec<FieldError>> {
+        let parsed = job.read(&self.priority_classes);
+        let slot = self.jobs.entry(job.job_key()).or_default();
         match parsed {
-            Ok(info) => {
-                slot.info = Some(info);
+            Ok(read) => {
+                slot.info = Some(read.info);
                 slot.invalid = None;
+                slot.warnings = read.warnings;
                 Ok(())
             }
             Err(problems) => {
                 slot.info = None;
                 slot.invalid = Some(problems.clone());
+                slot.warnings = Vec::new();
                 Err(problems)
             }
         }
     }
 
-    /// Sets a TrainingJob by its parsed form (the simulator's way in).
+    /// Adds or updates a TrainingJob (see [`ClusterState::apply_job`]).
+    pub fn apply_training_job(
+        &mut self,
+        job: &crate::api::TrainingJob,
+    ) -> Result<(), Vec<FieldError>> {
+        self.apply_job(job)
+    }
+
+    /// Sets a job by its parsed form (the simulator's way in); its priority class, when named,
+    /// is resolved against the known classes.
     pub fn set_training_job(&mut self, key: JobKey, info: Option<JobInfo>) {
+        let classes = &self.priority_classes;
         let slot = self.jobs.entry(key.clone()).or_default();
-        slot.info = info;
+        slot.info = info.map(|mut info| {
+            if let Some(class) = &info.priority_class {
+                info.priority = classes.get(&**class).copied().unwrap_or(0);
+            }
+            info
+        });
         slot.invalid = None;
+        slot.warnings = Vec::new();
         self.drop_job_if_empty(&key);
+    }
+
+    /// Records a job object that could not be read at all (it does not deserialize).
+    pub fn set_invalid_job(&mut self, key: JobKey, problems: Vec<FieldError>) {
+        let slot = self.jobs.entry(key).or_default();
+        slot.info = None;
+        slot.invalid = Some(problems);
+        slot.warnings = Vec::new();
+    }
+
+    /// Removes a job.
+    pub fn delete_job(&mut self, key: &JobKey) {
+        if let Some(slot) = self.jobs.get_mut(key) {
+            slot.info = None;
+            slot.invalid = None;
+            slot.warnings = Vec::new();
+        }
+        self.drop_job_if_empty(key);
     }
 
     /// Removes a TrainingJob.
     pub fn delete_training_job(&mut self, namespace: &str, name: &str) {
-        let key = JobKey::new(namespace, name);
-        if let Some(slot) = self.jobs.get_mut(&key) {
-            slot.info = None;
-            slot.invalid = None;
+        self.delete_job(&JobKey::new(namespace, name));
+    }
+
+    // ----- priority classes -----
+
+    /// Adds or updates a PriorityClass; jobs naming it take its value.
+    pub fn apply_priority_class(&mut self, class: &PriorityClass) {
+        if let Some(name) = class.metadata.name.as_deref() {
+            self.set_priority_class(name, Some(class.value.unwrap_or(0)));
         }
-        self.drop_job_if_empty(&key);
+    }
+
+    /// Removes a PriorityClass; jobs naming it order as 0 (with a warning).
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.set_priority_class(name, None);
+    }
+
+    /// Sets (`Some(value)`) or removes (`None`) a PriorityClass and re-resolves the jobs naming it.
+    pub fn set_priority_class(&mut self, name: &str, value: Option<i32>) {
+        match value {
+            Some(v) => {
+                if self.priority_classes.get(name) == Some(&v) {
+                    return;
+                }
+                self.priority_classes.insert(name.to_string(), v);
+            }
+            None => {
+                if self.priority_classes.remove(name).is_none() {
+                    return;
+                }
+            }
+        }
+        for slot in self.jobs.values_mut() {
+            if let Some(info) = slot.info.as_mut()
+                && info.priority_class.as_deref() == Some(name)
+            {
+                info.priority = value.unwrap_or(0);
+            }
+        }
+    }
+
+    /// The PriorityClasses known, by name.
+    pub fn priority_classes(&self) -> &PriorityClasses {
+        &self.priority_classes
+    }
+
+    /// Every warning of a job: its spec's, and a priority naming no known PriorityClass.
+    pub fn warnings(&self, key: &JobKey) -> Vec<FieldError> {
+        let Some(slot) = self.jobs.get(key) else {
+            return Vec::new();
+        };
+        let mut warnings = slot.warnings.clone();
+        if let Some(class) = slot.info.as_ref().and_then(|i| i.priority_class.as_deref())
+            && !self.priority_classes.contains_key(class)
+        {
+            warnings.push(FieldError::new(
+                key.object_ref(),
+                priority_field(key.kind),
+                format!(
+                    "{class:?} is neither an integer nor the name of a PriorityClass; ordered as 0"
+                ),
+            ));
+        }
+        warnings
     }
 
     /// Adds or updates a batch/v1 Job; only trainer Jobs are kept.
@@ -429,14 +529,14 @@ impl ClusterState {
         self.jobs.iter()
     }
 
-    /// Valid TrainingJobs in namespace/name order.
+    /// Jobs without errors, in namespace/name/kind order.
     pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
         self.jobs
             .iter()
             .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
     }
 
-    /// TrainingJobs rejected by validation, with their problems.
+    /// Jobs skipped for errors, with their errors.
     pub fn invalid_jobs(&self) -> impl Iterator<Item = (&JobKey, &[FieldError])> + '_ {
         self.jobs
             .iter()

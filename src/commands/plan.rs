@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::OutputFormat;
 use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
+use crate::cluster::report::{JobProblem, job_warnings, skipped_jobs};
 use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};
 
 /// The printed plan, nodes named.
@@ -22,6 +23,10 @@ pub struct PlanOutput<'a> {
     pub jobs: Vec<NamedJobPlan<'a>>,
     pub summary: &'a PlanSummary,
     pub warnings: &'a [String],
+    /// Jobs not planned because of errors: one entry per error.
+    pub skipped: Vec<JobProblem>,
+    /// Warnings of planned jobs.
+    pub job_warnings: Vec<JobProblem>,
 }
 
 /// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
@@ -40,6 +45,8 @@ pub fn plan_snapshot(
         jobs: result.named_jobs(&snap.state),
         summary: &result.summary,
         warnings: &result.warnings,
+        skipped: skipped_jobs(&snap.state),
+        job_warnings: job_warnings(&snap.state),
     };
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&output).unwrap_or_default() + "\n",
@@ -53,7 +60,8 @@ fn render_table(p: &PlanOutput<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
+        "{:<12} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
+        "KIND",
         "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
     );
     for j in &p.jobs {
@@ -69,7 +77,8 @@ fn render_table(p: &PlanOutput<'_>) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "{:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
+            "{:<12} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
+            j.key.kind.as_str(),
             j.key.to_string(),
             j.current,
             j.target,
@@ -102,13 +111,20 @@ fn render_table(p: &PlanOutput<'_>) -> String {
     for w in p.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+    for w in &p.job_warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    for s in &p.skipped {
+        let _ = writeln!(out, "skipped: {s}");
+    }
     out
 }
 
 /// Flags of `trainscale plan`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
-    /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
+    /// A List as printed by
+    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`.
     #[arg(long)]
     pub snapshot: PathBuf,
     #[arg(long, value_enum, default_value = "fulfillment")]

@@ -26,7 +26,8 @@ pub fn state_report(
 /// Flags of `trainscale state`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StateArgs {
-    /// A List as printed by `kubectl get nodes,pods,jobs,trainingjobs -A -o json`.
+    /// A List as printed by
+    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`.
     #[arg(long)]
     pub snapshot: PathBuf,
     #[arg(long, value_enum, default_value = "table")]

@@ -1,10 +1,11 @@
-//! `trainscale validate`: check TrainingJob manifests and report every problem.
+//! `trainscale validate`: check job manifests (TrainingJob, PaddleJob) and report every error and
+//! warning; PriorityClasses in the same files resolve the jobs' priority names.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::api::manifest::read_documents;
-use crate::api::validate::{ObjectReport, validate_document};
+use crate::api::manifest::{Document, read_documents};
+use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
 
 /// The reports of every object in the files, and files that could not be read at all.
 #[derive(Debug, Default)]
@@ -14,51 +15,61 @@ pub struct ValidationOutcome {
 }
 
 impl ValidationOutcome {
-    /// Whether every object is valid and every file was read.
-    pub fn ok(&self) -> bool {
-        self.unreadable.is_empty() && self.objects.iter().all(|o| o.problems.is_empty())
+    /// Whether every file was read and no object has an error (nor, when `strict`, a warning).
+    pub fn ok(&self, strict: bool) -> bool {
+        self.unreadable.is_empty()
+            && self
+                .objects
+                .iter()
+                .all(|o| o.errors.is_empty() && (!strict || o.warnings.is_empty()))
     }
 
-    /// One line per problem, then one per valid object.
+    /// `invalid:` per error, `warning:` per warning, `ok:` per object without errors, a summary.
     pub fn render(&self) -> String {
         let mut out = String::new();
         for e in &self.unreadable {
             out.push_str(&format!("error: {e}\n"));
         }
         for o in &self.objects {
-            if o.problems.is_empty() {
-                out.push_str(&format!("ok: {}\n", o.object));
-            }
-            for p in &o.problems {
+            for p in &o.errors {
                 out.push_str(&format!("invalid: {p}\n"));
             }
+            for w in &o.warnings {
+                out.push_str(&format!("warning: {w}\n"));
+            }
+            if o.errors.is_empty() {
+                out.push_str(&format!("ok: {}\n", o.object));
+            }
         }
-        let bad = self
-            .objects
-            .iter()
-            .filter(|o| !o.problems.is_empty())
-            .count();
+        let bad = self.objects.iter().filter(|o| !o.errors.is_empty()).count();
+        let warnings: usize = self.objects.iter().map(|o| o.warnings.len()).sum();
         out.push_str(&format!(
-            "{} object(s) checked, {} invalid\n",
+            "{} object(s) checked, {} invalid, {} warning(s)\n",
             self.objects.len(),
-            bad + self.unreadable.len()
+            bad + self.unreadable.len(),
+            warnings
         ));
         out
     }
 }
 
-/// Validates every object of every file.
+/// Validates every object of every file; PriorityClasses from all the files count for every job.
 pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     let mut outcome = ValidationOutcome::default();
+    let mut docs: Vec<Document> = Vec::new();
     for path in files {
         match read_documents(path) {
-            Ok(docs) if docs.is_empty() => outcome
+            Ok(found) if found.is_empty() => outcome
                 .unreadable
                 .push(format!("{}: no objects found", path.display())),
-            Ok(docs) => outcome.objects.extend(docs.iter().map(validate_document)),
+            Ok(found) => docs.extend(found),
             Err(e) => outcome.unreadable.push(e.to_string()),
         }
     }
+    let classes = priority_classes_of(&docs);
+    outcome
+        .objects
+        .extend(docs.iter().map(|d| validate_document(d, &classes)));
     outcome
 }
 
@@ -68,13 +79,17 @@ pub struct ValidateArgs {
     /// Manifest files: YAML or JSON, one or many documents, or a List.
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
+    /// Treat warnings as errors (exit 1 when any object has one).
+    #[arg(long)]
+    pub strict: bool,
 }
 
-/// `trainscale validate`: exit code 1 when any object is invalid or a file unreadable.
+/// `trainscale validate`: exit code 1 when any object has an error (or, with `--strict`, a
+/// warning) or a file is unreadable.
 pub fn run(args: ValidateArgs) -> ExitCode {
     let outcome = validate_files(&args.files);
     print!("{}", outcome.render());
-    if outcome.ok() {
+    if outcome.ok(args.strict) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -153,6 +153,7 @@ impl<'a> Engine<'a> {
                     Quantity::from_units(t.mem_mib_per_worker * MIB),
                 ],
                 priority: 0,
+                priority_class: None,
                 created: t.submit_s as i64,
                 phase: TrainingJobPhase::Creating,
                 stored_parallelism: Some(t.min_workers),

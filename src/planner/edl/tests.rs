@@ -39,6 +39,7 @@ fn add_job(
         ),
         exact,
         priority: 0,
+        priority_class: None,
         created: 0,
         phase,
         stored_parallelism: Some(current),

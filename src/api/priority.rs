@@ -1,0 +1,83 @@
+//! A job's priority as the original wrote it (`spec.annotations.priority`, a string) and the
+//! number it orders by.
+//!
+//! | the string               | orders as                          |
+//! |--------------------------|------------------------------------|
+//! | empty                    | 0                                  |
+//! | an integer (`"7"`)       | its value (clamped to the i32 range, with a warning) |
+//! | a PriorityClass's name   | that class's `value`               |
+//! | any other name           | 0, with a warning                  |
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The number a priority string orders by, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Priority {
+    pub value: i32,
+    /// The PriorityClass name the string refers to, when it is not a number.
+    pub class: Option<Arc<str>>,
+    /// Why the value is not what the user may expect.
+    pub warning: Option<String>,
+}
+
+/// The PriorityClasses known (name → value).
+pub type PriorityClasses = BTreeMap<String, i32>;
+
+/// Resolves a priority string against the known PriorityClasses.
+pub fn resolve_priority(text: &str, classes: &PriorityClasses) -> Priority {
+    let text = text.trim();
+    if text.is_empty() {
+        return Priority {
+            value: 0,
+            class: None,
+            warning: None,
+        };
+    }
+    if let Ok(number) = text.parse::<i64>() {
+        let value = number.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        let warning = (i64::from(value) != number)
+            .then(|| format!("{number} is outside the i32 range; ordered as {value}"));
+        return Priority {
+            value,
+            class: None,
+            warning,
+        };
+    }
+    match classes.get(text) {
+        Some(value) => Priority {
+            value: *value,
+            class: Some(Arc::from(text)),
+            warning: None,
+        },
+        None => Priority {
+            value: 0,
+            class: Some(Arc::from(text)),
+            warning: Some(format!(
+                "{text:?} is neither an integer nor the name of a PriorityClass; ordered as 0"
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_classes_and_unknown_names() {
+        let classes = PriorityClasses::from([("high".to_string(), 1000)]);
+        assert_eq!(resolve_priority("", &classes).value, 0);
+        assert_eq!(resolve_priority(" 7 ", &classes).value, 7);
+        assert_eq!(resolve_priority("-3", &classes).value, -3);
+        let high = resolve_priority("high", &classes);
+        assert_eq!((high.value, high.warning), (1000, None));
+        assert_eq!(high.class.as_deref(), Some("high"));
+        let urgent = resolve_priority("urgent", &classes);
+        assert_eq!(urgent.value, 0);
+        assert!(urgent.warning.unwrap().contains("urgent"));
+        let huge = resolve_priority("99999999999", &classes);
+        assert_eq!(huge.value, i32::MAX);
+        assert!(huge.warning.is_some());
+    }
+}

@@ -1,0 +1,31 @@
+//! The PaddleJob adapter (`paddlepaddle.org/v1`, seed 001): read as the TrainingJob spec it runs
+//! as, with problems named by the PaddleJob's own object and fields.
+
+use super::{JobAdapter, ReadJob};
+use crate::api::priority::PriorityClasses;
+use crate::api::validate::check_training_job;
+use crate::api::{FieldError, JobKind, PaddleJob, paddle_job_problem};
+use crate::cluster::objects::read_training_job_spec;
+
+impl JobAdapter for PaddleJob {
+    const KIND: JobKind = JobKind::PaddleJob;
+
+    fn read(&self, classes: &PriorityClasses) -> Result<ReadJob, Vec<FieldError>> {
+        let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
+            problems.into_iter().map(paddle_job_problem).collect()
+        };
+        let view = self.as_training_job();
+        let findings = check_training_job(&view);
+        if !findings.errors.is_empty() {
+            return Err(rename(findings.errors));
+        }
+        let (info, priority_warning) = read_training_job_spec(&view, classes).map_err(rename)?;
+        let mut warnings = rename(findings.warnings);
+        warnings.extend(priority_warning.map(paddle_job_problem));
+        Ok(ReadJob {
+            key: self.job_key(),
+            info,
+            warnings,
+        })
+    }
+}
