@@ -6,8 +6,8 @@ use trainscale::api::manifest::parse_documents;
 use trainscale::api::validate::validate_document;
 use trainscale::cluster::ClusterState;
 
-/// The problems `validate` reports for one TrainingJob built from `spec` (JSON).
-fn problems(spec: serde_json::Value) -> Vec<String> {
+/// The errors and warnings `validate` reports for one TrainingJob built from `spec` (JSON).
+fn findings(spec: serde_json::Value) -> (Vec<String>, Vec<String>) {
     let doc = serde_json::json!({
         "apiVersion": "paddlepaddle.org/v1alpha1",
         "kind": "TrainingJob",
@@ -15,11 +15,21 @@ fn problems(spec: serde_json::Value) -> Vec<String> {
         "spec": spec,
     });
     let docs = parse_documents(&doc.to_string(), "test.json").unwrap();
-    validate_document(&docs[0], &Default::default())
-        .errors
-        .iter()
-        .map(|p| p.to_string())
-        .collect()
+    let report = validate_document(&docs[0], &Default::default());
+    let text = |v: &[trainscale::api::FieldError]| v.iter().map(|p| p.to_string()).collect();
+    (text(&report.errors), text(&report.warnings))
+}
+
+/// The errors `validate` reports for one TrainingJob built from `spec` (JSON).
+fn problems(spec: serde_json::Value) -> Vec<String> {
+    findings(spec).0
+}
+
+/// The warnings `validate` reports for a TrainingJob without errors.
+fn warnings(spec: serde_json::Value) -> Vec<String> {
+    let (errors, warnings) = findings(spec);
+    assert_eq!(errors, Vec::<String>::new(), "warnings only were expected");
+    warnings
 }
 
 fn good_spec() -> serde_json::Value {
@@ -62,7 +72,7 @@ fn assert_one(problems: &[String], expected: &str) {
 
 #[test]
 fn a_good_job_has_no_problems() {
-    assert_eq!(problems(good_spec()), Vec::<String>::new());
+    assert_eq!(findings(good_spec()), (Vec::new(), Vec::new()));
 }
 
 #[test]
@@ -77,13 +87,20 @@ fn min_greater_than_max() {
 #[test]
 fn negative_and_zero_counts() {
     let p = problems(with(&["trainer", "max-instance"], (-2).into()));
-    assert_one(&p, "spec.trainer.max-instance: must be at least 1, got -2");
-    let p = problems(with(&["trainer", "min-instance"], 0.into()));
-    assert_one(&p, "spec.trainer.min-instance: must be at least 1, got 0");
-    let p = problems(with(&["pserver", "min-instance"], 0.into()));
+    assert_one(&p, "spec.trainer.max-instance: must not be negative, got -2");
+    let p = problems(with(&["trainer", "min-instance"], (-1).into()));
+    assert_one(&p, "spec.trainer.min-instance: must not be negative, got -1");
+    let p = problems(with(&["pserver", "max-instance"], (-1).into()));
+    assert_one(&p, "spec.pserver.min-instance: counts must not be negative");
+    // Zero trainers at the minimum is an elastic job that starts from nothing: no finding.
+    assert_eq!(
+        findings(with(&["trainer", "min-instance"], 0.into())),
+        (Vec::new(), Vec::new())
+    );
+    let w = warnings(with(&["pserver", "min-instance"], 0.into()));
     assert_one(
-        &p,
-        "spec.pserver.min-instance: this job type runs parameter servers",
+        &w,
+        "spec.pserver.min-instance: 0: no parameter servers will be created",
     );
     let p = problems(with(&["port"], (-1).into()));
     assert_one(&p, "spec.port: must not be negative, got -1");
@@ -112,8 +129,12 @@ fn bad_quantities() {
 
 #[test]
 fn elastic_without_fault_tolerance() {
-    let p = problems(with(&["fault_tolerant"], false.into()));
-    assert_one(&p, "spec.fault_tolerant: an elastic job");
+    let w = warnings(with(&["fault_tolerant"], false.into()));
+    assert_one(
+        &w,
+        "spec.fault_tolerant: the job is elastic but not fault tolerant: trainers restart",
+    );
+    assert_eq!(w.len(), 1, "{w:?}");
 }
 
 #[test]
@@ -136,9 +157,16 @@ fn elastic_trainer_without_requests() {
 }
 
 #[test]
-fn bad_priority_and_walltime() {
-    let p = problems(with(&["annotations", "priority"], "high".into()));
-    assert_one(&p, "spec.annotations.priority: \"high\" is not an integer");
+fn priority_names_warn_and_walltime_errs() {
+    let w = warnings(with(&["annotations", "priority"], "high".into()));
+    assert_one(
+        &w,
+        "spec.annotations.priority: \"high\" is neither an integer nor the name of a PriorityClass",
+    );
+    assert_eq!(
+        findings(with(&["annotations", "priority"], "-7".into())),
+        (Vec::new(), Vec::new())
+    );
     let p = problems(with(&["annotations", "walltime"], (-5).into()));
     assert_one(&p, "spec.annotations.walltime: must not be negative");
 }
@@ -162,7 +190,7 @@ fn other_kinds_are_reported() {
     let report = validate_document(&docs[0], &Default::default());
     assert_eq!(
         report.errors[0].to_string(),
-        "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob"
+        "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob or PaddleJob"
     );
 }
 
