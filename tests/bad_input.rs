@@ -87,9 +87,15 @@ fn min_greater_than_max() {
 #[test]
 fn negative_and_zero_counts() {
     let p = problems(with(&["trainer", "max-instance"], (-2).into()));
-    assert_one(&p, "spec.trainer.max-instance: must not be negative, got -2");
+    assert_one(
+        &p,
+        "spec.trainer.max-instance: must not be negative, got -2",
+    );
     let p = problems(with(&["trainer", "min-instance"], (-1).into()));
-    assert_one(&p, "spec.trainer.min-instance: must not be negative, got -1");
+    assert_one(
+        &p,
+        "spec.trainer.min-instance: must not be negative, got -1",
+    );
     let p = problems(with(&["pserver", "max-instance"], (-1).into()));
     assert_one(&p, "spec.pserver.min-instance: counts must not be negative");
     // Zero trainers at the minimum is an elastic job that starts from nothing: no finding.

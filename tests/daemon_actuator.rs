@@ -405,9 +405,14 @@ async fn invalid_job_event_names_the_field() {
         assert_eq!(event["reason"], "InvalidSpec");
         assert_eq!(
             event["note"],
-            "spec.trainer.min-instance: min-instance 5 is greater than max-instance 2"
+            "not planned: spec.trainer.min-instance: min-instance 5 is greater than max-instance 2"
         );
         assert_eq!(event["regarding"]["name"], "broken");
+        assert_eq!(event["regarding"]["kind"], "TrainingJob");
+        assert_eq!(
+            event["regarding"]["apiVersion"],
+            "paddlepaddle.org/v1alpha1"
+        );
     });
     let job = InvalidJob {
         key: JobKey::new("ml", "broken"),
@@ -421,4 +426,48 @@ async fn invalid_job_event_names_the_field() {
     };
     actuator.report_invalid(&job).await;
     server.await.unwrap();
+}
+
+/// A PaddleJob is resized through its trainer Job like a TrainingJob; its scale record goes to the
+/// PaddleJob's own status subresource and its Event regards the PaddleJob.
+#[tokio::test]
+async fn a_paddle_job_records_in_its_own_status() {
+    const PJS: &str = "/apis/paddlepaddle.org/v1/namespaces/ml/paddlejobs";
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/seed-trainer")).await;
+        assert_eq!(body["spec"]["parallelism"], 6);
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("seed-trainer", "11", 6, false),
+        );
+        let (_, _, _, send) = expect(&mut handle, Method::GET, &format!("{PJS}/seed/status")).await;
+        let old =
+            json!([{"scaleTimestamp": "2024-04-30T00:00:00Z", "additional": 1, "status": "True"}]);
+        let mut job = training_job("seed", "20", old);
+        job["apiVersion"] = json!("paddlepaddle.org/v1");
+        job["kind"] = json!("PaddleJob");
+        respond(send, StatusCode::OK, job.clone());
+        let (_, ct, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{PJS}/seed/status")).await;
+        assert_eq!(ct.as_deref(), MERGE);
+        let records = body["status"]["scale_records"]["ScaleRecords"]
+            .as_array()
+            .unwrap();
+        assert_eq!(records.len(), 2, "the old record is kept: {body}");
+        assert_eq!(records[1]["additional"], 4);
+        assert_eq!(body["metadata"]["resourceVersion"], "20");
+        respond(send, StatusCode::OK, job);
+        let event = expect_event(&mut handle).await;
+        assert_eq!(event["regarding"]["kind"], "PaddleJob");
+        assert_eq!(event["regarding"]["apiVersion"], "paddlepaddle.org/v1");
+        assert_eq!(event["reason"], "Rescaled");
+    });
+    let mut r = rescale("seed", 2, 6, false);
+    r.key = JobKey::of_kind(trainscale::api::JobKind::PaddleJob, "ml", "seed");
+    let outcome = actuator.rescale(&r).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::True);
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -16,7 +16,10 @@ use tokio::sync::watch;
 
 use super::metrics;
 use super::store::{InvalidJob, TrainerJobRef};
-use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJob, TrainingJobPhase};
+use crate::api::{
+    FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobPhase, TrainingJobStatus,
+};
+use crate::cluster::kinds::{Records, records_of};
 use crate::planner::Reason;
 
 /// Scale records kept in a TrainingJob's status.
@@ -194,10 +197,25 @@ impl Actuator {
         Outcome::failed("conflict: gave up after repeated 409s")
     }
 
-    /// Appends a scale record to the TrainingJob's status (newest 50 kept) and, on success,
-    /// sets the phase to Scaling.
+    /// The job object's API, whatever its kind.
+    fn job_api(&self, key: &JobKey) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            &key.namespace,
+            &key.kind.api_resource(),
+        )
+    }
+
+    /// Appends a scale record where the job's kind keeps them (the status of both paddlepaddle.org
+    /// kinds: newest 50 kept) and, on success, sets the phase to Scaling.
     async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
-        let api: Api<TrainingJob> = Api::namespaced(self.client.clone(), &r.key.namespace);
+        match records_of(r.key.kind) {
+            Records::Status => self.record_in_status(r, outcome).await,
+        }
+    }
+
+    async fn record_in_status(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
+        let api = self.job_api(&r.key);
         let record = TrainerJobScaleRecord {
             scale_timestamp: Some(Time((self.clock)())),
             additional: r.target - r.current,
@@ -210,10 +228,8 @@ impl Actuator {
             let current = api.get_status(&r.key.name).await.inspect_err(|_| {
                 metrics::api_error("get");
             })?;
-            let mut records = current
-                .status
-                .as_ref()
-                .map(|s| s.scale_records.scale_records.clone())
+            let mut records = status_of(&current)?
+                .map(|s| s.scale_records.scale_records)
                 .unwrap_or_default();
             records.push(record.clone());
             let excess = records.len().saturating_sub(MAX_SCALE_RECORDS);
@@ -234,9 +250,9 @@ impl Actuator {
         }
     }
 
-    /// Sets a TrainingJob whose rescale has settled back to Running.
+    /// Sets a job whose rescale has settled back to Running.
     pub async fn mark_running(&self, key: &JobKey) {
-        let api: Api<TrainingJob> = Api::namespaced(self.client.clone(), &key.namespace);
+        let api = self.job_api(key);
         let body = json!({ "status": { "phase": TrainingJobPhase::Running.as_str() } });
         if let Err(e) = api
             .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&body))
@@ -273,19 +289,29 @@ impl Actuator {
         self.publish(&r.key, r.uid.clone(), &event).await;
     }
 
-    /// Reports an invalid TrainingJob with a Warning Event naming the fields.
+    /// Reports a job skipped for errors with a Warning Event naming the fields.
     pub async fn report_invalid(&self, job: &InvalidJob) {
-        let note = job
-            .problems
-            .iter()
-            .map(|p| format!("{}: {}", p.field, p.problem))
-            .collect::<Vec<_>>()
-            .join("; ");
         let event = Event {
             type_: EventType::Warning,
             reason: "InvalidSpec".to_string(),
-            note: Some(truncate(note)),
+            note: Some(truncate(format!(
+                "not planned: {}",
+                fields_note(&job.problems)
+            ))),
             action: "Validate".to_string(),
+            secondary: None,
+        };
+        self.publish(&job.key, job.uid.clone(), &event).await;
+    }
+
+    /// Reports a planned job's warnings that only the autoscaler sees (a priority naming no
+    /// PriorityClass) with a Warning Event.
+    pub async fn report_warnings(&self, job: &InvalidJob) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "PriorityClassNotFound".to_string(),
+            note: Some(truncate(fields_note(&job.problems))),
+            action: "Plan".to_string(),
             secondary: None,
         };
         self.publish(&job.key, job.uid.clone(), &event).await;
@@ -293,8 +319,8 @@ impl Actuator {
 
     async fn publish(&self, key: &JobKey, uid: Option<String>, event: &Event) {
         let reference = ObjectReference {
-            api_version: Some(format!("{}/{}", crate::api::GROUP, crate::api::VERSION)),
-            kind: Some("TrainingJob".to_string()),
+            api_version: Some(key.kind.api_version().to_string()),
+            kind: Some(key.kind.as_str().to_string()),
             name: Some(key.name.to_string()),
             namespace: Some(key.namespace.to_string()),
             uid,
@@ -336,6 +362,26 @@ pub fn status_patch(
         body["metadata"] = json!({ "resourceVersion": rv });
     }
     body
+}
+
+/// `field: problem; field: problem`.
+fn fields_note(problems: &[FieldError]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.problem))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The status of a job object of a paddlepaddle.org kind; one that does not deserialize is an
+/// error (its scale records must not be overwritten).
+fn status_of(job: &DynamicObject) -> Result<Option<TrainingJobStatus>, kube::Error> {
+    match job.data.get("status") {
+        None => Ok(None),
+        Some(status) => serde_json::from_value(status.clone())
+            .map(Some)
+            .map_err(kube::Error::SerdeError),
+    }
 }
 
 fn is_indexed(job: &Job) -> bool {

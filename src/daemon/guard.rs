@@ -1,4 +1,4 @@
-//! A TrainingJob that may fail to deserialize without stopping the watch.
+//! A job object that may fail to deserialize without stopping the watch.
 //!
 //! Like kube's `DeserializeGuard`, but the failure names the field (via `serde_path_to_error`), so
 //! the Event sent for a malformed object says which field is wrong.
@@ -7,29 +7,35 @@ use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::api::TrainingJob;
+use crate::api::{PaddleJob, TrainingJob};
 
-/// A TrainingJob as the watch delivers it: parsed (boxed: the type is over 10 kB, too big to
+/// A job object as the watch delivers it: parsed (boxed: the types are over 10 kB, too big to
 /// move through stream futures), or the reason it could not be.
 #[derive(Debug, Clone)]
-pub struct GuardedTrainingJob(pub Result<Box<TrainingJob>, MalformedTrainingJob>);
+pub struct Guarded<K>(pub Result<Box<K>, MalformedJob>);
 
-/// A TrainingJob object that does not deserialize.
+/// A watched TrainingJob.
+pub type GuardedTrainingJob = Guarded<TrainingJob>;
+/// A watched PaddleJob.
+pub type GuardedPaddleJob = Guarded<PaddleJob>;
+
+/// A job object that does not deserialize.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MalformedTrainingJob {
+pub struct MalformedJob {
     pub metadata: ObjectMeta,
     /// The path of the offending field, e.g. `spec.trainer.min-instance`.
     pub field: String,
     pub error: String,
 }
 
-impl<'de> Deserialize<'de> for GuardedTrainingJob {
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        match serde_path_to_error::deserialize::<_, TrainingJob>(&value) {
-            Ok(job) => Ok(GuardedTrainingJob(Ok(Box::new(job)))),
+        match serde_path_to_error::deserialize::<_, K>(&value) {
+            Ok(job) => Ok(Guarded(Ok(Box::new(job)))),
             Err(e) => {
                 let path = e.path().to_string();
                 let field = if path == "." {
@@ -41,7 +47,7 @@ impl<'de> Deserialize<'de> for GuardedTrainingJob {
                     .get("metadata")
                     .and_then(|m| ObjectMeta::deserialize(m).ok())
                     .unwrap_or_default();
-                Ok(GuardedTrainingJob(Err(MalformedTrainingJob {
+                Ok(Guarded(Err(MalformedJob {
                     metadata,
                     field,
                     error: e.into_inner().to_string(),
@@ -51,31 +57,31 @@ impl<'de> Deserialize<'de> for GuardedTrainingJob {
     }
 }
 
-impl Resource for GuardedTrainingJob {
+impl<K: Resource<DynamicType = ()>> Resource for Guarded<K> {
     type DynamicType = ();
-    type Scope = <TrainingJob as Resource>::Scope;
+    type Scope = K::Scope;
 
     fn kind(dt: &()) -> Cow<'_, str> {
-        TrainingJob::kind(dt)
+        K::kind(dt)
     }
     fn group(dt: &()) -> Cow<'_, str> {
-        TrainingJob::group(dt)
+        K::group(dt)
     }
     fn version(dt: &()) -> Cow<'_, str> {
-        TrainingJob::version(dt)
+        K::version(dt)
     }
     fn plural(dt: &()) -> Cow<'_, str> {
-        TrainingJob::plural(dt)
+        K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
         match &self.0 {
-            Ok(job) => &job.metadata,
+            Ok(job) => job.meta(),
             Err(bad) => &bad.metadata,
         }
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         match &mut self.0 {
-            Ok(job) => &mut job.metadata,
+            Ok(job) => job.meta_mut(),
             Err(bad) => &mut bad.metadata,
         }
     }

@@ -6,12 +6,13 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 
-use crate::api::{Resources, TrainingJobPhase};
+use crate::api::{JobKind, Resources, TrainingJobPhase};
 use crate::cluster::ClusterState;
 use crate::planner::ScalePlan;
 
 pub const PASS_DURATION: &str = "trainscale_pass_duration_seconds";
 pub const JOBS: &str = "trainscale_jobs";
+pub const SKIPPED_JOBS: &str = "trainscale_jobs_skipped";
 pub const TRAINERS_CURRENT: &str = "trainscale_job_trainers_current";
 pub const TRAINERS_TARGET: &str = "trainscale_job_trainers_target";
 pub const FREE_CPU: &str = "trainscale_cluster_free_cpu_millicores";
@@ -111,6 +112,13 @@ pub fn observe_state(state: &ClusterState) {
     gauge!(FREE_GPU).set(free.gpu as f64);
 }
 
+/// Jobs not planned because of errors (malformed objects included), by kind.
+pub fn skipped_jobs(counts: &std::collections::BTreeMap<JobKind, usize>) {
+    for (kind, count) in counts {
+        gauge!(SKIPPED_JOBS, "kind" => kind.as_str()).set(*count as f64);
+    }
+}
+
 /// Free resources summed over schedulable nodes, never negative per node.
 pub fn free_resources(state: &ClusterState) -> Resources {
     state
@@ -126,6 +134,7 @@ pub fn free_resources(state: &ClusterState) -> Resources {
 pub fn observe_plan(plan: &ScalePlan) {
     for job in &plan.jobs {
         let labels = [
+            ("kind", std::sync::Arc::from(job.key.kind.as_str())),
             ("namespace", job.key.namespace.clone()),
             ("job", job.key.name.clone()),
         ];

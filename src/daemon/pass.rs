@@ -15,6 +15,8 @@ pub struct PassWork {
     pub plan: ScalePlan<'static>,
     pub rescales: Vec<Rescale>,
     pub invalid: Vec<InvalidJob>,
+    /// Planned jobs with a warning only the autoscaler sees, not yet reported.
+    pub warned: Vec<InvalidJob>,
     /// Jobs in phase Scaling whose trainers all run at the current size.
     pub settled: Vec<JobKey>,
     /// Jobs the plan would resize that have no trainer Job yet; not written.
@@ -50,6 +52,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
     PassWork {
         rescales,
         invalid: store.unreported_invalid(),
+        warned: store.unreported_warnings(),
         settled,
         waiting,
         plan: plan.into_owned(),

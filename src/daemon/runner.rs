@@ -7,7 +7,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use kube::Client;
-use kube::runtime::watcher::Event;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::{Notify, watch};
 use tokio::time::MissedTickBehavior;
@@ -19,7 +18,7 @@ use super::http::{self, Health};
 use super::leader::{LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
-use super::store::{Kind, Store, WatchEvent};
+use super::store::Store;
 use super::watch::watch_all;
 use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
@@ -184,7 +183,7 @@ async fn consume_watch(
         match next {
             None => break,
             Some(Ok(event)) => {
-                let restart = restart_kind(&event);
+                let restart = event.restarted_kind();
                 let mut guard = lock(&store);
                 if let Some(kind) = restart
                     && guard.synced_kind(kind)
@@ -209,16 +208,6 @@ async fn consume_watch(
                 tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; retrying after backoff");
             }
         }
-    }
-}
-
-fn restart_kind(event: &WatchEvent) -> Option<Kind> {
-    match event {
-        WatchEvent::Node(Event::Init) => Some(Kind::Node),
-        WatchEvent::Pod(Event::Init) => Some(Kind::Pod),
-        WatchEvent::Job(Event::Init) => Some(Kind::Job),
-        WatchEvent::TrainingJob(Event::Init) => Some(Kind::TrainingJob),
-        _ => None,
     }
 }
 
@@ -261,6 +250,7 @@ impl Daemon {
                 return;
             }
             metrics::observe_state(store.state());
+            metrics::skipped_jobs(&store.skipped_counts());
             if !leader {
                 return;
             }
@@ -275,12 +265,21 @@ impl Daemon {
         }
         for job in &work.invalid {
             for problem in &job.problems {
-                tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "invalid TrainingJob; not planned");
+                tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "job has errors; not planned");
             }
             if !self.config.dry_run {
                 self.actuator.report_invalid(job).await;
             }
             lock(&self.store).mark_reported(&job.key, &job.resource_version);
+        }
+        for job in &work.warned {
+            for problem in &job.problems {
+                tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "planned with a warning");
+            }
+            if !self.config.dry_run {
+                self.actuator.report_warnings(job).await;
+            }
+            lock(&self.store).mark_warned(job);
         }
         if self.config.dry_run {
             for r in &work.rescales {

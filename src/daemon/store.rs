@@ -9,11 +9,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
-use super::guard::GuardedTrainingJob;
-use crate::api::{FieldError, JobKey, TrainingJobPhase};
+use super::guard::{Guarded, GuardedPaddleJob, GuardedTrainingJob};
+use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
+use crate::cluster::kinds::{JobAdapter, priority_field};
 use crate::cluster::objects::read_trainer_job;
 use crate::cluster::{ClusterState, Role};
 
@@ -23,11 +25,22 @@ pub enum Kind {
     Node,
     Pod,
     Job,
+    PriorityClass,
     TrainingJob,
+    PaddleJob,
 }
 
+const KINDS: usize = 6;
+
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Node, Kind::Pod, Kind::Job, Kind::TrainingJob];
+    pub const ALL: [Kind; KINDS] = [
+        Kind::Node,
+        Kind::Pod,
+        Kind::Job,
+        Kind::PriorityClass,
+        Kind::TrainingJob,
+        Kind::PaddleJob,
+    ];
 
     /// The kind's name in logs and metric labels.
     pub fn as_str(self) -> &'static str {
@@ -35,7 +48,18 @@ impl Kind {
             Kind::Node => "node",
             Kind::Pod => "pod",
             Kind::Job => "job",
+            Kind::PriorityClass => "priorityclass",
             Kind::TrainingJob => "trainingjob",
+            Kind::PaddleJob => "paddlejob",
+        }
+    }
+
+    /// The job kind this watch delivers, for the job kinds.
+    pub fn job_kind(self) -> Option<JobKind> {
+        match self {
+            Kind::TrainingJob => Some(JobKind::TrainingJob),
+            Kind::PaddleJob => Some(JobKind::PaddleJob),
+            _ => None,
         }
     }
 
@@ -54,7 +78,24 @@ pub enum WatchEvent {
     Node(Event<Node>),
     Pod(Event<Pod>),
     Job(Event<Job>),
+    PriorityClass(Event<PriorityClass>),
     TrainingJob(Event<GuardedTrainingJob>),
+    PaddleJob(Event<GuardedPaddleJob>),
+}
+
+impl WatchEvent {
+    /// The kind whose watch restarted (relists), for an `Init` event.
+    pub fn restarted_kind(&self) -> Option<Kind> {
+        let init = match self {
+            WatchEvent::Node(e) => (Kind::Node, matches!(e, Event::Init)),
+            WatchEvent::Pod(e) => (Kind::Pod, matches!(e, Event::Init)),
+            WatchEvent::Job(e) => (Kind::Job, matches!(e, Event::Init)),
+            WatchEvent::PriorityClass(e) => (Kind::PriorityClass, matches!(e, Event::Init)),
+            WatchEvent::TrainingJob(e) => (Kind::TrainingJob, matches!(e, Event::Init)),
+            WatchEvent::PaddleJob(e) => (Kind::PaddleJob, matches!(e, Event::Init)),
+        };
+        init.1.then_some(init.0)
+    }
 }
 
 /// The trainer batch/v1 Job of a TrainingJob, as the actuator patches it.
@@ -68,7 +109,7 @@ pub struct TrainerJobRef {
     pub parallelism: Option<i32>,
 }
 
-/// What the daemon keeps of a TrainingJob object besides its planning view.
+/// What the daemon keeps of a job object besides its planning view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrainingJobMeta {
     pub uid: Option<String>,
@@ -76,7 +117,7 @@ pub struct TrainingJobMeta {
     pub phase: TrainingJobPhase,
 }
 
-/// A TrainingJob the planner cannot use, and why.
+/// A job the planner cannot use, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InvalidJob {
     pub key: JobKey,
@@ -96,16 +137,20 @@ pub struct Store {
     batch_jobs: HashMap<ObjKey, (JobKey, TrainerJobRef)>,
     /// The trainer batch Jobs of each TrainingJob (normally one).
     batch_jobs_of: HashMap<JobKey, BTreeSet<ObjKey>>,
+    /// Job objects of every kind.
     training_jobs: BTreeMap<JobKey, TrainingJobMeta>,
-    /// TrainingJobs that did not deserialize.
+    /// Job objects that did not deserialize.
     malformed: BTreeMap<JobKey, InvalidJob>,
+    priority_classes: HashSet<String>,
     /// Trainer pod names by TrainingJob.
     trainer_pods: HashMap<JobKey, BTreeSet<String>>,
     /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
-    relisting: [Option<HashSet<ObjKey>>; 4],
-    synced: [bool; 4],
-    /// The resourceVersion last reported for each invalid TrainingJob.
+    relisting: [Option<HashSet<ObjKey>>; KINDS],
+    synced: [bool; KINDS],
+    /// The resourceVersion last reported for each invalid job.
     reported_invalid: HashMap<JobKey, String>,
+    /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
+    reported_warnings: HashMap<JobKey, (String, Vec<FieldError>)>,
     restarts: u64,
 }
 
@@ -166,8 +211,14 @@ impl Store {
             WatchEvent::Node(e) => self.handle_kind(Kind::Node, e, Self::apply_node, key_of),
             WatchEvent::Pod(e) => self.handle_kind(Kind::Pod, e, Self::apply_pod, key_of),
             WatchEvent::Job(e) => self.handle_kind(Kind::Job, e, Self::apply_job, key_of),
+            WatchEvent::PriorityClass(e) => {
+                self.handle_kind(Kind::PriorityClass, e, Self::apply_priority_class, key_of)
+            }
             WatchEvent::TrainingJob(e) => {
-                self.handle_kind(Kind::TrainingJob, e, Self::apply_training_job, key_of)
+                self.handle_kind(Kind::TrainingJob, e, Self::apply_guarded, key_of)
+            }
+            WatchEvent::PaddleJob(e) => {
+                self.handle_kind(Kind::PaddleJob, e, Self::apply_guarded, key_of)
             }
         }
     }
@@ -228,10 +279,16 @@ impl Store {
                 .collect(),
             Kind::Pod => self.state.pods().map(|(k, _)| k.clone()).collect(),
             Kind::Job => self.batch_jobs.keys().cloned().collect(),
-            Kind::TrainingJob => self
+            Kind::PriorityClass => self
+                .priority_classes
+                .iter()
+                .map(|n| (String::new(), n.clone()))
+                .collect(),
+            Kind::TrainingJob | Kind::PaddleJob => self
                 .training_jobs
                 .keys()
                 .chain(self.malformed.keys())
+                .filter(|k| Some(k.kind) == kind.job_kind())
                 .map(|k| (k.namespace.to_string(), k.name.to_string()))
                 .collect(),
         }
@@ -250,14 +307,28 @@ impl Store {
             Kind::Job => {
                 self.remove_batch_job(&(namespace.clone(), name.clone()));
             }
-            Kind::TrainingJob => {
-                let key = JobKey::new(namespace.as_str(), name.as_str());
+            Kind::PriorityClass => {
+                self.priority_classes.remove(name);
+                self.state.delete_priority_class(name);
+            }
+            Kind::TrainingJob | Kind::PaddleJob => {
+                let Some(job_kind) = kind.job_kind() else {
+                    return;
+                };
+                let key = JobKey::of_kind(job_kind, namespace.as_str(), name.as_str());
                 self.training_jobs.remove(&key);
                 self.malformed.remove(&key);
                 self.reported_invalid.remove(&key);
-                self.state.delete_training_job(namespace, name);
+                self.reported_warnings.remove(&key);
+                self.state.delete_job(&key);
             }
         }
+    }
+
+    fn apply_priority_class(&mut self, class: &PriorityClass) {
+        let name = class.name_any();
+        self.state.apply_priority_class(class);
+        self.priority_classes.insert(name);
     }
 
     fn apply_node(&mut self, node: &Node) {
@@ -346,45 +417,63 @@ impl Store {
         self.state.set_trainer_job(key.clone(), parallelism);
     }
 
-    fn apply_training_job(&mut self, guarded: &GuardedTrainingJob) {
+    /// Applies a job object of any kind; one that does not deserialize is kept as malformed.
+    fn apply_guarded<A>(&mut self, guarded: &Guarded<A>)
+    where
+        A: JobAdapter + JobStatus,
+    {
         match &guarded.0 {
             Ok(job) => {
-                let key = job.key();
+                let key = job.job_key();
                 self.malformed.remove(&key);
                 let meta = TrainingJobMeta {
                     uid: job.uid(),
                     resource_version: job.resource_version(),
-                    phase: job.status.as_ref().map(|s| s.phase).unwrap_or_default(),
+                    phase: job.phase(),
                 };
                 self.training_jobs.insert(key, meta);
-                if let Err(problems) = self.state.apply_training_job(job) {
+                if let Err(problems) = self.state.apply_job(job.as_ref()) {
                     for p in &problems {
-                        tracing::debug!(problem = %p, "invalid TrainingJob");
+                        tracing::debug!(problem = %p, "job with errors");
                     }
                 }
             }
             Err(bad) => {
-                let key = JobKey::new(
+                let key = JobKey::of_kind(
+                    A::KIND,
                     bad.metadata.namespace.clone().unwrap_or_default(),
                     bad.metadata.name.clone().unwrap_or_default(),
                 );
                 self.training_jobs.remove(&key);
-                self.state.delete_training_job(&key.namespace, &key.name);
-                let object = format!("TrainingJob {key}");
+                self.state.delete_job(&key);
                 self.malformed.insert(
                     key.clone(),
                     InvalidJob {
+                        problems: vec![FieldError::new(key.object_ref(), &bad.field, &bad.error)],
                         key,
                         uid: bad.metadata.uid.clone(),
                         resource_version: bad.metadata.resource_version.clone().unwrap_or_default(),
-                        problems: vec![FieldError::new(object, &bad.field, &bad.error)],
                     },
                 );
             }
         }
     }
 
-    /// Invalid or malformed TrainingJobs not yet reported at their current resourceVersion.
+    /// Number of jobs of each kind skipped for errors (malformed objects included).
+    pub fn skipped_counts(&self) -> BTreeMap<JobKind, usize> {
+        let mut counts: BTreeMap<JobKind, usize> = JobKind::ALL.iter().map(|k| (*k, 0)).collect();
+        let keys = self
+            .state
+            .invalid_jobs()
+            .map(|(k, _)| k)
+            .chain(self.malformed.keys());
+        for key in keys {
+            *counts.entry(key.kind).or_default() += 1;
+        }
+        counts
+    }
+
+    /// Invalid or malformed jobs not yet reported at their current resourceVersion.
     pub fn unreported_invalid(&self) -> Vec<InvalidJob> {
         let invalid = self.state.invalid_jobs().map(|(key, problems)| {
             let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
@@ -401,6 +490,46 @@ impl Store {
             .collect()
     }
 
+    /// Planned jobs whose priority names no known PriorityClass, not yet reported with these
+    /// warnings at their current resourceVersion. (Spec warnings are the operator's to report.)
+    pub fn unreported_warnings(&self) -> Vec<InvalidJob> {
+        self.state
+            .jobs()
+            .filter(|(_, _, info)| {
+                info.priority_class
+                    .as_deref()
+                    .is_some_and(|c| !self.state.priority_classes().contains_key(c))
+            })
+            .filter_map(|(key, _, _)| {
+                let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
+                let resource_version = meta.resource_version.unwrap_or_default();
+                let problems: Vec<FieldError> = self
+                    .state
+                    .warnings(key)
+                    .into_iter()
+                    .filter(|w| w.field == priority_field(key.kind))
+                    .collect();
+                let reported = self.reported_warnings.get(key);
+                let fresh =
+                    reported.is_none_or(|(rv, p)| *rv != resource_version || *p != problems);
+                fresh.then(|| InvalidJob {
+                    key: key.clone(),
+                    uid: meta.uid,
+                    resource_version,
+                    problems,
+                })
+            })
+            .collect()
+    }
+
+    /// Records that a job's warnings were reported.
+    pub fn mark_warned(&mut self, job: &InvalidJob) {
+        self.reported_warnings.insert(
+            job.key.clone(),
+            (job.resource_version.clone(), job.problems.clone()),
+        );
+    }
+
     /// Records that an invalid job was reported at a resourceVersion.
     pub fn mark_reported(&mut self, key: &JobKey, resource_version: &str) {
         self.reported_invalid
@@ -413,4 +542,21 @@ fn key_of<K: kube::Resource>(obj: &K) -> ObjKey {
         obj.meta().namespace.clone().unwrap_or_default(),
         obj.meta().name.clone().unwrap_or_default(),
     )
+}
+
+/// The phase of a job object, whatever its kind.
+pub trait JobStatus {
+    fn phase(&self) -> TrainingJobPhase;
+}
+
+impl JobStatus for crate::api::TrainingJob {
+    fn phase(&self) -> TrainingJobPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+}
+
+impl JobStatus for crate::api::PaddleJob {
+    fn phase(&self) -> TrainingJobPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
 }

@@ -1,4 +1,4 @@
-//! The four watch streams, merged into one stream of [`WatchEvent`]s.
+//! The six watch streams, merged into one stream of [`WatchEvent`]s.
 //!
 //! Each is a kube-runtime `watcher` with the default backoff: errors are reported and the stream
 //! recovers by itself (resuming from the last resourceVersion, or relisting after 410 Gone).
@@ -10,7 +10,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 
-use super::guard::GuardedTrainingJob;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use super::guard::{GuardedPaddleJob, GuardedTrainingJob};
 use super::store::{Kind, WatchEvent};
 
 /// An error of one watch stream; the stream retries after a backoff.
@@ -20,7 +22,8 @@ pub struct WatchError {
     pub error: watcher::Error,
 }
 
-/// Nodes (cluster-wide), and Pods, Jobs and TrainingJobs in `namespace` or all namespaces.
+/// Nodes and PriorityClasses (cluster-wide), and Pods, Jobs, TrainingJobs and PaddleJobs in
+/// `namespace` or all namespaces.
 pub fn watch_all(
     client: Client,
     namespace: Option<&str>,
@@ -47,7 +50,29 @@ pub fn watch_all(
                 .map_err(err_of(Kind::TrainingJob))
         })
         .boxed();
-    select_all([nodes, pods, jobs, training_jobs]).boxed()
+    let paddle_jobs = watcher(scoped::<GuardedPaddleJob>(&client, namespace), config())
+        .default_backoff()
+        .map(move |r| {
+            r.map(WatchEvent::PaddleJob)
+                .map_err(err_of(Kind::PaddleJob))
+        })
+        .boxed();
+    let priority_classes = watcher(Api::<PriorityClass>::all(client.clone()), config())
+        .default_backoff()
+        .map(move |r| {
+            r.map(WatchEvent::PriorityClass)
+                .map_err(err_of(Kind::PriorityClass))
+        })
+        .boxed();
+    select_all([
+        nodes,
+        pods,
+        jobs,
+        priority_classes,
+        training_jobs,
+        paddle_jobs,
+    ])
+    .boxed()
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>

@@ -1,6 +1,7 @@
 """A small Kubernetes API on loopback for the daemon's end-to-end smoke test.
 
-Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node, writes a
+Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and the
+PriorityClass `high` (value 1000), writes a
 kubeconfig pointing at it, prints `READY <url>` and serves until stdin closes or `--lifetime`
 seconds pass (so it never outlives a crashed test). The test itself applies the TrainingJob.
 
@@ -46,6 +47,10 @@ RESOURCES = {
     "paddlepaddle.org/v1alpha1/trainingjobs": dict(
         namespaced=True, kind="TrainingJob", subresources={"status"}
     ),
+    "paddlepaddle.org/v1/paddlejobs": dict(
+        namespaced=True, kind="PaddleJob", subresources={"status"}
+    ),
+    "scheduling.k8s.io/v1/priorityclasses": dict(namespaced=False, kind="PriorityClass"),
     "scheduling.volcano.sh/v1beta1/podgroups": dict(namespaced=True, kind="PodGroup"),
     "events.k8s.io/v1/events": dict(namespaced=True, kind="Event"),
     "coordination.k8s.io/v1/leases": dict(namespaced=True, kind="Lease"),
@@ -94,6 +99,10 @@ class StampingEmulator(kmock.KubernetesEmulator):
 def seed(emulator):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
+    emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high", "uid": "uid-pc-high"}, "value": 1000,
+    })
     emulator.objects["v1/nodes", None, NODE] = stamp({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "uid": "uid-node-1"},
