@@ -121,6 +121,8 @@ pub fn paddle_job_problem(mut problem: FieldError) -> FieldError {
     }
     problem.field = match problem.field.as_str() {
         "spec.passes" => "spec.trainer.passes".to_string(),
+        // A PaddleJob has no fault_tolerant field: it is never fault tolerant.
+        "spec.fault_tolerant" => "spec.trainer".to_string(),
         "spec.mountpath" => "spec.mountPath".to_string(),
         _ => problem.field,
     };
