@@ -1,7 +1,7 @@
 //! The pure builders: pod templates, ports, env, PodGroup bodies.
 
 use serde_json::json;
-use trainscale::api::TrainingJob;
+use trainscale::api::{JobKind, TrainingJob};
 use trainscale::operator::pod::{Role, command, role_ports, scheduling};
 use trainscale::operator::podgroup::{format_quantity, min_member, min_resources};
 use trainscale::operator::{OperatorConfig, PodGroupMode, desired};
@@ -88,6 +88,7 @@ fn every_child_is_owned_and_labelled() {
     );
     let d = desired(
         &j,
+        JobKind::TrainingJob,
         &OperatorConfig {
             podgroups: PodGroupMode::SchedulerPlugins,
             ..Default::default()
@@ -109,7 +110,7 @@ fn every_child_is_owned_and_labelled() {
     // A job without a uid cannot own anything.
     let mut orphan = j.clone();
     orphan.metadata.uid = None;
-    assert!(desired(&orphan, &OperatorConfig::default()).is_err());
+    assert!(desired(&orphan, JobKind::TrainingJob, &OperatorConfig::default()).is_err());
 }
 
 #[test]
@@ -126,7 +127,7 @@ spec:
     grace_period_seconds: 10
   trainer: {min-instance: 1, max-instance: 1}
 "#);
-    let d = desired(&j, &OperatorConfig::default()).unwrap();
+    let d = desired(&j, JobKind::TrainingJob, &OperatorConfig::default()).unwrap();
     let ps = serde_json::to_value(d.pserver.unwrap()).unwrap();
     let pod = &ps["spec"]["template"]["spec"];
     assert_eq!(pod["hostNetwork"], true);

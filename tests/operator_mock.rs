@@ -152,17 +152,18 @@ fn cm_path(name: &str) -> String {
     format!("/api/v1/namespaces/{NS}/configmaps/{name}")
 }
 
-/// Runs one reconcile of `job` against a fake API server holding `objects` (plus the job).
-async fn run(
-    job: &TrainingJob,
+/// Serves `objects` from a fake API server while `body` runs with a context on its client; returns
+/// what the server saw once `body` is done and the context dropped.
+async fn serve<F, Fut, T>(
     config: OperatorConfig,
     objects: Vec<(String, Value)>,
-) -> (Result<Action, String>, Fake) {
+    body: F,
+) -> (T, Fake)
+where
+    F: FnOnce(Arc<Context>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let mut fake = Fake::default();
-    fake.objects.insert(
-        job_path(&job.metadata.name.clone().unwrap_or_default()),
-        serde_json::to_value(job).unwrap(),
-    );
     fake.objects.extend(objects);
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let server = tokio::spawn(async move {
@@ -195,16 +196,27 @@ async fn run(
     });
     let client = kube::Client::new(service, NS);
     let now: Timestamp = NOW.parse().unwrap();
-    let ctx = Arc::new(Context {
-        client,
-        config,
-        now: Arc::new(move || now),
-    });
-    let result = reconcile(Arc::new(job.clone()), ctx)
-        .await
-        .map_err(|e| e.to_string());
+    let ctx = Arc::new(Context::new(client, config).with_clock(move || now));
+    let out = body(ctx).await;
     let fake = server.await.unwrap();
-    (result, fake)
+    (out, fake)
+}
+
+/// Runs one reconcile of `job` against a fake API server holding `objects` (plus the job).
+async fn run(
+    job: &TrainingJob,
+    config: OperatorConfig,
+    mut objects: Vec<(String, Value)>,
+) -> (Result<Action, String>, Fake) {
+    objects.push((
+        job_path(&job.metadata.name.clone().unwrap_or_default()),
+        serde_json::to_value(job).unwrap(),
+    ));
+    let job = Arc::new(job.clone());
+    serve(config, objects, |ctx| async move {
+        reconcile(job, ctx).await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 fn training_job(yaml: &str) -> TrainingJob {
@@ -439,6 +451,7 @@ async fn fault_tolerant_elastic_job_creates_master_pservers_and_indexed_trainers
             "reason": null,
             "released": false,
             "startTime": null,
+            "trainers": 2,
             "replica_statuses": [
                 {"training_resource_type": "master", "state": "starting", "resource_states": {"running": 0, "starting": 1}},
                 {"training_resource_type": "pserver", "state": "starting", "resource_states": {"running": 0, "starting": 2}},
@@ -868,7 +881,7 @@ async fn autoclean_releases_a_finished_job_once() {
 #[tokio::test]
 async fn an_invalid_job_fails_with_a_reason_and_creates_nothing() {
     let mut job = training_job(FT_ELASTIC);
-    job.spec.fault_tolerant = false;
+    job.spec.trainer.min_instance = 7;
     let (result, fake) = run(&job, OperatorConfig::default(), vec![]).await;
     assert_eq!(result, Ok(Action::await_change()));
     assert_eq!(
@@ -877,11 +890,9 @@ async fn an_invalid_job_fails_with_a_reason_and_creates_nothing() {
     );
     let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
     assert_eq!(status["status"]["phase"], "Failed");
-    assert!(
-        status["status"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("spec.fault_tolerant")
+    assert_eq!(
+        status["status"]["reason"],
+        "invalid TrainingJob: spec.trainer.min-instance: min-instance 7 is greater than max-instance 6"
     );
 }
 

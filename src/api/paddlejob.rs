@@ -9,7 +9,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{FieldError, PserverSpec, TrainerSpec, TrainingJob, TrainingJobSpec, TrainingJobStatus};
+use super::{
+    FieldError, PserverSpec, TrainerSpec, TrainingJob, TrainingJobSpec, TrainingJobStatus,
+};
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
@@ -148,7 +150,10 @@ mod tests {
         assert_eq!(view.spec.passes, 10);
         assert_eq!(view.spec.mountpath, "/home/work/namespace/");
         assert_eq!(
-            (view.spec.trainer.min_instance, view.spec.trainer.max_instance),
+            (
+                view.spec.trainer.min_instance,
+                view.spec.trainer.max_instance
+            ),
             (2, 6)
         );
         assert!(!view.spec.fault_tolerant);

@@ -277,9 +277,7 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     }
     let decoded = match job_kind {
         JobKind::TrainingJob => doc.decode::<TrainingJob>(),
-        JobKind::PaddleJob => doc
-            .decode::<PaddleJob>()
-            .map(|job| job.as_training_job()),
+        JobKind::PaddleJob => doc.decode::<PaddleJob>().map(|job| job.as_training_job()),
     };
     let job = match decoded {
         Ok(job) => job,

@@ -61,8 +61,7 @@ fn render_table(p: &PlanOutput<'_>) -> String {
     let _ = writeln!(
         out,
         "{:<12} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
-        "KIND",
-        "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
+        "KIND", "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
     );
     for j in &p.jobs {
         let placements: Vec<String> = j
