@@ -585,3 +585,32 @@ async fn release(
     status.released = true;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_warnings_make_one_truncated_warning_event() {
+        assert!(spec_warning_event(&[]).is_none());
+        let warnings = [
+            FieldError::new("TrainingJob ns/a", "spec.a", "first"),
+            FieldError::new("TrainingJob ns/a", "spec.b", "second"),
+        ];
+        let event = spec_warning_event(&warnings).unwrap();
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "SpecWarning");
+        assert_eq!(event.action, "Validate");
+        assert_eq!(event.note.as_deref(), Some("spec.a: first; spec.b: second"));
+
+        let long = [FieldError::new(
+            "TrainingJob ns/a",
+            "spec.a",
+            "é".repeat(800),
+        )];
+        let note = spec_warning_event(&long).unwrap().note.unwrap();
+        assert!(note.ends_with('…'));
+        assert!(note.len() <= NOTE_LIMIT + '…'.len_utf8(), "{}", note.len());
+        assert!(note.starts_with("spec.a: éé"));
+    }
+}
