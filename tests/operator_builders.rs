@@ -1,7 +1,7 @@
 //! The pure builders: pod templates, ports, env, PodGroup bodies.
 
 use serde_json::json;
-use trainscale::api::TrainingJob;
+use trainscale::api::{JobKind, PaddleJob, TrainingJob};
 use trainscale::operator::pod::{Role, command, role_ports, scheduling};
 use trainscale::operator::podgroup::{format_quantity, min_member, min_resources};
 use trainscale::operator::{OperatorConfig, PodGroupMode, desired};
@@ -88,6 +88,7 @@ fn every_child_is_owned_and_labelled() {
     );
     let d = desired(
         &j,
+        JobKind::TrainingJob,
         &OperatorConfig {
             podgroups: PodGroupMode::SchedulerPlugins,
             ..Default::default()
@@ -109,7 +110,7 @@ fn every_child_is_owned_and_labelled() {
     // A job without a uid cannot own anything.
     let mut orphan = j.clone();
     orphan.metadata.uid = None;
-    assert!(desired(&orphan, &OperatorConfig::default()).is_err());
+    assert!(desired(&orphan, JobKind::TrainingJob, &OperatorConfig::default()).is_err());
 }
 
 #[test]
@@ -126,7 +127,7 @@ spec:
     grace_period_seconds: 10
   trainer: {min-instance: 1, max-instance: 1}
 "#);
-    let d = desired(&j, &OperatorConfig::default()).unwrap();
+    let d = desired(&j, JobKind::TrainingJob, &OperatorConfig::default()).unwrap();
     let ps = serde_json::to_value(d.pserver.unwrap()).unwrap();
     let pod = &ps["spec"]["template"]["spec"];
     assert_eq!(pod["hostNetwork"], true);
@@ -144,4 +145,139 @@ spec:
         pod["containers"][0]["volumeMounts"][0],
         json!({"name": "data", "mountPath": "/data"})
     );
+}
+
+fn paddle_job() -> PaddleJob {
+    let mut job: PaddleJob = serde_saphyr::from_str(
+        r#"
+apiVersion: paddlepaddle.org/v1
+kind: PaddleJob
+metadata: {name: pj, namespace: ns, uid: u}
+spec:
+  pserver: {min-instance: 2, max-instance: 2, resources: {requests: {cpu: 500m}}}
+  trainer:
+    entrypoint: "python train.py"
+    passes: 3
+    min-instance: 2
+    max-instance: 6
+    resources: {requests: {cpu: 200m, memory: 200Mi}}
+"#,
+    )
+    .unwrap();
+    job.metadata.uid = Some("u".into());
+    job
+}
+
+fn template_labels(object: &serde_json::Value) -> &serde_json::Value {
+    &object["spec"]["template"]["metadata"]["labels"]
+}
+
+#[test]
+fn paddle_job_children_are_owned_by_the_paddle_job_and_its_pods_labelled() {
+    let view = paddle_job().as_training_job();
+    let config = OperatorConfig {
+        podgroups: PodGroupMode::Volcano,
+        ..Default::default()
+    };
+    let d = desired(&view, JobKind::PaddleJob, &config).unwrap();
+    assert!(d.master.is_none(), "a PaddleJob has no master");
+    let owner = json!([{"apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob", "name": "pj",
+                        "uid": "u", "controller": true, "blockOwnerDeletion": true}]);
+    let pserver = serde_json::to_value(d.pserver.as_ref().unwrap()).unwrap();
+    let trainer = serde_json::to_value(&d.trainer).unwrap();
+    for object in [
+        serde_json::to_value(&d.trainers_config).unwrap(),
+        serde_json::to_value(d.pod_group.as_ref().unwrap()).unwrap(),
+        pserver.clone(),
+        trainer.clone(),
+    ] {
+        assert_eq!(object["metadata"]["ownerReferences"], owner);
+        assert_eq!(object["metadata"]["labels"]["trainscale.io/job"], "pj");
+    }
+    assert_eq!(
+        template_labels(&pserver),
+        &json!({"paddle-job-name": "pj", "paddle-job-pserver": "pj", "trainscale.io/role": "pserver",
+                "scheduling.x-k8s.io/pod-group": "pj"})
+    );
+    assert_eq!(
+        pserver["spec"]["selector"],
+        json!({"matchLabels": {"paddle-job-pserver": "pj"}})
+    );
+    assert_eq!(pserver["spec"]["replicas"], 2);
+    assert_eq!(
+        template_labels(&trainer),
+        &json!({"paddle-job": "pj", "paddle-job-name": "pj", "trainscale.io/role": "trainer",
+                "scheduling.x-k8s.io/pod-group": "pj"})
+    );
+    assert_eq!(trainer["spec"]["parallelism"], 2);
+    assert_eq!(trainer["spec"]["completions"], 2);
+    assert_eq!(trainer["spec"]["completionMode"], "Indexed");
+    // Not fault tolerant: any trainer failure fails the job.
+    assert_eq!(trainer["spec"]["backoffLimit"], 0);
+}
+
+#[test]
+fn training_job_pods_do_not_carry_the_paddle_job_label() {
+    let j = job(
+        "metadata: {name: a}\nspec:\n  fault_tolerant: true\n  pserver: {min-instance: 1}\n  trainer: {min-instance: 1, max-instance: 2}\n",
+    );
+    let d = desired(&j, JobKind::TrainingJob, &OperatorConfig::default()).unwrap();
+    for object in [
+        serde_json::to_value(d.master.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(d.pserver.as_ref().unwrap()).unwrap(),
+        serde_json::to_value(&d.trainer).unwrap(),
+    ] {
+        let labels = template_labels(&object);
+        assert!(labels["trainscale.io/role"].is_string(), "{labels}");
+        assert!(labels.get("paddle-job-name").is_none(), "{labels}");
+    }
+    assert_eq!(
+        serde_json::to_value(&d.trainer).unwrap()["metadata"]["ownerReferences"][0]["kind"],
+        "TrainingJob"
+    );
+}
+
+#[test]
+fn pserver_min_instance_zero_creates_no_pserver_replica_set() {
+    let j = job(
+        "metadata: {name: a}\nspec:\n  pserver: {min-instance: 0, max-instance: 2}\n  trainer: {min-instance: 1, max-instance: 1}\n",
+    );
+    let d = desired(&j, JobKind::TrainingJob, &OperatorConfig::default()).unwrap();
+    assert!(d.pserver.is_none());
+    assert!(d.master.is_none());
+    let trainer = serde_json::to_value(&d.trainer).unwrap();
+    let env = &trainer["spec"]["template"]["spec"]["containers"][0]["env"];
+    let pservers = env
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "PSERVERS")
+        .unwrap();
+    assert_eq!(pservers["value"], "0");
+}
+
+#[test]
+fn problems_building_a_paddle_job_name_the_paddle_job() {
+    let mut pj = paddle_job();
+    pj.spec.trainer.entrypoint = "python 'unclosed".into();
+    let err = desired(
+        &pj.as_training_job(),
+        JobKind::PaddleJob,
+        &OperatorConfig::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("PaddleJob ns/pj: spec.trainer.entrypoint: cannot split"),
+        "{err}"
+    );
+    let mut orphan = paddle_job();
+    orphan.metadata.uid = None;
+    let err = desired(
+        &orphan.as_training_job(),
+        JobKind::PaddleJob,
+        &OperatorConfig::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "PaddleJob ns/pj: metadata.uid is missing");
 }

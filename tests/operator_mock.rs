@@ -9,8 +9,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::client::Body;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use trainscale::api::{TrainingJob, TrainingJobPhase};
-use trainscale::operator::{Context, OperatorConfig, PodGroupMode, reconcile};
+use trainscale::api::{PaddleJob, TrainingJob, TrainingJobPhase};
+use trainscale::operator::{
+    Context, OperatorConfig, PodGroupMode, reconcile, reconcile_paddle_job,
+};
 
 const NS: &str = "team";
 const UID: &str = "6d1f0d3c-0000-4000-8000-000000000001";
@@ -152,17 +154,18 @@ fn cm_path(name: &str) -> String {
     format!("/api/v1/namespaces/{NS}/configmaps/{name}")
 }
 
-/// Runs one reconcile of `job` against a fake API server holding `objects` (plus the job).
-async fn run(
-    job: &TrainingJob,
+/// Serves `objects` from a fake API server while `body` runs with a context on its client; returns
+/// what the server saw once `body` is done and the context dropped.
+async fn serve<F, Fut, T>(
     config: OperatorConfig,
     objects: Vec<(String, Value)>,
-) -> (Result<Action, String>, Fake) {
+    body: F,
+) -> (T, Fake)
+where
+    F: FnOnce(Arc<Context>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let mut fake = Fake::default();
-    fake.objects.insert(
-        job_path(&job.metadata.name.clone().unwrap_or_default()),
-        serde_json::to_value(job).unwrap(),
-    );
     fake.objects.extend(objects);
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let server = tokio::spawn(async move {
@@ -195,16 +198,27 @@ async fn run(
     });
     let client = kube::Client::new(service, NS);
     let now: Timestamp = NOW.parse().unwrap();
-    let ctx = Arc::new(Context {
-        client,
-        config,
-        now: Arc::new(move || now),
-    });
-    let result = reconcile(Arc::new(job.clone()), ctx)
-        .await
-        .map_err(|e| e.to_string());
+    let ctx = Arc::new(Context::new(client, config).with_clock(move || now));
+    let out = body(ctx).await;
     let fake = server.await.unwrap();
-    (result, fake)
+    (out, fake)
+}
+
+/// Runs one reconcile of `job` against a fake API server holding `objects` (plus the job).
+async fn run(
+    job: &TrainingJob,
+    config: OperatorConfig,
+    mut objects: Vec<(String, Value)>,
+) -> (Result<Action, String>, Fake) {
+    objects.push((
+        job_path(&job.metadata.name.clone().unwrap_or_default()),
+        serde_json::to_value(job).unwrap(),
+    ));
+    let job = Arc::new(job.clone());
+    serve(config, objects, |ctx| async move {
+        reconcile(job, ctx).await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 fn training_job(yaml: &str) -> TrainingJob {
@@ -427,6 +441,17 @@ async fn fault_tolerant_elastic_job_creates_master_pservers_and_indexed_trainers
         "ft"
     );
 
+    // The cluster model tells the kinds apart by this label: a TrainingJob's pods never carry it.
+    for path in [
+        rs_path("ft-master"),
+        rs_path("ft-pserver"),
+        batch_path("ft-trainer"),
+    ] {
+        let labels = &fake.objects[&path]["spec"]["template"]["metadata"]["labels"];
+        assert!(labels["trainscale.io/role"].is_string(), "{labels}");
+        assert!(labels.get("paddle-job-name").is_none(), "{path}: {labels}");
+    }
+
     let cm = &fake.objects[&cm_path("ft-trainers")];
     assert_eq!(cm["data"], json!({"trainers": "2"}));
     assert_eq!(cm["metadata"]["ownerReferences"], owner_ref());
@@ -439,6 +464,7 @@ async fn fault_tolerant_elastic_job_creates_master_pservers_and_indexed_trainers
             "reason": null,
             "released": false,
             "startTime": null,
+            "trainers": 2,
             "replica_statuses": [
                 {"training_resource_type": "master", "state": "starting", "resource_states": {"running": 0, "starting": 1}},
                 {"training_resource_type": "pserver", "state": "starting", "resource_states": {"running": 0, "starting": 2}},
@@ -868,7 +894,7 @@ async fn autoclean_releases_a_finished_job_once() {
 #[tokio::test]
 async fn an_invalid_job_fails_with_a_reason_and_creates_nothing() {
     let mut job = training_job(FT_ELASTIC);
-    job.spec.fault_tolerant = false;
+    job.spec.trainer.min_instance = 7;
     let (result, fake) = run(&job, OperatorConfig::default(), vec![]).await;
     assert_eq!(result, Ok(Action::await_change()));
     assert_eq!(
@@ -877,11 +903,9 @@ async fn an_invalid_job_fails_with_a_reason_and_creates_nothing() {
     );
     let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
     assert_eq!(status["status"]["phase"], "Failed");
-    assert!(
-        status["status"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("spec.fault_tolerant")
+    assert_eq!(
+        status["status"]["reason"],
+        "invalid TrainingJob: spec.trainer.min-instance: min-instance 7 is greater than max-instance 6"
     );
 }
 
@@ -922,5 +946,324 @@ async fn an_unchanged_status_is_not_written() {
         !lines(&second).iter().any(|l| l.starts_with("PATCH")),
         "{:#?}",
         lines(&second)
+    );
+}
+
+/// Seed 001, unchanged.
+const SEED_001: &str = r#"
+apiVersion: paddlepaddle.org/v1
+kind: PaddleJob
+metadata:
+  name: paddlejob
+  namespace: testspace
+spec:
+  image: "<Your-docker-repo>/fluid_job_train_test:1.0"
+  port: 7164
+  ports_num: 1
+  ports_num_for_sparse: 1
+  mountPath: "/home/work/namespace/"
+  pserver:
+    min-instance: 2
+    max-instance: 2
+    resources:
+      limits: {cpu: "800m", memory: "1Gi"}
+      requests: {cpu: "500m", memory: "600Mi"}
+  trainer:
+    entrypoint: "python /home/job-1/train.py"
+    workspace: "/home/job-1/"
+    passes: 10
+    min-instance: 2
+    max-instance: 6
+    resources:
+      limits: {cpu: "200m", memory: "200Mi"}
+      requests: {cpu: "200m", memory: "200Mi"}
+"#;
+
+const SEED_NS: &str = "testspace";
+const PADDLE_STATUS: &str =
+    "/apis/paddlepaddle.org/v1/namespaces/testspace/paddlejobs/paddlejob/status";
+
+fn seed_paddle_job() -> PaddleJob {
+    let mut job: PaddleJob = serde_saphyr::from_str(SEED_001).unwrap();
+    job.metadata.uid = Some(UID.to_string());
+    job
+}
+
+fn paddle_owner_ref() -> Value {
+    json!([{
+        "apiVersion": "paddlepaddle.org/v1",
+        "kind": "PaddleJob",
+        "name": "paddlejob",
+        "uid": UID,
+        "controller": true,
+        "blockOwnerDeletion": true
+    }])
+}
+
+/// Runs one reconcile of the PaddleJob `job` against a fake API server holding `objects` (plus
+/// the job).
+async fn run_paddle(
+    job: &PaddleJob,
+    mut objects: Vec<(String, Value)>,
+) -> (Result<Action, String>, Fake) {
+    objects.push((
+        PADDLE_STATUS.trim_end_matches("/status").to_string(),
+        serde_json::to_value(job).unwrap(),
+    ));
+    let job = Arc::new(job.clone());
+    serve(OperatorConfig::default(), objects, |ctx| async move {
+        reconcile_paddle_job(job, ctx)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+}
+
+fn events_path(ns: &str) -> String {
+    format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")
+}
+
+const NOT_FT_WARNING: &str = "spec.fault_tolerant: the job is elastic but not fault tolerant: \
+    trainers restart when it is resized and must re-read their count (/etc/trainscale/trainers) \
+    on restart";
+
+#[tokio::test]
+async fn seed_paddle_job_creates_pservers_and_indexed_trainers_it_owns() {
+    let job = seed_paddle_job();
+    let (result, fake) = run_paddle(&job, vec![]).await;
+    assert_eq!(
+        result,
+        Ok(Action::requeue(std::time::Duration::from_secs(30)))
+    );
+    let rs = format!("/apis/apps/v1/namespaces/{SEED_NS}/replicasets");
+    let jobs = format!("/apis/batch/v1/namespaces/{SEED_NS}/jobs");
+    let cms = format!("/api/v1/namespaces/{SEED_NS}/configmaps");
+    assert_eq!(
+        lines(&fake),
+        vec![
+            format!("POST {}", events_path(SEED_NS)),
+            format!("GET {cms}/paddlejob-trainers"),
+            format!("POST {cms}"),
+            format!("GET {rs}/paddlejob-pserver"),
+            format!("POST {rs}"),
+            format!(
+                "GET /api/v1/namespaces/{SEED_NS}/pods?&labelSelector=paddle-job-pserver%3Dpaddlejob"
+            ),
+            format!("GET {jobs}/paddlejob-trainer"),
+            format!("POST {jobs}"),
+            format!("PATCH {PADDLE_STATUS}"),
+        ]
+    );
+
+    let pserver = &fake.objects[&format!("{rs}/paddlejob-pserver")];
+    assert_eq!(pserver["metadata"]["ownerReferences"], paddle_owner_ref());
+    assert_eq!(pserver["spec"]["replicas"], 2);
+    assert_eq!(
+        pserver["spec"]["selector"],
+        json!({"matchLabels": {"paddle-job-pserver": "paddlejob"}})
+    );
+    assert_eq!(
+        pserver["spec"]["template"]["metadata"]["labels"],
+        json!({"paddle-job-name": "paddlejob", "paddle-job-pserver": "paddlejob",
+               "trainscale.io/role": "pserver"})
+    );
+    let pc = &pserver["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(pc["image"], "<Your-docker-repo>/fluid_job_train_test:1.0");
+    assert_eq!(
+        pc["resources"],
+        json!({"limits": {"cpu": "800m", "memory": "1Gi"},
+               "requests": {"cpu": "500m", "memory": "600Mi"}})
+    );
+
+    let trainer = &fake.objects[&format!("{jobs}/paddlejob-trainer")];
+    assert_eq!(trainer["metadata"]["ownerReferences"], paddle_owner_ref());
+    assert_eq!(trainer["spec"]["completionMode"], "Indexed");
+    assert_eq!(trainer["spec"]["parallelism"], 2);
+    assert_eq!(trainer["spec"]["completions"], 2);
+    assert_eq!(
+        trainer["spec"]["template"]["metadata"]["labels"],
+        json!({"paddle-job": "paddlejob", "paddle-job-name": "paddlejob",
+               "trainscale.io/role": "trainer"})
+    );
+    let tc = &trainer["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(tc["command"], json!(["python", "/home/job-1/train.py"]));
+    assert_eq!(env_value(tc, "PADDLE_INIT_NUM_PASSES")["value"], "10");
+    assert_eq!(env_value(tc, "PSERVERS")["value"], "2");
+    assert!(!lines(&fake).iter().any(|l| l.contains("paddlejob-master")));
+
+    let cm = &fake.objects[&format!("{cms}/paddlejob-trainers")];
+    assert_eq!(cm["metadata"]["ownerReferences"], paddle_owner_ref());
+
+    let status = body_of(&fake, "PATCH", PADDLE_STATUS);
+    assert_eq!(status["status"]["phase"], "Creating");
+    assert_eq!(status["status"]["trainers"], 2);
+    assert_eq!(
+        fake.objects[PADDLE_STATUS.trim_end_matches("/status")]["status"]["trainers"],
+        2
+    );
+
+    // Elastic but not fault tolerant: created, and told once as a Warning Event on the PaddleJob.
+    let event = body_of(&fake, "POST", &events_path(SEED_NS));
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["reason"], "SpecWarning");
+    assert_eq!(event["action"], "Validate");
+    assert_eq!(event["note"], NOT_FT_WARNING);
+    assert_eq!(event["reportingController"], "trainscale-operator");
+    assert_eq!(
+        event["regarding"],
+        json!({"apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob", "name": "paddlejob",
+               "namespace": SEED_NS, "uid": UID})
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_paddle_job_fails_naming_its_own_fields() {
+    let mut job = seed_paddle_job();
+    job.spec.trainer.passes = -1;
+    let (result, fake) = run_paddle(&job, vec![]).await;
+    assert_eq!(result, Ok(Action::await_change()));
+    assert_eq!(lines(&fake), vec![format!("PATCH {PADDLE_STATUS}")]);
+    let status = body_of(&fake, "PATCH", PADDLE_STATUS);
+    assert_eq!(status["status"]["phase"], "Failed");
+    assert_eq!(
+        status["status"]["reason"],
+        "invalid PaddleJob: spec.trainer.passes: must not be negative, got -1"
+    );
+}
+
+#[tokio::test]
+async fn a_paddle_job_child_owned_by_someone_else_names_the_paddle_job() {
+    let job = seed_paddle_job();
+    let objects = vec![(
+        format!("/apis/apps/v1/namespaces/{SEED_NS}/replicasets/paddlejob-pserver"),
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+               "metadata": {"name": "paddlejob-pserver", "namespace": SEED_NS},
+               "spec": {"replicas": 1, "selector": {}}}),
+    )];
+    let (result, fake) = run_paddle(&job, objects).await;
+    assert_eq!(result, Ok(Action::await_change()));
+    let status = body_of(&fake, "PATCH", PADDLE_STATUS);
+    assert_eq!(status["status"]["phase"], "Failed");
+    assert_eq!(
+        status["status"]["reason"],
+        "creating the job's objects: ReplicaSet testspace/paddlejob-pserver exists and is not \
+         owned by PaddleJob testspace/paddlejob"
+    );
+}
+
+/// The calls of each reconcile, split after each status write (every pass below ends with one).
+fn passes(fake: &Fake, status_path: &str) -> Vec<Vec<Call>> {
+    let mut out = vec![Vec::new()];
+    for call in &fake.calls {
+        let last = out.len() - 1;
+        out[last].push(call.clone());
+        if call.method == "PATCH" && call.path == status_path {
+            out.push(Vec::new());
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+#[tokio::test]
+async fn spec_warnings_are_one_event_per_generation() {
+    let mut job = training_job(FT_ELASTIC);
+    job.spec.fault_tolerant = false;
+    job.metadata.generation = Some(1);
+    job.metadata.resource_version = Some("10".to_string());
+    let mut edited = job.clone();
+    edited.metadata.generation = Some(2);
+    edited.metadata.resource_version = Some("11".to_string());
+    edited.spec.pserver.min_instance = 0;
+    let objects = vec![(job_path("ft"), serde_json::to_value(&job).unwrap())];
+    let runs = [job.clone(), job, edited];
+    let (results, fake) = serve(OperatorConfig::default(), objects, |ctx| async move {
+        let mut results = Vec::new();
+        for job in runs {
+            results.push(reconcile(Arc::new(job), ctx.clone()).await.is_ok());
+        }
+        results
+    })
+    .await;
+    assert_eq!(results, [true, true, true]);
+
+    let status_path = format!("{}/status", job_path("ft"));
+    let counts: Vec<usize> = passes(&fake, &status_path)
+        .iter()
+        .map(|p| {
+            p.iter()
+                .filter(|c| c.path.starts_with(&events_path(NS)))
+                .count()
+        })
+        .collect();
+    assert_eq!(counts, [1, 0, 1], "{:#?}", lines(&fake));
+
+    let events: Vec<&Call> = fake
+        .calls
+        .iter()
+        .filter(|c| c.path.starts_with(&events_path(NS)))
+        .collect();
+    assert!(events.iter().all(|c| c.method == "POST"), "{events:#?}");
+    let first = events[0].body.as_ref().unwrap();
+    assert_eq!(first["type"], "Warning");
+    assert_eq!(first["reason"], "SpecWarning");
+    assert_eq!(first["note"], NOT_FT_WARNING);
+    assert_eq!(
+        first["regarding"],
+        json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob", "name": "ft",
+               "namespace": NS, "uid": UID, "resourceVersion": "10"})
+    );
+    let second = events[1].body.as_ref().unwrap();
+    assert_eq!(
+        second["note"],
+        format!(
+            "spec.pserver.min-instance: 0: no parameter servers will be created, although this \
+             job type uses them; {NOT_FT_WARNING}"
+        )
+    );
+    assert_eq!(second["regarding"]["resourceVersion"], "11");
+
+    // Warnings do not stop the job: its trainers are created and it is not failed.
+    assert!(fake.objects.contains_key(&batch_path("ft-trainer")));
+    let status = body_of(&fake, "PATCH", &status_path);
+    assert_eq!(status["status"]["phase"], "Creating");
+}
+
+#[tokio::test]
+async fn a_job_without_pservers_wanted_gets_no_pserver_replica_set() {
+    let mut job = training_job(FT_ELASTIC);
+    job.spec.pserver.min_instance = 0;
+    job.spec.pserver.max_instance = 0;
+    let (result, fake) = run(&job, OperatorConfig::default(), vec![]).await;
+    assert_eq!(
+        result,
+        Ok(Action::requeue(std::time::Duration::from_secs(30)))
+    );
+    assert!(
+        !lines(&fake)
+            .iter()
+            .any(|l| l.contains("ft-pserver") || l.contains("/pods")),
+        "{:#?}",
+        lines(&fake)
+    );
+    assert!(fake.objects.contains_key(&rs_path("ft-master")));
+    let trainer = &fake.objects[&batch_path("ft-trainer")];
+    let tc = &trainer["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(env_value(tc, "PSERVERS")["value"], "0");
+    let event = body_of(&fake, "POST", &events_path(NS));
+    assert_eq!(
+        event["note"],
+        "spec.pserver.min-instance: 0: no parameter servers will be created, although this job \
+         type uses them"
+    );
+    let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
+    assert_eq!(status["status"]["phase"], "Creating");
+    assert_eq!(
+        status["status"]["replica_statuses"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "master and trainer only"
     );
 }

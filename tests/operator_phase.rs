@@ -205,3 +205,17 @@ fn released_persists() {
     let next = next_status(&s, &obs(1, 2, 2, 2), &FT, at("2026-01-01T00:00:00Z"));
     assert!(next.released);
 }
+
+#[test]
+fn trainers_is_the_observed_parallelism_and_kept_when_unobserved() {
+    let t = at("2026-01-01T00:00:00Z");
+    let s = next_status(&TrainingJobStatus::default(), &obs(1, 2, 2, 0), &FT, t);
+    assert_eq!(s.trainers, Some(2));
+    let s = next_status(&s, &obs(1, 2, 5, 2), &FT, t);
+    assert_eq!(s.trainers, Some(5));
+    let unobserved = Observation {
+        trainer: None,
+        ..obs(1, 2, 5, 2)
+    };
+    assert_eq!(next_status(&s, &unobserved, &FT, t).trainers, Some(5));
+}

@@ -1,17 +1,22 @@
-//! The kube-rs Controller: get-or-create the children, follow the phase, write the status.
+//! The kube-rs Controllers (TrainingJob and PaddleJob): get-or-create the children, follow the
+//! phase, write the status, report spec warnings. Both kinds share one reconcile, run on the job's
+//! TrainingJob view and parameterised by its [`JobKind`].
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -19,18 +24,27 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::error::rename_problem;
 use super::names::*;
 use super::phase::{self, Observation, PhasePolicy};
 use super::podgroup::api_resource;
-use super::resources::desired;
+use super::resources::{desired, job_ref};
 use super::{OperatorConfig, OperatorError};
-use crate::api::validate::validate_training_job;
-use crate::api::{LABEL_PSERVER, LABEL_TRAINER, TrainingJob, TrainingJobStatus};
+use crate::api::validate::check_training_job;
+use crate::api::{
+    FieldError, JobKind, LABEL_PSERVER, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus,
+};
 
 /// How often a live job is looked at even without a watch event (pserver restarts, walltime).
 pub const RESYNC: Duration = Duration::from_secs(30);
 /// Requeue delay after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
+/// The `reportingController` of the operator's Events.
+pub const EVENT_REPORTER: &str = "trainscale-operator";
+/// Reason of the Warning Event listing a job's spec warnings.
+pub const REASON_SPEC_WARNING: &str = "SpecWarning";
+/// Event notes are limited to 1 kB.
+const NOTE_LIMIT: usize = 1000;
 
 /// What every reconcile shares.
 #[derive(Clone)]
@@ -39,20 +53,40 @@ pub struct Context {
     pub config: OperatorConfig,
     /// The clock (replaceable in tests).
     pub now: Arc<dyn Fn() -> Timestamp + Send + Sync>,
+    /// Publishes the operator's Events.
+    pub recorder: Recorder,
+    /// By job uid, the generation whose spec warnings were published.
+    warned: Arc<Mutex<HashMap<String, i64>>>,
 }
 
 impl Context {
     /// A context on the system clock.
     pub fn new(client: Client, config: OperatorConfig) -> Self {
+        let reporter = Reporter {
+            controller: EVENT_REPORTER.to_string(),
+            instance: None,
+        };
         Context {
+            recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
             now: Arc::new(Timestamp::now),
+            warned: Arc::default(),
         }
+    }
+
+    /// The context with `now` as its clock.
+    pub fn with_clock(mut self, now: impl Fn() -> Timestamp + Send + Sync + 'static) -> Self {
+        self.now = Arc::new(now);
+        self
+    }
+
+    fn warned(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.warned.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-/// Runs the TrainingJob controller on every namespace until `shutdown` resolves.
+/// Runs the TrainingJob and PaddleJob controllers on every namespace until `shutdown` resolves.
 pub async fn run_operator(
     client: Client,
     config: OperatorConfig,
@@ -61,56 +95,94 @@ pub async fn run_operator(
     run_operator_in(client, config, None, shutdown).await
 }
 
-/// Runs the TrainingJob controller until `shutdown` resolves, watching TrainingJobs and their
-/// ReplicaSets and Jobs in `namespace` only when given (as `trainscale run --namespace`).
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the TrainingJob and PaddleJob controllers concurrently until `shutdown` resolves,
+/// watching the jobs and their ReplicaSets and Jobs in `namespace` only when given (as
+/// `trainscale run --namespace`).
 ///
-/// On shutdown the controller stops taking work and lets in-flight reconciles finish.
+/// On shutdown both controllers stop taking work and let in-flight reconciles finish.
 pub async fn run_operator_in(
     client: Client,
     config: OperatorConfig,
     namespace: Option<String>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), OperatorError> {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        shutdown.await;
-        let _ = tx.send(());
-    });
-    fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        K::DynamicType: Default,
-    {
-        match namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        }
-    }
+    let stop = shutdown.shared();
     let ns = namespace.as_deref();
-    let owned = watcher::Config::default().labels(LABEL_JOB);
-    let jobs = api::<TrainingJob>(&client, ns);
     let ctx = Arc::new(Context::new(client.clone(), config));
     info!(podgroups = ?ctx.config.podgroups, kueue = ctx.config.kueue, restart_limit = ctx.config.restart_limit, autoclean = ctx.config.autoclean, namespace = ?ns, "operator starting");
-    Controller::new(jobs, watcher::Config::default())
-        .owns(api::<ReplicaSet>(&client, ns), owned.clone())
-        .owns(api::<Job>(&client, ns), owned)
-        .graceful_shutdown_on(async move {
-            let _ = rx.await;
-        })
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((obj, _)) => tracing::debug!(job = %obj, "reconciled"),
-                Err(e) => warn!(error = %e, "reconcile failed"),
-            }
-        })
-        .await;
+    futures::join!(
+        run_controller(
+            JobKind::TrainingJob,
+            api::<TrainingJob>(&client, ns),
+            &client,
+            ns,
+            ctx.clone(),
+            stop.clone(),
+            reconcile,
+        ),
+        run_controller(
+            JobKind::PaddleJob,
+            api::<PaddleJob>(&client, ns),
+            &client,
+            ns,
+            ctx,
+            stop,
+            reconcile_paddle_job,
+        ),
+    );
     info!("operator stopped");
     Ok(())
 }
 
-fn error_policy(job: Arc<TrainingJob>, error: &OperatorError, _: Arc<Context>) -> Action {
-    warn!(job = %job.key(), %error, "reconcile error; retrying");
+/// Runs one kind's Controller (owning the labelled ReplicaSets and Jobs) until `stop` resolves.
+async fn run_controller<K, F, Fut>(
+    kind: JobKind,
+    jobs: Api<K>,
+    client: &Client,
+    namespace: Option<&str>,
+    ctx: Arc<Context>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+    reconciler: F,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    F: FnMut(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, OperatorError>> + Send + 'static,
+{
+    let owned = watcher::Config::default().labels(LABEL_JOB);
+    Controller::new(jobs, watcher::Config::default())
+        .owns(api::<ReplicaSet>(client, namespace), owned.clone())
+        .owns(api::<Job>(client, namespace), owned)
+        .graceful_shutdown_on(stop)
+        .run(
+            reconciler,
+            move |job: Arc<K>, error: &OperatorError, _: Arc<Context>| {
+                error_policy(kind, job.as_ref(), error)
+            },
+            ctx,
+        )
+        .for_each(|result| async move {
+            match result {
+                Ok((obj, _)) => tracing::debug!(%kind, job = %obj, "reconciled"),
+                Err(e) => warn!(%kind, error = %e, "reconcile failed"),
+            }
+        })
+        .await;
+}
+
+fn error_policy<K: Resource>(kind: JobKind, job: &K, error: &OperatorError) -> Action {
+    let object = kind.object_ref(&job.namespace().unwrap_or_default(), &job.name_any());
+    warn!(job = %object, %error, "reconcile error; retrying");
     Action::requeue(ERROR_REQUEUE)
 }
 
@@ -121,6 +193,20 @@ fn is_permanent(error: &OperatorError) -> Option<String> {
         }
         OperatorError::NotOwned { .. } | OperatorError::Field(_) => Some(error.to_string()),
         _ => None,
+    }
+}
+
+/// A job under reconcile: its TrainingJob view and the kind it is stored as.
+#[derive(Clone, Copy)]
+struct Subject<'a> {
+    kind: JobKind,
+    job: &'a TrainingJob,
+}
+
+impl Subject<'_> {
+    /// `Kind namespace/name`.
+    fn object(&self) -> String {
+        job_ref(self.job, self.kind)
     }
 }
 
@@ -140,7 +226,7 @@ async fn ensure<K>(
     api: &Api<K>,
     want: &K,
     kind: &'static str,
-    job: &TrainingJob,
+    owner: Subject<'_>,
 ) -> Result<K, OperatorError>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
@@ -150,19 +236,20 @@ where
         Some(live) => live,
         None => match api.create(&PostParams::default(), want).await {
             Ok(created) => {
-                info!(job = %job.key(), kind, %name, "created");
+                info!(job = %owner.object(), kind, %name, "created");
                 created
             }
             Err(kube::Error::Api(s)) if s.is_already_exists() => api.get(&name).await?,
             Err(e) => return Err(e.into()),
         },
     };
-    if !owned_by(live.meta(), job) {
+    if !owned_by(live.meta(), owner.job) {
         return Err(OperatorError::NotOwned {
             kind,
-            namespace: job.namespace().unwrap_or_default(),
+            owner_kind: owner.kind,
+            namespace: owner.job.namespace().unwrap_or_default(),
             name,
-            owner: job.name_any(),
+            owner: owner.job.name_any(),
         });
     }
     Ok(live)
@@ -177,6 +264,7 @@ fn status_patch(status: &TrainingJobStatus) -> serde_json::Value {
             "replica_statuses": status.replica_statuses,
             "startTime": status.start_time,
             "released": status.released,
+            "trainers": status.trainers,
         }
     })
 }
@@ -187,11 +275,13 @@ fn owned_fields_equal(a: &TrainingJobStatus, b: &TrainingJobStatus) -> bool {
         && a.replica_statuses == b.replica_statuses
         && a.start_time == b.start_time
         && a.released == b.released
+        && a.trainers == b.trainers
 }
 
+/// Merge-patches the owned status fields into the job's status subresource when they changed.
 async fn write_status(
-    api: &Api<TrainingJob>,
-    job: &TrainingJob,
+    ctx: &Context,
+    subject: Subject<'_>,
     prev: &TrainingJobStatus,
     next: &TrainingJobStatus,
 ) -> Result<(), OperatorError> {
@@ -199,9 +289,15 @@ async fn write_status(
         return Ok(());
     }
     if prev.phase != next.phase {
-        info!(job = %job.key(), from = prev.phase.as_str(), to = next.phase.as_str(), reason = %next.reason, "phase");
+        info!(job = %subject.object(), from = prev.phase.as_str(), to = next.phase.as_str(), reason = %next.reason, "phase");
     }
-    api.patch_status(
+    let job = subject.job;
+    let jobs: Api<DynamicObject> = Api::namespaced_with(
+        ctx.client.clone(),
+        &job.namespace().unwrap_or_default(),
+        &subject.kind.api_resource(),
+    );
+    jobs.patch_status(
         &job.name_any(),
         &PatchParams::default(),
         &Patch::Merge(status_patch(next)),
@@ -210,32 +306,131 @@ async fn write_status(
     Ok(())
 }
 
+/// The Warning Event listing `warnings` (`field: message; …`, at most 1 kB), if there are any.
+pub fn spec_warning_event(warnings: &[FieldError]) -> Option<Event> {
+    if warnings.is_empty() {
+        return None;
+    }
+    let note = warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.field, w.problem))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Event {
+        type_: EventType::Warning,
+        reason: REASON_SPEC_WARNING.to_string(),
+        note: Some(truncate_note(note)),
+        action: "Validate".to_string(),
+        secondary: None,
+    })
+}
+
+fn truncate_note(mut text: String) -> String {
+    if text.len() > NOTE_LIMIT {
+        let mut cut = NOTE_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+/// The Event's reference to the job: its kind, apiVersion, uid and resourceVersion (so each
+/// version's warnings are an Event of their own, not a repeat of an older note).
+fn event_reference(subject: Subject<'_>) -> ObjectReference {
+    let job = subject.job;
+    ObjectReference {
+        api_version: Some(subject.kind.api_version().to_string()),
+        kind: Some(subject.kind.as_str().to_string()),
+        name: Some(job.name_any()),
+        namespace: job.namespace(),
+        uid: job.uid(),
+        resource_version: job.resource_version(),
+        ..ObjectReference::default()
+    }
+}
+
+/// Publishes the job's spec warnings as one Warning Event, once per (uid, generation) in this
+/// process; a failed publish is logged and retried on the next reconcile.
+async fn report_warnings(ctx: &Context, subject: Subject<'_>, warnings: &[FieldError]) {
+    let Some(event) = spec_warning_event(warnings) else {
+        return;
+    };
+    let Some(uid) = subject.job.uid() else {
+        return;
+    };
+    let generation = subject.job.metadata.generation.unwrap_or(0);
+    if ctx.warned().get(&uid) == Some(&generation) {
+        return;
+    }
+    match ctx
+        .recorder
+        .publish(&event, &event_reference(subject))
+        .await
+    {
+        Ok(()) => {
+            info!(job = %subject.object(), generation, warnings = warnings.len(), "reported spec warnings");
+            ctx.warned().insert(uid, generation);
+        }
+        Err(e) => warn!(job = %subject.object(), error = %e, "could not publish the spec warnings"),
+    }
+}
+
 /// One pass over one TrainingJob.
 pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Action, OperatorError> {
+    reconcile_kind(JobKind::TrainingJob, &job, &ctx).await
+}
+
+/// One pass over one PaddleJob: its TrainingJob view, reconciled as a PaddleJob.
+pub async fn reconcile_paddle_job(
+    job: Arc<PaddleJob>,
+    ctx: Arc<Context>,
+) -> Result<Action, OperatorError> {
+    reconcile_kind(JobKind::PaddleJob, &job.as_training_job(), &ctx).await
+}
+
+/// One pass over a `kind` job, given as its TrainingJob view.
+pub async fn reconcile_kind(
+    kind: JobKind,
+    job: &TrainingJob,
+    ctx: &Context,
+) -> Result<Action, OperatorError> {
+    let subject = Subject { kind, job };
     let ns = job.namespace().ok_or_else(|| OperatorError::Missing {
-        object: job.object_ref(),
+        object: subject.object(),
         what: "metadata.namespace",
     })?;
-    let client = ctx.client.clone();
-    let jobs: Api<TrainingJob> = Api::namespaced(client.clone(), &ns);
     let prev = job.status.clone().unwrap_or_default();
     let now = (ctx.now)();
 
     if prev.phase.is_finished() {
+        if let Some(uid) = job.uid() {
+            ctx.warned().remove(&uid);
+        }
         let mut next = prev.clone();
-        release(&job, &ctx, &ns, &mut next).await?;
-        write_status(&jobs, &job, &prev, &next).await?;
+        release(subject, ctx, &ns, &mut next).await?;
+        write_status(ctx, subject, &prev, &next).await?;
         return Ok(Action::await_change());
     }
 
-    let problems = validate_training_job(&job);
-    if !problems.is_empty() {
-        let next = phase::invalid(&prev, &problems);
-        write_status(&jobs, &job, &prev, &next).await?;
+    let findings = check_training_job(job);
+    let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
+        problems
+            .into_iter()
+            .map(|p| rename_problem(kind, p))
+            .collect()
+    };
+    let errors = rename(findings.errors);
+    if !errors.is_empty() {
+        let next = phase::invalid(&prev, kind, &errors);
+        write_status(ctx, subject, &prev, &next).await?;
         return Ok(Action::await_change());
     }
+    report_warnings(ctx, subject, &rename(findings.warnings)).await;
 
-    let observed = match create_and_observe(&job, &ctx, &ns).await {
+    let observed = match create_and_observe(subject, ctx, &ns).await {
         Ok(obs) => obs,
         Err(e) => match is_permanent(&e) {
             Some(reason) => {
@@ -244,7 +439,7 @@ pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Actio
                     crate::api::TrainingJobPhase::Failed,
                     format!("creating the job's objects: {reason}"),
                 );
-                write_status(&jobs, &job, &prev, &next).await?;
+                write_status(ctx, subject, &prev, &next).await?;
                 return Ok(Action::await_change());
             }
             None => return Err(e),
@@ -258,45 +453,46 @@ pub async fn reconcile(job: Arc<TrainingJob>, ctx: Arc<Context>) -> Result<Actio
     };
     let mut next = phase::next_status(&prev, &observed, &policy, now);
     if next.phase.is_finished() {
-        release(&job, &ctx, &ns, &mut next).await?;
-        write_status(&jobs, &job, &prev, &next).await?;
+        release(subject, ctx, &ns, &mut next).await?;
+        write_status(ctx, subject, &prev, &next).await?;
         return Ok(Action::await_change());
     }
-    write_status(&jobs, &job, &prev, &next).await?;
+    write_status(ctx, subject, &prev, &next).await?;
     let wait = phase::walltime_remaining(&next, &policy, now).map_or(RESYNC, |w| w.min(RESYNC));
     Ok(Action::requeue(wait))
 }
 
 /// Get-or-create every child, keep the trainers ConfigMap current, and observe the children.
 async fn create_and_observe(
-    job: &TrainingJob,
+    subject: Subject<'_>,
     ctx: &Context,
     ns: &str,
 ) -> Result<Observation, OperatorError> {
+    let job = subject.job;
     let client = ctx.client.clone();
-    let want = desired(job, &ctx.config)?;
+    let want = desired(job, subject.kind, &ctx.config)?;
 
     let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let config_map = ensure(&configs, &want.trainers_config, "ConfigMap", job).await?;
+    let config_map = ensure(&configs, &want.trainers_config, "ConfigMap", subject).await?;
 
     if let (Some(group), Some(resource)) = (&want.pod_group, api_resource(ctx.config.podgroups)) {
         let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-        ensure(&groups, group, "PodGroup", job).await?;
+        ensure(&groups, group, "PodGroup", subject).await?;
     }
 
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
     let mut obs = Observation::default();
     if let Some(master) = &want.master {
-        let live = ensure(&sets, master, "ReplicaSet", job).await?;
+        let live = ensure(&sets, master, "ReplicaSet", subject).await?;
         obs.master = Some(phase::observe_replica_set(&live));
     }
     if let Some(pserver) = &want.pserver {
-        let live = ensure(&sets, pserver, "ReplicaSet", job).await?;
+        let live = ensure(&sets, pserver, "ReplicaSet", subject).await?;
         obs.pserver = Some(phase::observe_replica_set(&live));
         obs.pserver_max_restarts = pserver_max_restarts(&client, ns, &job.name_any()).await?;
     }
     let trainer_jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let trainer = ensure(&trainer_jobs, &want.trainer, "Job", job).await?;
+    let trainer = ensure(&trainer_jobs, &want.trainer, "Job", subject).await?;
     let counts = phase::observe_job(&trainer);
 
     let current = counts.parallelism.to_string();
@@ -332,7 +528,7 @@ async fn pserver_max_restarts(client: &Client, ns: &str, job: &str) -> Result<i3
 /// Ends a finished job's work: stops the trainer Job if it still runs (so Timeout and a
 /// restart-limit Failed really end it) and, with `--autoclean`, releases every pod once.
 async fn release(
-    job: &TrainingJob,
+    subject: Subject<'_>,
     ctx: &Context,
     ns: &str,
     status: &mut TrainingJobStatus,
@@ -340,7 +536,7 @@ async fn release(
     if status.released {
         return Ok(());
     }
-    let name = job.name_any();
+    let name = subject.job.name_any();
     let client = ctx.client.clone();
     let trainer_jobs: Api<Job> = Api::namespaced(client.clone(), ns);
     if let Some(trainer) = trainer_jobs.get_opt(&trainer_name(&name)).await? {
@@ -351,7 +547,7 @@ async fn release(
             .and_then(|s| s.suspend)
             .unwrap_or(false);
         if counts.outcome.is_none() && !suspended {
-            info!(job = %job.key(), "stopping the trainer Job (suspend)");
+            info!(job = %subject.object(), "stopping the trainer Job (suspend)");
             trainer_jobs
                 .patch(
                     &trainer_name(&name),
@@ -385,7 +581,36 @@ async fn release(
         &ListParams::default().labels(&format!("{LABEL_TRAINER}={name}")),
     )
     .await?;
-    info!(job = %job.key(), "released");
+    info!(job = %subject.object(), "released");
     status.released = true;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_warnings_make_one_truncated_warning_event() {
+        assert!(spec_warning_event(&[]).is_none());
+        let warnings = [
+            FieldError::new("TrainingJob ns/a", "spec.a", "first"),
+            FieldError::new("TrainingJob ns/a", "spec.b", "second"),
+        ];
+        let event = spec_warning_event(&warnings).unwrap();
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "SpecWarning");
+        assert_eq!(event.action, "Validate");
+        assert_eq!(event.note.as_deref(), Some("spec.a: first; spec.b: second"));
+
+        let long = [FieldError::new(
+            "TrainingJob ns/a",
+            "spec.a",
+            "é".repeat(800),
+        )];
+        let note = spec_warning_event(&long).unwrap().note.unwrap();
+        assert!(note.ends_with('…'));
+        assert!(note.len() <= NOTE_LIMIT + '…'.len_utf8(), "{}", note.len());
+        assert!(note.starts_with("spec.a: éé"));
+    }
 }

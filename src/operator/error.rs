@@ -1,6 +1,6 @@
 //! Errors of the operator.
 
-use crate::api::FieldError;
+use crate::api::{FieldError, JobKind, paddle_job_problem};
 
 /// Why a reconcile (or building the desired objects) failed.
 #[derive(Debug, thiserror::Error)]
@@ -8,16 +8,19 @@ pub enum OperatorError {
     /// A call to the API server failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    /// The TrainingJob lacks something every stored object has (namespace, uid).
+    /// The job lacks something every stored object has (namespace, uid).
     #[error("{object}: {what} is missing")]
     Missing { object: String, what: &'static str },
-    /// A field of the TrainingJob cannot be used (e.g. an unparsable quantity).
+    /// A field of the job cannot be used (e.g. an unparsable quantity).
     #[error(transparent)]
     Field(#[from] FieldError),
     /// An object the operator would create already exists and belongs to someone else.
-    #[error("{kind} {namespace}/{name} exists and is not owned by TrainingJob {namespace}/{owner}")]
+    #[error(
+        "{kind} {namespace}/{name} exists and is not owned by {owner_kind} {namespace}/{owner}"
+    )]
     NotOwned {
         kind: &'static str,
+        owner_kind: JobKind,
         namespace: String,
         name: String,
         owner: String,
@@ -29,7 +32,26 @@ pub enum OperatorError {
         #[source]
         source: serde_json::Error,
     },
-    /// The controller's watch of TrainingJobs failed for good.
+    /// The controller's watch of jobs failed for good.
     #[error("controller: {0}")]
     Controller(String),
+}
+
+impl OperatorError {
+    /// The error with a field problem renamed to the `kind` object's names (a PaddleJob's problems
+    /// are found on its TrainingJob view).
+    pub fn for_kind(self, kind: JobKind) -> Self {
+        match self {
+            OperatorError::Field(problem) => OperatorError::Field(rename_problem(kind, problem)),
+            other => other,
+        }
+    }
+}
+
+/// A problem found on a job's TrainingJob view, named as the `kind` object.
+pub fn rename_problem(kind: JobKind, problem: FieldError) -> FieldError {
+    match kind {
+        JobKind::TrainingJob => problem,
+        JobKind::PaddleJob => paddle_job_problem(problem),
+    }
 }

@@ -1,8 +1,8 @@
-//! Minimal job creation (design §5): from a TrainingJob, the master and pserver ReplicaSets, the
-//! trainer Job, the trainer-count ConfigMap and optionally a PodGroup, all owned by the TrainingJob
-//! so deletion cascades; the job's phase and per-role status.
+//! Minimal job creation (design §5): from a TrainingJob or a PaddleJob, the master and pserver
+//! ReplicaSets, the trainer Job, the trainer-count ConfigMap and optionally a PodGroup, all owned by
+//! the job so deletion cascades; the job's phase and per-role status; its spec warnings as Events.
 //!
-//! [`run_operator`] runs the kube-rs `Controller`; the rest is pure and tested without a cluster.
+//! [`run_operator`] runs the kube-rs `Controller`s; the rest is pure and tested without a cluster.
 
 mod config;
 pub mod controller;
@@ -14,6 +14,8 @@ pub mod podgroup;
 pub mod resources;
 
 pub use config::{OperatorConfig, PodGroupMode};
-pub use controller::{Context, reconcile, run_operator, run_operator_in};
+pub use controller::{
+    Context, reconcile, reconcile_kind, reconcile_paddle_job, run_operator, run_operator_in,
+};
 pub use error::OperatorError;
 pub use resources::{Desired, desired};

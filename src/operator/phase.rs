@@ -14,7 +14,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::{FieldError, TrainingJobPhase, TrainingJobStatus, TrainingResourceStatus};
+use crate::api::{
+    FieldError, JobKind, TrainingJobPhase, TrainingJobStatus, TrainingResourceStatus,
+};
 
 /// What a ReplicaSet (master or pservers) reports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,8 +164,12 @@ pub fn finish(
     }
 }
 
-/// The status of a job that failed validation: `Failed`, naming every problem.
-pub fn invalid(prev: &TrainingJobStatus, problems: &[FieldError]) -> TrainingJobStatus {
+/// The status of a `kind` job that failed validation: `Failed`, naming every problem.
+pub fn invalid(
+    prev: &TrainingJobStatus,
+    kind: JobKind,
+    problems: &[FieldError],
+) -> TrainingJobStatus {
     let text: Vec<String> = problems
         .iter()
         .map(|p| format!("{}: {}", p.field, p.problem))
@@ -171,7 +177,7 @@ pub fn invalid(prev: &TrainingJobStatus, problems: &[FieldError]) -> TrainingJob
     finish(
         prev,
         TrainingJobPhase::Failed,
-        format!("invalid TrainingJob: {}", text.join("; ")),
+        format!("invalid {kind}: {}", text.join("; ")),
     )
 }
 
@@ -262,7 +268,8 @@ fn terminal(
 /// Finished jobs keep their status. Otherwise: a terminal condition ends the job; when every
 /// role is up and the trainer count equals the trainer Job's parallelism the job is `Running`
 /// (setting `startTime` the first time); a started job whose trainer count differs from the
-/// parallelism (a rescale in flight) is `Scaling`; before that it is `Creating`.
+/// parallelism (a rescale in flight) is `Scaling`; before that it is `Creating`. `trainers` is the
+/// observed trainer Job's parallelism, kept when the Job was not observed.
 pub fn next_status(
     prev: &TrainingJobStatus,
     obs: &Observation,
@@ -275,6 +282,11 @@ pub fn next_status(
     }
     let mut status = TrainingJobStatus {
         replica_statuses: replica_statuses(obs),
+        trainers: obs
+            .trainer
+            .as_ref()
+            .map(|t| t.parallelism)
+            .or(prev.trainers),
         ..prev.clone()
     };
     if let Some((phase, reason)) = terminal(&status, obs, policy, now) {

@@ -18,7 +18,9 @@ use kube::ResourceExt;
 use super::names::*;
 use super::{OperatorConfig, PodGroupMode};
 use crate::api::validate::needs_pservers;
-use crate::api::{FieldError, LABEL_MASTER, LABEL_PSERVER, LABEL_TRAINER, TrainingJob};
+use crate::api::{
+    FieldError, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER, LABEL_TRAINER, TrainingJob,
+};
 
 /// Image used when `spec.image` is empty (the original's default).
 pub const DEFAULT_IMAGE: &str = "paddlepaddle/paddlecloud-job";
@@ -403,11 +405,19 @@ fn some_map(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
     (!m.is_empty()).then_some(m)
 }
 
-/// The pod labels of a role: the original's role label and `priority`, the role, and the
-/// scheduler-plugins PodGroup label when co-scheduled.
-pub fn pod_labels(job: &TrainingJob, role: Role, sched: &Scheduling) -> BTreeMap<String, String> {
+/// The pod labels of a role: the original's role label and `priority`, the role, the
+/// scheduler-plugins PodGroup label when co-scheduled, and `paddle-job-name` on a PaddleJob's pods.
+pub fn pod_labels(
+    job: &TrainingJob,
+    kind: JobKind,
+    role: Role,
+    sched: &Scheduling,
+) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::new();
     labels.insert(role.label().to_string(), job.name_any());
+    if kind == JobKind::PaddleJob {
+        labels.insert(LABEL_PADDLE_JOB.to_string(), job.name_any());
+    }
     labels.insert(LABEL_ROLE.to_string(), role.as_str().to_string());
     let priority = job.spec.annotations.priority.trim();
     if !priority.is_empty() && valid_label_value(priority) {
@@ -419,9 +429,10 @@ pub fn pod_labels(job: &TrainingJob, role: Role, sched: &Scheduling) -> BTreeMap
     labels
 }
 
-/// The pod template of a role.
+/// The pod template of a role of a `kind` job.
 pub fn pod_template(
     job: &TrainingJob,
+    kind: JobKind,
     role: Role,
     sched: &Scheduling,
 ) -> Result<PodTemplateSpec, FieldError> {
@@ -513,7 +524,7 @@ pub fn pod_template(
 
     Ok(PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(pod_labels(job, role, sched)),
+            labels: Some(pod_labels(job, kind, role, sched)),
             annotations: some_map(annotations),
             ..Default::default()
         }),

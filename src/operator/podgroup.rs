@@ -15,7 +15,7 @@ use super::names::ANNOTATION_VOLCANO_QUEUE;
 use super::pod::{Scheduling, default_master_resources};
 use super::resources::child_meta;
 use super::{OperatorConfig, OperatorError, PodGroupMode};
-use crate::api::{FieldError, Quantity, TrainingJob};
+use crate::api::{FieldError, JobKind, Quantity, TrainingJob};
 
 /// `scheduleTimeoutSeconds` of scheduler-plugins PodGroups (the plugin's default permit wait).
 pub const SCHEDULE_TIMEOUT_SECONDS: i32 = 60;
@@ -140,6 +140,7 @@ pub fn min_resources(
 /// The PodGroup body for the configured kind, or `None` when PodGroups are off.
 pub fn pod_group(
     job: &TrainingJob,
+    kind: JobKind,
     config: &OperatorConfig,
     sched: &Scheduling,
     has_master: bool,
@@ -179,6 +180,6 @@ pub fn pod_group(
     }
     let mut object =
         DynamicObject::new(&name, &resource).data(json!({ "spec": Value::Object(spec) }));
-    object.metadata = child_meta(job, name, BTreeMap::new())?;
+    object.metadata = child_meta(job, kind, name, BTreeMap::new())?;
     Ok(Some(object))
 }

@@ -1,4 +1,5 @@
-//! The objects a TrainingJob needs, built as pure functions of the job and the configuration.
+//! The objects a job needs, built as pure functions of the job (a TrainingJob, or a PaddleJob's
+//! TrainingJob view), its kind and the configuration.
 
 use std::collections::BTreeMap;
 
@@ -6,17 +7,17 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use kube::ResourceExt;
 use kube::api::DynamicObject;
-use kube::{Resource, ResourceExt};
 
 use super::names::*;
 use super::pod::{Role, Scheduling, pod_template, scheduling};
 use super::podgroup::pod_group;
 use super::{OperatorConfig, OperatorError};
 use crate::api::validate::needs_pservers;
-use crate::api::{LABEL_TRAINER, TrainingJob};
+use crate::api::{JobKind, LABEL_TRAINER, TrainingJob};
 
-/// Everything the operator creates for one TrainingJob.
+/// Everything the operator creates for one job.
 #[derive(Debug, Clone)]
 pub struct Desired {
     /// `<name>-trainers`, holding the current trainer count (mounted in every pod).
@@ -25,32 +26,43 @@ pub struct Desired {
     pub pod_group: Option<DynamicObject>,
     /// `<name>-master` (1 replica), when the job is fault tolerant.
     pub master: Option<ReplicaSet>,
-    /// `<name>-pserver` (`pserver.min-instance` replicas), when the job type needs pservers.
+    /// `<name>-pserver` (`pserver.min-instance` replicas), when the job type needs pservers and
+    /// `pserver.min-instance` is above 0.
     pub pserver: Option<ReplicaSet>,
     /// `<name>-trainer`, an Indexed Job with `parallelism` = `completions` = trainer min.
     pub trainer: Job,
 }
 
-/// The controller ownerReference pointing at the job (deletion cascades through it).
-pub fn owner_reference(job: &TrainingJob) -> Result<OwnerReference, OperatorError> {
-    let mut owner = job
-        .controller_owner_ref(&())
-        .ok_or_else(|| OperatorError::Missing {
-            object: job.object_ref(),
-            what: "metadata.uid",
-        })?;
-    owner.block_owner_deletion = Some(true);
-    Ok(owner)
+/// `Kind namespace/name` of the `kind` job.
+pub fn job_ref(job: &TrainingJob, kind: JobKind) -> String {
+    kind.object_ref(&job.namespace().unwrap_or_default(), &job.name_any())
+}
+
+/// The controller ownerReference pointing at the `kind` job (deletion cascades through it).
+pub fn owner_reference(job: &TrainingJob, kind: JobKind) -> Result<OwnerReference, OperatorError> {
+    let uid = job.uid().ok_or_else(|| OperatorError::Missing {
+        object: job_ref(job, kind),
+        what: "metadata.uid",
+    })?;
+    Ok(OwnerReference {
+        api_version: kind.api_version().to_string(),
+        kind: kind.as_str().to_string(),
+        name: job.name_any(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
 }
 
 /// Metadata of a child object: name, namespace, the job label plus `labels`, the ownerReference.
 pub fn child_meta(
     job: &TrainingJob,
+    kind: JobKind,
     name: String,
     labels: BTreeMap<String, String>,
 ) -> Result<ObjectMeta, OperatorError> {
     let namespace = job.namespace().ok_or_else(|| OperatorError::Missing {
-        object: job.object_ref(),
+        object: job_ref(job, kind),
         what: "metadata.namespace",
     })?;
     let mut all = labels;
@@ -59,13 +71,14 @@ pub fn child_meta(
         name: Some(name),
         namespace: Some(namespace),
         labels: Some(all),
-        owner_references: Some(vec![owner_reference(job)?]),
+        owner_references: Some(vec![owner_reference(job, kind)?]),
         ..Default::default()
     })
 }
 
 fn replica_set(
     job: &TrainingJob,
+    kind: JobKind,
     role: Role,
     name: String,
     replicas: i32,
@@ -73,14 +86,14 @@ fn replica_set(
 ) -> Result<ReplicaSet, OperatorError> {
     let selector = BTreeMap::from([(role.label().to_string(), job.name_any())]);
     Ok(ReplicaSet {
-        metadata: child_meta(job, name, selector.clone())?,
+        metadata: child_meta(job, kind, name, selector.clone())?,
         spec: ReplicaSetSpec {
             replicas: Some(replicas),
             selector: LabelSelector {
                 match_labels: Some(selector),
                 ..Default::default()
             },
-            template: Some(pod_template(job, role, sched)?),
+            template: Some(pod_template(job, kind, role, sched)?),
             ..Default::default()
         },
         status: None,
@@ -105,6 +118,7 @@ pub fn trainer_backoff_limit(job: &TrainingJob, config: &OperatorConfig) -> i32 
 /// The trainer Job: Indexed, `parallelism` = `completions` = `trainer.min-instance`.
 pub fn trainer_job(
     job: &TrainingJob,
+    kind: JobKind,
     config: &OperatorConfig,
     sched: &Scheduling,
 ) -> Result<Job, OperatorError> {
@@ -120,7 +134,7 @@ pub fn trainer_job(
         labels.insert(LABEL_KUEUE_QUEUE.to_string(), queue);
         annotations.insert(ANNOTATION_KUEUE_ELASTIC.to_string(), "true".to_string());
     }
-    let mut metadata = child_meta(job, trainer_name(&job.name_any()), labels)?;
+    let mut metadata = child_meta(job, kind, trainer_name(&job.name_any()), labels)?;
     metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     Ok(Job {
         metadata,
@@ -131,7 +145,7 @@ pub fn trainer_job(
             backoff_limit: Some(trainer_backoff_limit(job, config)),
             pod_replacement_policy: Some("Failed".to_string()),
             suspend: config.kueue.then_some(true),
-            template: pod_template(job, Role::Trainer, sched)?,
+            template: pod_template(job, kind, Role::Trainer, sched)?,
             ..Default::default()
         }),
         status: None,
@@ -139,9 +153,14 @@ pub fn trainer_job(
 }
 
 /// The `<name>-trainers` ConfigMap with the given trainer count.
-pub fn trainers_config(job: &TrainingJob, trainers: i32) -> Result<ConfigMap, OperatorError> {
+pub fn trainers_config(
+    job: &TrainingJob,
+    kind: JobKind,
+    trainers: i32,
+) -> Result<ConfigMap, OperatorError> {
+    let name = trainers_config_name(&job.name_any());
     Ok(ConfigMap {
-        metadata: child_meta(job, trainers_config_name(&job.name_any()), BTreeMap::new())?,
+        metadata: child_meta(job, kind, name, BTreeMap::new())?,
         data: Some(BTreeMap::from([(
             TRAINERS_KEY.to_string(),
             trainers.to_string(),
@@ -150,13 +169,31 @@ pub fn trainers_config(job: &TrainingJob, trainers: i32) -> Result<ConfigMap, Op
     })
 }
 
-/// Everything the operator creates for `job`.
-pub fn desired(job: &TrainingJob, config: &OperatorConfig) -> Result<Desired, OperatorError> {
+/// Everything the operator creates for the `kind` job `job`; problems name the `kind` object.
+pub fn desired(
+    job: &TrainingJob,
+    kind: JobKind,
+    config: &OperatorConfig,
+) -> Result<Desired, OperatorError> {
+    build(job, kind, config).map_err(|e| e.for_kind(kind))
+}
+
+/// Whether `job` gets a pserver ReplicaSet: its type uses pservers and it asks for at least one.
+pub fn has_pservers(job: &TrainingJob) -> bool {
+    needs_pservers(job) && job.spec.pserver.min_instance > 0
+}
+
+fn build(
+    job: &TrainingJob,
+    kind: JobKind,
+    config: &OperatorConfig,
+) -> Result<Desired, OperatorError> {
     let sched = scheduling(job, config);
     let name = job.name_any();
     let master = if job.spec.fault_tolerant {
         Some(replica_set(
             job,
+            kind,
             Role::Master,
             master_name(&name),
             1,
@@ -165,9 +202,10 @@ pub fn desired(job: &TrainingJob, config: &OperatorConfig) -> Result<Desired, Op
     } else {
         None
     };
-    let pserver = if needs_pservers(job) {
+    let pserver = if has_pservers(job) {
         Some(replica_set(
             job,
+            kind,
             Role::Pserver,
             pserver_name(&name),
             job.spec.pserver.min_instance,
@@ -177,10 +215,17 @@ pub fn desired(job: &TrainingJob, config: &OperatorConfig) -> Result<Desired, Op
         None
     };
     Ok(Desired {
-        trainers_config: trainers_config(job, job.spec.trainer.min_instance)?,
-        pod_group: pod_group(job, config, &sched, master.is_some(), pserver.is_some())?,
+        trainers_config: trainers_config(job, kind, job.spec.trainer.min_instance)?,
+        pod_group: pod_group(
+            job,
+            kind,
+            config,
+            &sched,
+            master.is_some(),
+            pserver.is_some(),
+        )?,
         master,
         pserver,
-        trainer: trainer_job(job, config, &sched)?,
+        trainer: trainer_job(job, kind, config, &sched)?,
     })
 }
