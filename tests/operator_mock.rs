@@ -1023,7 +1023,7 @@ fn events_path(ns: &str) -> String {
     format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")
 }
 
-const NOT_FT_WARNING: &str = "spec.fault_tolerant: the job is elastic but not fault tolerant: \
+const NOT_FT_WARNING: &str = "spec.trainer: the job is elastic but not fault tolerant: \
     trainers restart when it is resized and must re-read their count (/etc/trainscale/trainers) \
     on restart";
 

@@ -263,3 +263,61 @@ fn bundled_scenarios_load() {
         }
     }
 }
+
+/// Priorities in the simulator come the daemon's way: the scenario declares PriorityClasses and
+/// gives each trace VC a priority string, and the planner's starvation relief reclaims trainers
+/// only from jobs of no higher priority. `a` (VC `other`, priority 0) grows to the whole node;
+/// `c` needs 4 GPUs. Of class `high` (1000) it gets them by reclaim at the next pass; at `"-5"`
+/// it waits for `a` to finish.
+#[test]
+fn vc_priorities_resolve_through_the_scenario_priority_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = [
+        "a,0,-,other,1,0,0,bert,1,10,38147,1,1,8,80000".to_string(),
+        "c,600,-,team-c,4,0,0,bert,1,10,38147,4,4,4,4000".to_string(),
+    ];
+    let scenario = |c_priority: &str| {
+        format!(
+            "cluster:
+  node_pools: [{{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}}]
+trace: {{path: trace.csv, format: philly-pollux}}
+speedup: {{model: linear}}
+interval_s: 60
+rescale_cost_s: 0
+policies: [fulfillment]
+priority_classes: [{{name: high, value: 1000}}]
+vc_priorities: {{team-c: \"{c_priority}\"}}
+"
+        )
+    };
+    let start_of_c = |c_priority: &str| {
+        let path = write_scenario(dir.path(), &scenario(c_priority), &rows);
+        let result = &run(&path, &[Policy::Fulfillment])[0];
+        let a = &result.jobs[0];
+        let c = &result.jobs[1];
+        (c.start_s.unwrap(), a.finish_s.unwrap())
+    };
+    let (high_start, _) = start_of_c("high");
+    assert!(high_start <= 660.0, "high starts at {high_start}");
+    let (low_start, a_finish) = start_of_c("-5");
+    assert!(
+        low_start >= a_finish,
+        "low starts at {low_start}, a ends at {a_finish}"
+    );
+
+    // A VC naming an undeclared class is an error naming the key.
+    let bad = write_scenario(
+        dir.path(),
+        "cluster:
+  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
+trace: {path: trace.csv, format: philly-pollux}
+vc_priorities: {team-c: urgent}
+",
+        &rows,
+    );
+    let e = Scenario::load(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("vc_priorities.team-c") && e.contains("urgent"),
+        "{e}"
+    );
+}

@@ -28,6 +28,7 @@ use super::scenario::Scenario;
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
 use super::trace::TraceJob;
+use crate::api::priority::resolve_priority;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
 use crate::cluster::JobInfo;
 use crate::planner::{self, PlannerConfig, Policy};
@@ -133,6 +134,9 @@ impl<'a> Engine<'a> {
             }
         }
         let mut world = World::new(nodes);
+        for (name, value) in &scenario.priority_classes {
+            world.state.set_priority_class(name, Some(*value));
+        }
         let mut runs = Vec::with_capacity(trace.len());
         let mut key_index = HashMap::with_capacity(trace.len());
         let mut static_sizes = BTreeMap::new();
@@ -143,6 +147,10 @@ impl<'a> Engine<'a> {
                 t.mem_mib_per_worker * MIB,
                 t.gpus_per_worker,
             );
+            let priority = resolve_priority(
+                scenario.vc_priorities.get(&t.vc).map_or("", String::as_str),
+                &scenario.priority_classes,
+            );
             let info = JobInfo {
                 min: t.min_workers,
                 max: t.max_workers,
@@ -152,8 +160,8 @@ impl<'a> Engine<'a> {
                     Quantity::from_units(t.cpus_per_worker),
                     Quantity::from_units(t.mem_mib_per_worker * MIB),
                 ],
-                priority: 0,
-                priority_class: None,
+                priority: priority.value,
+                priority_class: priority.class,
                 created: t.submit_s as i64,
                 phase: TrainingJobPhase::Creating,
                 stored_parallelism: Some(t.min_workers),

@@ -3,12 +3,13 @@
 //! Every key is checked: an unknown key, a value of the wrong type or one out of range is an error
 //! naming the key. Paths are relative to the scenario file.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
 use super::SimError;
+use crate::api::priority::PriorityClasses;
 use crate::api::{Quantity, Resources};
 use crate::planner::Policy;
 
@@ -74,6 +75,11 @@ pub struct Scenario {
     pub horizon_s: Option<f64>,
     /// Bind a job below its min all or nothing (the PodGroup the operator creates); default true.
     pub gang_scheduling: bool,
+    /// The PriorityClasses of the simulated cluster, by name.
+    pub priority_classes: PriorityClasses,
+    /// The `priority` string of jobs of each trace virtual cluster (`vc`): an integer or the name
+    /// of one of `priority_classes`; jobs of other VCs have none (0).
+    pub vc_priorities: BTreeMap<String, String>,
 }
 
 /// A number or a string in YAML (`cpu: 96` as well as `cpu: "500m"`).
@@ -112,6 +118,17 @@ struct RawScenario {
     faults: Vec<RawFault>,
     horizon_s: Option<f64>,
     gang_scheduling: Option<bool>,
+    #[serde(default)]
+    priority_classes: Vec<RawPriorityClass>,
+    #[serde(default)]
+    vc_priorities: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPriorityClass {
+    name: String,
+    value: i64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -432,6 +449,37 @@ impl Scenario {
             });
         }
 
+        // Priorities: classes as the API server admits them, VC priorities resolving to one.
+        let mut priority_classes = PriorityClasses::new();
+        for (i, c) in raw.priority_classes.iter().enumerate() {
+            let key = |k: &str| format!("priority_classes[{i}].{k}");
+            if c.name.is_empty() {
+                return Err(err(&key("name"), "must not be empty".into()));
+            }
+            // User-defined PriorityClasses are limited to 1e9 (higher values are the system's).
+            if !(i64::from(i32::MIN)..=1_000_000_000).contains(&c.value) {
+                return Err(err(
+                    &key("value"),
+                    format!("{} is not in [-2147483648, 1000000000]", c.value),
+                ));
+            }
+            if priority_classes
+                .insert(c.name.clone(), c.value as i32)
+                .is_some()
+            {
+                return Err(err(
+                    &key("name"),
+                    format!("class {:?} is listed twice", c.name),
+                ));
+            }
+        }
+        for (vc, text) in &raw.vc_priorities {
+            let resolved = crate::api::priority::resolve_priority(text, &priority_classes);
+            if let Some(warning) = resolved.warning {
+                return Err(err(&format!("vc_priorities.{vc}"), warning));
+            }
+        }
+
         Ok(Scenario {
             name,
             path: path.to_path_buf(),
@@ -447,6 +495,8 @@ impl Scenario {
             faults,
             horizon_s: raw.horizon_s,
             gang_scheduling: raw.gang_scheduling.unwrap_or(true),
+            priority_classes,
+            vc_priorities: raw.vc_priorities,
         })
     }
 

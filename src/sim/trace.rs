@@ -17,6 +17,8 @@ pub struct TraceJob {
     /// Submit time in simulated seconds (after `time_scale`).
     pub submit_s: f64,
     pub application: String,
+    /// The trace's virtual cluster (team) of the job, or "" when the trace has no `vc` column.
+    pub vc: String,
     pub gpus_per_worker: i64,
     pub cpus_per_worker: i64,
     pub mem_mib_per_worker: i64,
@@ -181,6 +183,7 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
     let path = spec.path.as_path();
     let table = Table::read(path)?;
     let [id, submit, app, gpw, cpw, mem, req, min, max, work] = table.columns(path, COLUMNS)?;
+    let vc = table.header.iter().position(|h| h == "vc");
     let take = spec.limit_jobs.unwrap_or(usize::MAX);
     let mut jobs = Vec::new();
     for (row, fields) in table.rows.iter().skip(spec.skip_jobs).take(take) {
@@ -196,6 +199,10 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
             row: *row,
             submit_s: r.float(submit, 0.0)? * spec.time_scale,
             application: r.text(app)?.to_string(),
+            vc: match vc {
+                Some(col) => r.text(col)?.to_string(),
+                None => String::new(),
+            },
             gpus_per_worker: r.int(gpw, 0..=1024)?,
             cpus_per_worker: r.int(cpw, 0..=100_000)?,
             mem_mib_per_worker: r.int(mem, 0..=1 << 40)?,
