@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use trainscale::daemon::guard::GuardedTrainingJob;
+use trainscale::api::guard::GuardedTrainingJob;
 use trainscale::daemon::{Store, WatchEvent};
 
 /// The allocator the `trainscale` binary runs with.
@@ -132,6 +132,8 @@ fn list<K>(store: &mut Store, wrap: fn(Event<K>) -> WatchEvent, items: impl Iter
 fn replay(scale: Scale) -> Store {
     let mut store = Store::new();
     list(&mut store, WatchEvent::Node, (0..scale.nodes).map(node));
+    list(&mut store, WatchEvent::PriorityClass, std::iter::empty());
+    list(&mut store, WatchEvent::PaddleJob, std::iter::empty());
     list(
         &mut store,
         WatchEvent::TrainingJob,

@@ -462,3 +462,220 @@ async fn dry_run_keeps_the_operator_from_writing() {
     );
     stop(cluster).await;
 }
+
+/// The labels of a pod template, or none.
+fn labels_of(
+    template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
+) -> std::collections::BTreeMap<String, String> {
+    template
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+/// The one controller ownerReference of a child: `(apiVersion, kind, name, uid)`.
+fn owner_of(meta: &ObjectMeta) -> (String, String, String, String) {
+    let refs: &[OwnerReference] = meta.owner_references.as_deref().unwrap_or_default();
+    assert_eq!(refs.len(), 1, "ownerReferences {refs:?}");
+    let o = &refs[0];
+    assert_eq!(o.controller, Some(true));
+    (
+        o.api_version.clone(),
+        o.kind.clone(),
+        o.name.clone(),
+        o.uid.clone(),
+    )
+}
+
+/// Manifests written for the original operators, in one namespace: seed 001's PaddleJob applied
+/// unchanged, a TrainingJob whose priority names the PriorityClass `high` (seeded in the
+/// emulator), and a TrainingJob that does not deserialize. The operator creates the PaddleJob's
+/// pserver ReplicaSet and trainer Job, owned by the PaddleJob and labelled `paddle-job-name`; the
+/// autoscaler sizes both jobs' trainer Jobs within their ranges; the malformed job gets a Warning
+/// Event and stops nothing.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn original_manifests_are_created_and_sized_against_kmock() {
+    use trainscale::api::PaddleJob;
+    use trainscale::api::manifest::read_documents;
+
+    require_kmock();
+    let mut cluster = start(&[]).await;
+    let started = cluster.started;
+    let daemon = &mut cluster.daemon;
+    let client = client(&cluster.kubeconfig).await;
+    let ns = "testspace";
+
+    // The malformed job goes in first: nothing after it may be held up by it.
+    let tj_resource = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "paddlepaddle.org",
+        "v1alpha1",
+        "TrainingJob",
+    ));
+    let raw_tjs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &tj_resource);
+    let malformed: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "malformed", "namespace": ns},
+        "spec": {"trainer": {"min-instance": "two", "max-instance": 4}},
+    }))
+    .unwrap();
+    raw_tjs
+        .create(&PostParams::default(), &malformed)
+        .await
+        .unwrap();
+
+    let docs = read_documents(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/seeds/001-paddlejob.yaml"
+    )))
+    .unwrap();
+    let seed: PaddleJob = docs[0].decode().unwrap();
+    let pjs: Api<PaddleJob> = Api::namespaced(client.clone(), ns);
+    let pj_uid = pjs
+        .create(&PostParams::default(), &seed)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+
+    let mut high = training_job();
+    high.metadata.name = Some("high".into());
+    high.metadata.namespace = Some(ns.into());
+    high.spec.annotations.priority = "high".into();
+    high.spec.trainer.max_instance = 3;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), ns);
+    tjs.create(&PostParams::default(), &high).await.unwrap();
+
+    // The PaddleJob's children: owned by the PaddleJob, pods labelled `paddle-job-name`.
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    let pserver = eventually(daemon, started, "ReplicaSet paddlejob-pserver", || {
+        let sets = sets.clone();
+        async move { sets.get_opt("paddlejob-pserver").await.unwrap() }
+    })
+    .await;
+    let owner = (
+        "paddlepaddle.org/v1".to_string(),
+        "PaddleJob".to_string(),
+        "paddlejob".to_string(),
+        pj_uid.clone(),
+    );
+    assert_eq!(owner_of(&pserver.metadata), owner);
+    let pserver_spec = pserver.spec;
+    assert_eq!(pserver_spec.replicas, Some(2));
+    let labels = labels_of(pserver_spec.template.as_ref());
+    assert_eq!(
+        labels.get("paddle-job-name").map(String::as_str),
+        Some("paddlejob")
+    );
+    assert_eq!(
+        labels.get("paddle-job-pserver").map(String::as_str),
+        Some("paddlejob")
+    );
+    let trainer = eventually(daemon, started, "Job paddlejob-trainer", || {
+        let jobs = jobs.clone();
+        async move { jobs.get_opt("paddlejob-trainer").await.unwrap() }
+    })
+    .await;
+    assert_eq!(owner_of(&trainer.metadata), owner);
+    let trainer_spec = trainer.spec.unwrap();
+    let labels = labels_of(Some(&trainer_spec.template));
+    assert_eq!(
+        labels.get("paddle-job-name").map(String::as_str),
+        Some("paddlejob")
+    );
+    assert_eq!(
+        labels.get("paddle-job").map(String::as_str),
+        Some("paddlejob")
+    );
+    assert!(assert_in_range(trainer_spec.parallelism, 2, 6));
+
+    // Both jobs are sized: the node has room for every trainer, so each reaches its max, and
+    // each records the rescale in its own status.
+    let paddle_status = eventually(daemon, started, "PaddleJob trainers 6", || {
+        let (jobs, pjs) = (jobs.clone(), pjs.clone());
+        async move {
+            let job = jobs.get("paddlejob-trainer").await.unwrap();
+            let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+            assert!(assert_in_range(parallelism, 2, 6), "{parallelism:?}");
+            let status = pjs
+                .get("paddlejob")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            (parallelism == Some(6)
+                && !status.scale_records.scale_records.is_empty()
+                && status.trainers == Some(6))
+            .then_some(status)
+        }
+    })
+    .await;
+    assert!(
+        paddle_status
+            .scale_records
+            .scale_records
+            .iter()
+            .all(|r| r.status == ScaleResults::True)
+    );
+    eventually(daemon, started, "TrainingJob high trainers 3", || {
+        let (jobs, tjs) = (jobs.clone(), tjs.clone());
+        async move {
+            let job = jobs.get_opt("high-trainer").await.unwrap()?;
+            let status = tjs.get("high").await.unwrap().status.unwrap_or_default();
+            (job.spec.and_then(|s| s.parallelism) == Some(3)
+                && !status.scale_records.scale_records.is_empty())
+            .then_some(())
+        }
+    })
+    .await;
+
+    // Warning Events: the malformed job's (InvalidSpec, naming the field) and the PaddleJob's
+    // spec warning (elastic, not fault tolerant).
+    let events: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("events.k8s.io", "v1", "Event")),
+    );
+    let (invalid, warned) = eventually(daemon, started, "Warning Events", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&Default::default()).await.unwrap().items;
+            let find = |kind: &str, name: &str, reason: &str| {
+                list.iter()
+                    .find(|e| {
+                        e.data["regarding"]["kind"] == kind
+                            && e.data["regarding"]["name"] == name
+                            && e.data["reason"] == reason
+                            && e.data["type"] == "Warning"
+                    })
+                    .cloned()
+            };
+            Some((
+                find("TrainingJob", "malformed", "InvalidSpec")?,
+                find("PaddleJob", "paddlejob", "SpecWarning")?,
+            ))
+        }
+    })
+    .await;
+    let note = invalid.data["note"].as_str().unwrap_or_default();
+    assert!(note.contains("spec.trainer.min-instance"), "{note}");
+    let note = warned.data["note"].as_str().unwrap_or_default();
+    assert!(note.contains("not fault tolerant"), "{note}");
+    let (_, metrics) = http_get(cluster.port, "/metrics").unwrap();
+    assert!(
+        metrics.contains("trainscale_jobs_skipped{kind=\"TrainingJob\"} 1"),
+        "the malformed job is counted as skipped"
+    );
+
+    stop(cluster).await;
+}
+
+/// Whether a parallelism lies within `min..=max`.
+fn assert_in_range(parallelism: Option<i32>, min: i32, max: i32) -> bool {
+    parallelism.is_some_and(|p| (min..=max).contains(&p))
+}

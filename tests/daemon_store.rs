@@ -6,8 +6,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use serde_json::json;
+use trainscale::api::guard::GuardedTrainingJob;
 use trainscale::api::{JobKey, Resources};
-use trainscale::daemon::guard::GuardedTrainingJob;
 use trainscale::daemon::pass::{prepare, victims};
 use trainscale::daemon::{Store, WatchEvent};
 use trainscale::planner::{JobPlan, PlannerConfig, Reason, Removal};
@@ -53,6 +53,8 @@ fn init<K>(items: Vec<K>, wrap: fn(Event<K>) -> WatchEvent, store: &mut Store) {
 fn synced_store() -> Store {
     let mut store = Store::new();
     init(vec![node("n1"), node("n2")], WatchEvent::Node, &mut store);
+    init(Vec::new(), WatchEvent::PriorityClass, &mut store);
+    init(Vec::new(), WatchEvent::PaddleJob, &mut store);
     init(
         vec![
             pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z"),
@@ -226,4 +228,79 @@ fn a_job_without_its_trainer_job_waits() {
         work.plan.jobs
     );
     assert_eq!(work.waiting, vec![key]);
+}
+
+/// PaddleJobs arrive through their own guarded watch and are keyed by kind; PriorityClasses
+/// resolve priority names as they come and go; a job naming no known class is reported once per
+/// resourceVersion and set of warnings; skipped jobs are counted per kind.
+#[test]
+fn paddle_jobs_and_priority_classes_through_the_watch() {
+    use trainscale::api::JobKind;
+    use trainscale::api::guard::GuardedPaddleJob;
+
+    let mut store = synced_store();
+    let paddle: GuardedPaddleJob = serde_json::from_value(json!({
+        "apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob",
+        "metadata": {"name": "seed", "namespace": "ml", "resourceVersion": "7", "uid": "u7"},
+        "spec": {"pserver": {"min-instance": 2, "max-instance": 2},
+                 "trainer": {"min-instance": 2, "max-instance": 6,
+                             "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}}}}}))
+    .unwrap();
+    let broken: GuardedPaddleJob = serde_json::from_value(json!({
+        "apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob",
+        "metadata": {"name": "broken", "namespace": "ml", "resourceVersion": "8"},
+        "spec": {"trainer": {"min-instance": 3, "max-instance": 1}}}))
+    .unwrap();
+    store.handle(WatchEvent::PaddleJob(Event::Apply(paddle)));
+    store.handle(WatchEvent::PaddleJob(Event::Apply(broken)));
+    let high = tj(
+        json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "high", "namespace": "ml", "resourceVersion": "9", "uid": "u9"},
+        "spec": {"fault_tolerant": true, "annotations": {"priority": "high"},
+                 "trainer": {"min-instance": 1, "max-instance": 2,
+                             "resources": {"requests": {"cpu": "1"}}}}}),
+    );
+    store.handle(WatchEvent::TrainingJob(Event::Apply(high)));
+
+    let seed = JobKey::of_kind(JobKind::PaddleJob, "ml", "seed");
+    let info = store.state().job(&seed).unwrap().info.clone().unwrap();
+    assert_eq!((info.min, info.max), (2, 6));
+    assert_eq!(
+        store.training_job(&seed).unwrap().uid.as_deref(),
+        Some("u7")
+    );
+    let skipped = store.skipped_counts();
+    assert_eq!(skipped[&JobKind::PaddleJob], 1);
+    assert_eq!(skipped[&JobKind::TrainingJob], 0);
+
+    // "high" names no class yet: ordered as 0 and reported once.
+    let high = JobKey::new("ml", "high");
+    let priority = |store: &Store| {
+        store
+            .state()
+            .job(&high)
+            .unwrap()
+            .info
+            .as_ref()
+            .unwrap()
+            .priority
+    };
+    assert_eq!(priority(&store), 0);
+    let warned = store.unreported_warnings();
+    assert_eq!(warned.len(), 1);
+    assert_eq!(warned[0].problems[0].field, "spec.annotations.priority");
+    store.mark_warned(&warned[0]);
+    assert!(store.unreported_warnings().is_empty());
+
+    let class: k8s_openapi::api::scheduling::v1::PriorityClass = serde_json::from_value(
+        json!({"metadata": {"name": "high", "resourceVersion": "3"}, "value": 1000}),
+    )
+    .unwrap();
+    store.handle(WatchEvent::PriorityClass(Event::Apply(class.clone())));
+    assert_eq!(priority(&store), 1000);
+    assert!(store.unreported_warnings().is_empty());
+    store.handle(WatchEvent::PriorityClass(Event::Delete(class)));
+    assert_eq!(priority(&store), 0);
+    // Already reported at this resourceVersion with the same warning: not again.
+    assert!(store.unreported_warnings().is_empty());
 }

@@ -1023,7 +1023,7 @@ fn events_path(ns: &str) -> String {
     format!("/apis/events.k8s.io/v1/namespaces/{ns}/events")
 }
 
-const NOT_FT_WARNING: &str = "spec.trainer: the job is elastic but not fault tolerant: \
+const NOT_FT_WARNING: &str = "spec.fault_tolerant: the job is elastic but not fault tolerant: \
     trainers restart when it is resized and must re-read their count (/etc/trainscale/trainers) \
     on restart";
 
@@ -1107,7 +1107,11 @@ async fn seed_paddle_job_creates_pservers_and_indexed_trainers_it_owns() {
     assert_eq!(event["type"], "Warning");
     assert_eq!(event["reason"], "SpecWarning");
     assert_eq!(event["action"], "Validate");
-    assert_eq!(event["note"], NOT_FT_WARNING);
+    assert_eq!(
+        event["note"],
+        NOT_FT_WARNING.replace("spec.fault_tolerant:", "spec.trainer:"),
+        "a PaddleJob has no fault_tolerant field"
+    );
     assert_eq!(event["reportingController"], "trainscale-operator");
     assert_eq!(
         event["regarding"],

@@ -2,6 +2,7 @@
 
 mod embedded;
 mod error;
+pub mod guard;
 mod job;
 mod kind;
 pub mod manifest;

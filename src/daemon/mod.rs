@@ -4,7 +4,6 @@
 
 pub mod actuator;
 pub mod config;
-pub mod guard;
 pub mod http;
 pub mod leader;
 pub mod metrics;

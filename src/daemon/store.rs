@@ -13,7 +13,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
-use super::guard::{Guarded, GuardedPaddleJob, GuardedTrainingJob};
+use crate::api::guard::{Guarded, GuardedPaddleJob, GuardedTrainingJob};
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, priority_field};
 use crate::cluster::objects::read_trainer_job;

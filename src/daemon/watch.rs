@@ -12,8 +12,8 @@ use kube::{Api, Client, ResourceExt};
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::guard::{GuardedPaddleJob, GuardedTrainingJob};
 use super::store::{Kind, WatchEvent};
+use crate::api::guard::{GuardedPaddleJob, GuardedTrainingJob};
 
 /// An error of one watch stream; the stream retries after a backoff.
 #[derive(Debug)]

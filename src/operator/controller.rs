@@ -30,6 +30,7 @@ use super::phase::{self, Observation, PhasePolicy};
 use super::podgroup::api_resource;
 use super::resources::{desired, job_ref};
 use super::{OperatorConfig, OperatorError};
+use crate::api::guard::{Guarded, MalformedJob};
 use crate::api::validate::check_training_job;
 use crate::api::{
     FieldError, JobKind, LABEL_PSERVER, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus,
@@ -124,25 +125,47 @@ pub async fn run_operator_in(
     futures::join!(
         run_controller(
             JobKind::TrainingJob,
-            api::<TrainingJob>(&client, ns),
+            api::<Guarded<TrainingJob>>(&client, ns),
             &client,
             ns,
             ctx.clone(),
             stop.clone(),
-            reconcile,
+            |job: Arc<Guarded<TrainingJob>>, ctx: Arc<Context>| async move {
+                match &job.0 {
+                    Ok(tj) => reconcile_kind(JobKind::TrainingJob, tj, &ctx).await,
+                    Err(bad) => Ok(skip_malformed(JobKind::TrainingJob, bad)),
+                }
+            },
         ),
         run_controller(
             JobKind::PaddleJob,
-            api::<PaddleJob>(&client, ns),
+            api::<Guarded<PaddleJob>>(&client, ns),
             &client,
             ns,
             ctx,
             stop,
-            reconcile_paddle_job,
+            |job: Arc<Guarded<PaddleJob>>, ctx: Arc<Context>| async move {
+                match &job.0 {
+                    Ok(pj) => reconcile_kind(JobKind::PaddleJob, &pj.as_training_job(), &ctx).await,
+                    Err(bad) => Ok(skip_malformed(JobKind::PaddleJob, bad)),
+                }
+            },
         ),
     );
     info!("operator stopped");
     Ok(())
+}
+
+/// A job object that does not deserialize is left alone until it changes: the autoscaler
+/// reports it (Warning Event `InvalidSpec`, the skipped-jobs metric); one such object never stops
+/// the controller's watch.
+fn skip_malformed(kind: JobKind, bad: &MalformedJob) -> Action {
+    let object = kind.object_ref(
+        bad.metadata.namespace.as_deref().unwrap_or_default(),
+        bad.metadata.name.as_deref().unwrap_or_default(),
+    );
+    warn!(job = %object, field = %bad.field, error = %bad.error, "malformed job; not reconciled");
+    Action::await_change()
 }
 
 /// Runs one kind's Controller (owning the labelled ReplicaSets and Jobs) until `stop` resolves.

@@ -1,7 +1,8 @@
 //! A job object that may fail to deserialize without stopping the watch.
 //!
 //! Like kube's `DeserializeGuard`, but the failure names the field (via `serde_path_to_error`), so
-//! the Event sent for a malformed object says which field is wrong.
+//! the Event sent for a malformed object says which field is wrong. The autoscaler's watches and
+//! the operator's controllers both read job objects through it.
 
 use std::borrow::Cow;
 
@@ -10,7 +11,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use crate::api::{PaddleJob, TrainingJob};
+use super::{PaddleJob, TrainingJob};
 
 /// A job object as the watch delivers it: parsed (boxed: the types are over 10 kB, too big to
 /// move through stream futures), or the reason it could not be.
