@@ -679,3 +679,39 @@ async fn original_manifests_are_created_and_sized_against_kmock() {
 fn assert_in_range(parallelism: Option<i32>, min: i32, max: i32) -> bool {
     parallelism.is_some_and(|p| (min..=max).contains(&p))
 }
+
+/// Health that means something: with the API server gone, `/readyz` turns 503 (watches fail)
+/// while `/healthz` stays 200 (the pass loop keeps running), and the leader/ready gauges are
+/// still exported.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn readiness_follows_the_api_server() {
+    require_kmock();
+    let mut cluster = start(&[]).await;
+    let (started, port) = (cluster.started, cluster.port);
+    assert_eq!(http_status(port, "/readyz"), Some(200));
+    cluster.emulator.0.kill().unwrap();
+    let _ = cluster.emulator.0.wait();
+    let why = eventually(&mut cluster.daemon, started, "/readyz 503", || async {
+        let (code, body) = http_get(port, "/readyz")?;
+        (code == 503).then_some(body)
+    })
+    .await;
+    assert!(why.contains("unreachable"), "{why}");
+    assert_eq!(http_status(port, "/healthz"), Some(200));
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert!(metrics.contains("trainscale_leader"), "{metrics}");
+    assert!(metrics.contains("trainscale_ready"), "{metrics}");
+    let pid = cluster.daemon.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let _ = cluster.daemon.0.wait();
+}

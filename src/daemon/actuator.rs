@@ -1,7 +1,9 @@
 //! Applying a plan to the cluster: the trainer Job's parallelism, victim pods, the TrainingJob's
-//! scale records and phase, and Events. Every write is bounded and one job's failure is returned
+//! scale records, and Events. The
+//! autoscaler writes no phase: `status.phase` has one writer, the operator. Every write is bounded and one job's failure is returned
 //! as its outcome, never propagated to the others.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -14,11 +16,11 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+use super::http::Health;
+use super::leader::Fence;
 use super::metrics;
 use super::store::{InvalidJob, TrainerJobRef};
-use crate::api::{
-    FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobPhase, TrainingJobStatus,
-};
+use crate::api::{FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
 use crate::cluster::kinds::{Records, records_of};
 use crate::planner::Reason;
 
@@ -86,6 +88,8 @@ pub struct Actuator {
     client: Client,
     recorder: Recorder,
     clock: fn() -> Timestamp,
+    fence: Fence,
+    health: Option<Arc<Health>>,
 }
 
 impl Actuator {
@@ -99,7 +103,26 @@ impl Actuator {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             clock: Timestamp::now,
+            fence: Fence::Always,
+            health: None,
         }
+    }
+
+    /// Reports each applied job as progress of the pass loop (for `/healthz`).
+    pub fn with_health(mut self, health: Arc<Health>) -> Self {
+        self.health = Some(health);
+        self
+    }
+
+    /// Writes only while `fence` is held: a deposed leader issues no further writes.
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Whether writes are still allowed (the leader lease is held).
+    pub fn may_write(&self) -> bool {
+        self.fence.held()
     }
 
     /// Replaces the clock that stamps scale records (tests).
@@ -122,9 +145,26 @@ impl Actuator {
                 tracing::info!("shutdown requested; leaving the rest of the plan");
                 break;
             }
-            let outcome = tokio::time::timeout(timeout, self.rescale(r))
-                .await
-                .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
+            if !self.fence.held() {
+                tracing::warn!("leader lease lost; leaving the rest of the plan unwritten");
+                break;
+            }
+            // Losing the lease cancels the job's in-flight writes; none follow.
+            let applied = tokio::select! {
+                biased;
+                _ = self.fence.lost() => None,
+                done = tokio::time::timeout(timeout, self.rescale(r)) => Some(
+                    done.unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale")),
+                ),
+            };
+            let Some(outcome) = applied else {
+                tracing::warn!(job = %r.key, "leader lease lost mid-rescale; writes stopped");
+                metrics::rescale(Outcome::unknown("").result_str());
+                break;
+            };
+            if let Some(health) = &self.health {
+                health.progressed();
+            }
             metrics::rescale(outcome.result_str());
             tracing::info!(job = %r.key, current = r.current, target = r.target, reason = r.reason.as_str(), result = outcome.result_str(), error = %outcome.reason, "rescale");
             outcomes.push((r.key.clone(), outcome));
@@ -133,11 +173,20 @@ impl Actuator {
     }
 
     /// Rescales one job: victims, parallelism, scale record, Event.
+    /// Each write first checks the fence: after a lost lease nothing more is written.
     pub async fn rescale(&self, r: &Rescale) -> Outcome {
         if r.target < r.current {
             self.delete_victims(&r.key.namespace, &r.victims).await;
         }
+        if !self.fence.held() {
+            return Outcome::unknown(
+                "the leader lease was lost before the trainer Job was patched",
+            );
+        }
         let outcome = self.patch_parallelism(r).await;
+        if !self.fence.held() {
+            return outcome;
+        }
         if let Err(e) = self.record(r, &outcome).await {
             tracing::warn!(job = %r.key, error = %e, "could not write the scale record");
         }
@@ -148,6 +197,9 @@ impl Actuator {
     async fn delete_victims(&self, namespace: &str, victims: &[String]) {
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         for name in victims {
+            if !self.fence.held() {
+                return;
+            }
             match pods.delete(name, &DeleteParams::default()).await {
                 Ok(_) => tracing::info!(pod = %name, namespace, "deleted victim trainer pod"),
                 Err(kube::Error::Api(s)) if s.is_not_found() => {}
@@ -207,7 +259,8 @@ impl Actuator {
     }
 
     /// Appends a scale record where the job's kind keeps them (the status of both paddlepaddle.org
-    /// kinds: newest 50 kept) and, on success, sets the phase to Scaling.
+    /// kinds: newest 50 kept), guarded by the resourceVersion it read. Only the records: the
+    /// operator owns the phase and every other status field.
     async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
         match records_of(r.key.kind) {
             Records::Status => self.record_in_status(r, outcome).await,
@@ -234,8 +287,7 @@ impl Actuator {
             records.push(record.clone());
             let excess = records.len().saturating_sub(MAX_SCALE_RECORDS);
             records.drain(..excess);
-            let phase = (outcome.result == ScaleResults::True).then_some(TrainingJobPhase::Scaling);
-            let body = status_patch(&records, phase, current.resource_version().as_deref());
+            let body = status_patch(&records, current.resource_version().as_deref());
             match api
                 .patch_status(&r.key.name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
@@ -247,19 +299,6 @@ impl Actuator {
                     return Err(e);
                 }
             }
-        }
-    }
-
-    /// Sets a job whose rescale has settled back to Running.
-    pub async fn mark_running(&self, key: &JobKey) {
-        let api = self.job_api(key);
-        let body = json!({ "status": { "phase": TrainingJobPhase::Running.as_str() } });
-        if let Err(e) = api
-            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            metrics::api_error("patch");
-            tracing::warn!(job = %key, error = %e, "could not set phase Running");
         }
     }
 
@@ -318,6 +357,10 @@ impl Actuator {
     }
 
     async fn publish(&self, key: &JobKey, uid: Option<String>, event: &Event) {
+        if !self.fence.held() {
+            tracing::debug!(job = %key, reason = %event.reason, "leader lease lost; Event not sent");
+            return;
+        }
         let reference = ObjectReference {
             api_version: Some(key.kind.api_version().to_string()),
             kind: Some(key.kind.as_str().to_string()),
@@ -346,18 +389,10 @@ pub fn parallelism_patch(target: i32, indexed: bool, resource_version: Option<&s
     body
 }
 
-/// The merge patch of a TrainingJob's status: the whole record list (merge patches replace
-/// lists), and the phase when it changes.
-pub fn status_patch(
-    records: &[TrainerJobScaleRecord],
-    phase: Option<TrainingJobPhase>,
-    resource_version: Option<&str>,
-) -> Value {
-    let mut status = json!({ "scale_records": { "ScaleRecords": records } });
-    if let Some(phase) = phase {
-        status["phase"] = json!(phase.as_str());
-    }
-    let mut body = json!({ "status": status });
+/// The merge patch of a job's status: the whole record list (merge patches replace lists), and
+/// nothing else.
+pub fn status_patch(records: &[TrainerJobScaleRecord], resource_version: Option<&str>) -> Value {
+    let mut body = json!({ "status": { "scale_records": { "ScaleRecords": records } } });
     if let Some(rv) = resource_version {
         body["metadata"] = json!({ "resourceVersion": rv });
     }

@@ -2,8 +2,9 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
@@ -15,21 +16,84 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// How long after a watch error the API server counts as unreachable, unless a watch event
+/// arrives first: longer than the watchers' largest backoff (30 s), so a server that stays down
+/// keeps readiness false between retries.
+pub const UNREACHABLE_AFTER_ERROR: Duration = Duration::from_secs(45);
+
 /// What the probes report.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Health {
     /// Caches synced: the daemon can plan.
-    pub ready: AtomicBool,
+    ready: AtomicBool,
+    /// The last watch error not yet followed by a watch event.
+    watch_error: Mutex<Option<Instant>>,
+    /// The last time the pass loop made progress (a pass ran, or a job of a pass was written).
+    progress: Mutex<Instant>,
+    /// Without progress for this long, `/healthz` fails.
+    stall_after: Duration,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health::new(Duration::from_secs(90))
+    }
 }
 
 impl Health {
+    /// Health whose liveness fails after `stall_after` without progress (three pass intervals).
+    pub fn new(stall_after: Duration) -> Self {
+        Health {
+            ready: AtomicBool::new(false),
+            watch_error: Mutex::new(None),
+            progress: Mutex::new(Instant::now()),
+            stall_after,
+        }
+    }
+
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+    /// A watch stream failed: the API server may be unreachable.
+    pub fn watch_failed(&self) {
+        *lock(&self.watch_error) = Some(Instant::now());
     }
+
+    /// A watch stream delivered an event: the API server answers.
+    pub fn watch_delivered(&self) {
+        let mut error = lock(&self.watch_error);
+        if error.is_some() {
+            *error = None;
+        }
+    }
+
+    /// The pass loop made progress.
+    pub fn progressed(&self) {
+        *lock(&self.progress) = Instant::now();
+    }
+
+    /// Caches synced and no unanswered watch error within [`UNREACHABLE_AFTER_ERROR`].
+    pub fn is_ready(&self) -> Result<(), &'static str> {
+        if !self.ready.load(Ordering::Relaxed) {
+            return Err("caches not synced\n");
+        }
+        match *lock(&self.watch_error) {
+            Some(at) if at.elapsed() < UNREACHABLE_AFTER_ERROR => {
+                Err("API server unreachable: watches are failing\n")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the pass loop made progress within the stall bound.
+    pub fn is_live(&self) -> bool {
+        lock(&self.progress).elapsed() < self.stall_after
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Binds the port; the caller then runs [`serve`].
@@ -92,9 +156,15 @@ fn respond(
             );
             response
         }
-        "/healthz" => text(StatusCode::OK, "ok\n"),
-        "/readyz" if health.is_ready() => text(StatusCode::OK, "ready\n"),
-        "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "caches not synced\n"),
+        "/healthz" if health.is_live() => text(StatusCode::OK, "ok\n"),
+        "/healthz" => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the pass loop has made no progress for three intervals\n",
+        ),
+        "/readyz" => match health.is_ready() {
+            Ok(()) => text(StatusCode::OK, "ready\n"),
+            Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+        },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }
@@ -103,4 +173,31 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_needs_sync_and_an_answering_server() {
+        let health = Health::new(Duration::from_secs(90));
+        assert!(health.is_ready().is_err(), "not synced yet");
+        health.set_ready(true);
+        assert_eq!(health.is_ready(), Ok(()));
+        health.watch_failed();
+        assert!(health.is_ready().unwrap_err().contains("unreachable"));
+        health.watch_delivered();
+        assert_eq!(health.is_ready(), Ok(()));
+    }
+
+    #[test]
+    fn liveness_fails_without_progress() {
+        let health = Health::new(Duration::from_millis(30));
+        assert!(health.is_live());
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!health.is_live());
+        health.progressed();
+        assert!(health.is_live());
+    }
 }

@@ -52,6 +52,14 @@ impl Leadership {
         }
     }
 
+    /// A fence for writes: held while this replica holds the lease.
+    pub fn fence(&self) -> Fence {
+        match self {
+            Leadership::Always => Fence::Always,
+            Leadership::Lease { state, .. } => Fence::Lease(state.clone()),
+        }
+    }
+
     /// Resolves when leadership changes; never, without election.
     pub async fn changed(&mut self) {
         match self {
@@ -74,6 +82,43 @@ impl Leadership {
                 Ok(Ok(Err(e))) => tracing::warn!(error = %e, "could not release the leader lease"),
                 Ok(Err(e)) => tracing::warn!(error = %e, "the lease task failed"),
                 Err(_) => tracing::warn!("timed out releasing the leader lease"),
+            }
+        }
+    }
+}
+
+/// Whether writes are still allowed: a deposed leader issues no further writes. Every write
+/// batch checks [`Fence::held`] before each write and is cancelled when [`Fence::lost`] resolves.
+#[derive(Debug, Clone)]
+pub enum Fence {
+    /// No election: always held.
+    Always,
+    /// Held while the lease watch says this replica leads.
+    Lease(watch::Receiver<bool>),
+}
+
+impl Fence {
+    /// A fence whose holding follows `state` (tests, and [`Leadership::fence`]).
+    pub fn following(state: watch::Receiver<bool>) -> Self {
+        Fence::Lease(state)
+    }
+
+    /// Whether this replica still holds the lease.
+    pub fn held(&self) -> bool {
+        match self {
+            Fence::Always => true,
+            Fence::Lease(state) => *state.borrow(),
+        }
+    }
+
+    /// Resolves once the lease is not held (at once when it is not held now); never without
+    /// election. A lease task that ended counts as lost.
+    pub async fn lost(&self) {
+        match self {
+            Fence::Always => std::future::pending().await,
+            Fence::Lease(state) => {
+                let mut state = state.clone();
+                let _ = state.wait_for(|held| !*held).await;
             }
         }
     }

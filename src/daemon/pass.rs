@@ -1,7 +1,7 @@
 //! One pass's work, computed under the store lock without I/O: the plan, the rescales it calls
-//! for (with victims resolved to pod names), invalid jobs to report, jobs to settle to Running.
+//! for (with victims resolved to pod names), invalid jobs and warnings to report.
 
-use crate::api::{JobKey, TrainingJobPhase};
+use crate::api::JobKey;
 use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
@@ -17,8 +17,6 @@ pub struct PassWork {
     pub invalid: Vec<InvalidJob>,
     /// Planned jobs with a warning only the autoscaler sees, not yet reported.
     pub warned: Vec<InvalidJob>,
-    /// Jobs in phase Scaling whose trainers all run at the current size.
-    pub settled: Vec<JobKey>,
     /// Jobs the plan would resize that have no trainer Job yet; not written.
     pub waiting: Vec<JobKey>,
 }
@@ -38,22 +36,10 @@ pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
         .map(|j| rescale_of(store, j))
         .partition(|r| r.trainer_job.is_some());
     let waiting = waiting.into_iter().map(|r| r.key).collect();
-    let settled = store
-        .state()
-        .jobs()
-        .filter(|(key, slot, info)| {
-            info.phase == TrainingJobPhase::Scaling
-                && slot.pending_trainers() == 0
-                && slot.trainers.terminating == 0
-                && !rescales.iter().any(|r| &r.key == *key)
-        })
-        .map(|(key, _, _)| key.clone())
-        .collect();
     PassWork {
         rescales,
         invalid: store.unreported_invalid(),
         warned: store.unreported_warnings(),
-        settled,
         waiting,
         plan: plan.into_owned(),
     }

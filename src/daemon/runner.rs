@@ -15,7 +15,7 @@ use super::DaemonError;
 use super::actuator::Actuator;
 use super::config::DaemonConfig;
 use super::http::{self, Health};
-use super::leader::{LeaderTask, Leadership, StopSignal};
+use super::leader::{Fence, LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::store::Store;
@@ -31,7 +31,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let health = Arc::new(Health::default());
+    let health = Arc::new(Health::new(config.interval * 3));
     let listener = http::bind(config.metrics_addr)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -74,15 +74,18 @@ pub async fn run(
         Leadership::Always
     };
     metrics::leader(leadership.is_leader());
-    let mut operator = operator_task(&client, &config);
+    let mut operator = operator_task(&client, &config, leadership.fence());
     if let Some(task) = operator.as_mut() {
         task.follow(leadership.is_leader()).await;
         metrics::operator_running(task.is_running());
     }
 
     let daemon = Daemon {
-        actuator: Actuator::new(client, &config.identity),
+        actuator: Actuator::new(client, &config.identity)
+            .with_fence(leadership.fence())
+            .with_health(health.clone()),
         store,
+        health,
         stop: stop_rx,
         config,
     };
@@ -138,7 +141,10 @@ pub async fn run(
 }
 
 /// The operator as a leader-only task, when configured and not a dry run.
-fn operator_task(client: &Client, config: &DaemonConfig) -> Option<LeaderTask> {
+///
+/// Losing the lease drops the operator at once (in-flight reconciles cancelled, no further
+/// writes); a shutdown while leader stops it gracefully.
+fn operator_task(client: &Client, config: &DaemonConfig, fence: Fence) -> Option<LeaderTask> {
     let operator = config.operator.clone()?;
     if config.dry_run {
         tracing::info!(
@@ -150,9 +156,16 @@ fn operator_task(client: &Client, config: &DaemonConfig) -> Option<LeaderTask> {
     let namespace = config.namespace.clone();
     Some(LeaderTask::new("operator", move |stop: StopSignal| {
         let run = run_operator_in(client.clone(), operator.clone(), namespace.clone(), stop);
+        let fence = fence.clone();
         async move {
-            if let Err(e) = run.await {
-                tracing::error!(error = %e, "operator failed");
+            tokio::select! {
+                biased;
+                _ = fence.lost() => tracing::warn!("leader lease lost: operator stopped at once"),
+                result = run => {
+                    if let Err(e) = result {
+                        tracing::error!(error = %e, "operator failed");
+                    }
+                }
             }
         }
     }))
@@ -183,6 +196,7 @@ async fn consume_watch(
         match next {
             None => break,
             Some(Ok(event)) => {
+                health.watch_delivered();
                 let restart = event.restarted_kind();
                 let mut guard = lock(&store);
                 if let Some(kind) = restart
@@ -204,6 +218,7 @@ async fn consume_watch(
                 }
             }
             Some(Err(e)) => {
+                health.watch_failed();
                 metrics::watch_error(e.kind.as_str());
                 tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; retrying after backoff");
             }
@@ -221,6 +236,7 @@ fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
 struct Daemon {
     actuator: Actuator,
     store: Arc<Mutex<Store>>,
+    health: Arc<Health>,
     stop: watch::Receiver<bool>,
     config: DaemonConfig,
 }
@@ -243,8 +259,12 @@ impl Daemon {
     /// One pass: observe always; plan and act only when synced and leader.
     async fn pass(&self, leader: bool) {
         let started = Instant::now();
+        self.health.progressed();
+        // Set on every pass so the exporter's idle timeout never drops them.
+        metrics::leader(leader);
         let work: PassWork = {
             let store = lock(&self.store);
+            metrics::ready(store.synced());
             if !store.synced() || store.relisting() {
                 tracing::debug!("pass skipped: caches not synced");
                 return;
@@ -268,6 +288,9 @@ impl Daemon {
                 tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "job has errors; not planned");
             }
             if !self.config.dry_run {
+                if !self.actuator.may_write() {
+                    break;
+                }
                 self.actuator.report_invalid(job).await;
             }
             lock(&self.store).mark_reported(&job.key, &job.resource_version);
@@ -277,6 +300,9 @@ impl Daemon {
                 tracing::warn!(job = %job.key, field = %problem.field, problem = %problem.problem, "planned with a warning");
             }
             if !self.config.dry_run {
+                if !self.actuator.may_write() {
+                    break;
+                }
                 self.actuator.report_warnings(job).await;
             }
             lock(&self.store).mark_warned(job);
@@ -289,11 +315,6 @@ impl Daemon {
             self.actuator
                 .apply_all(&work.rescales, self.config.apply_timeout, &self.stop)
                 .await;
-        }
-        if !self.config.dry_run {
-            for key in &work.settled {
-                self.actuator.mark_running(key).await;
-            }
         }
         metrics::pass_duration(started.elapsed());
     }
