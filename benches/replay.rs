@@ -113,7 +113,7 @@ fn trainer_job(j: usize) -> Job {
         "metadata": {"name": format!("job-{j:05}-trainer"), "namespace": format!("team-{}", j % 50),
                      "resourceVersion": "1",
                      "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
-                                          "name": format!("job-{j:05}"), "uid": format!("uid-tj-{j}")}]},
+                                          "name": format!("job-{j:05}"), "uid": format!("uid-tj-{j}"), "controller": true}]},
         "spec": {"parallelism": TRAINERS_PER_JOB,
                  "template": {"metadata": {"labels": {"paddle-job": format!("job-{j:05}")}},
                               "spec": {"containers": [{"name": "trainer", "image": "paddle"}]}}}

@@ -32,7 +32,9 @@ fn pod(name: &str, node: Option<&str>, job: &str, created: &str) -> Pod {
 }
 
 fn trainer_job(name: &str, job: &str, parallelism: i32) -> Job {
-    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ml", "resourceVersion": "4"},
+    serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ml", "resourceVersion": "4",
+            "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+                                 "name": job, "uid": format!("uid-{job}"), "controller": true}]},
         "spec": {"parallelism": parallelism, "completionMode": "Indexed",
                  "template": {"metadata": {"labels": {"paddle-job": job}}, "spec": {"containers": []}}}}))
     .unwrap()
@@ -303,4 +305,19 @@ fn paddle_jobs_and_priority_classes_through_the_watch() {
     assert_eq!(priority(&store), 0);
     // Already reported at this resourceVersion with the same warning: not again.
     assert!(store.unreported_warnings().is_empty());
+}
+
+/// A Job that only carries the trainer label, with no ownerReference to a job object, is not a
+/// trainer Job: it is never indexed, so never resized.
+#[test]
+fn a_labelled_job_without_an_owner_is_not_a_trainer_job() {
+    let mut store = synced_store();
+    let stranger: Job = serde_json::from_value(json!({
+        "metadata": {"name": "imposter", "namespace": "ml", "resourceVersion": "5"},
+        "spec": {"parallelism": 1,
+                 "template": {"metadata": {"labels": {"paddle-job": "other"}}, "spec": {"containers": []}}}}))
+    .unwrap();
+    store.handle(WatchEvent::Job(Event::Apply(stranger)));
+    assert!(store.trainer_job(&JobKey::new("ml", "other")).is_none());
+    assert!(store.trainer_job(&JobKey::new("ml", "mnist")).is_some());
 }

@@ -185,26 +185,18 @@ fn labelled_kind(labels: Option<&std::collections::BTreeMap<String, String>>) ->
 
 /// The job a batch/v1 Job runs the trainers of, and its parallelism.
 ///
-/// A trainer Job is one owned by a TrainingJob or PaddleJob, or one whose pod template carries the
-/// `paddle-job` label. Other Jobs give `None`.
+/// A trainer Job is one whose controller ownerReference names a job kind (TrainingJob or
+/// PaddleJob, with its exact apiVersion): a label alone never makes a Job a trainer Job, so a
+/// Job someone else labelled `paddle-job=x` is never resized. Other Jobs give `None`.
 pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
-    let owner = job
+    let (kind, name) = job
         .metadata
         .owner_references
         .iter()
         .flatten()
-        .find_map(|o| JobKind::of(&o.kind, &o.api_version).map(|kind| (kind, o.name.clone())));
-    let labelled = || {
-        let labels = job
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.labels.as_ref());
-        let name = labels.and_then(|l| l.get(LABEL_TRAINER)).cloned()?;
-        Some((labelled_kind(labels), name))
-    };
-    let (kind, name) = owner.or_else(labelled)?;
+        .filter(|o| o.controller == Some(true))
+        .find_map(|o| JobKind::of(&o.kind, &o.api_version).map(|kind| (kind, o.name.clone())))?;
     let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
     Some((JobKey::of_kind(kind, namespace, name), parallelism))
 }
