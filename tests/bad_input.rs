@@ -283,3 +283,114 @@ fn committed_crd_matches_the_generated_one() {
         "deploy/crd.yaml is stale: run `cargo run -- crd > deploy/crd.yaml`"
     );
 }
+
+/// A dump of nodes with the given GPU resource maps, and an elastic GPU job wanting more.
+fn gpu_dump(gpus: &[(&str, &str)]) -> Vec<trainscale::api::manifest::Document> {
+    let mut items: Vec<serde_json::Value> = gpus
+        .iter()
+        .enumerate()
+        .map(|(i, (resource, amount))| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")},
+             "status": {"allocatable": {"cpu": "64", "memory": "256Gi", *resource: *amount}}})
+        })
+        .collect();
+    items.push(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "j", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": good_spec(),
+    }));
+    let dump = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    parse_documents(&dump.to_string(), "dump.json").unwrap()
+}
+
+#[test]
+fn absurd_node_allocatable_is_refused_and_free_counts_never_go_negative() {
+    use trainscale::planner::{PlannerConfig, Policy, plan};
+    let huge = (1i64 << 62).to_string();
+    let docs = gpu_dump(&[
+        ("nvidia.com/gpu", &huge),
+        ("alpha.kubernetes.io/nvidia-gpu", &huge),
+        ("nvidia.com/gpu", "8"),
+    ]);
+    let snap = ClusterState::from_documents(&docs);
+    let warnings: Vec<String> = snap.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "Node n0: status.allocatable.nvidia.com/gpu: quantity \"4611686018427387904\" is more than a node can have (at most 1048576)"
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with("Node n1: status.allocatable.alpha.kubernetes.io/nvidia-gpu:"),
+        "{warnings:?}"
+    );
+    for policy in [Policy::Fulfillment, Policy::Edl, Policy::Static] {
+        let config = PlannerConfig {
+            policy,
+            ..PlannerConfig::default()
+        };
+        let result = plan(&snap.state, &config);
+        let s = &result.summary;
+        assert!(
+            s.free_gpus_after >= 0 && s.stranded_gpus_after >= 0,
+            "{policy:?}: {s:?}"
+        );
+        assert!(s.free_gpus_after <= 8, "{policy:?}: {s:?}");
+    }
+    let free = trainscale::daemon::metrics::free_resources(&snap.state);
+    assert_eq!(free.gpu, 8);
+
+    // Through the command: the table never shows a negative count.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.json");
+    let items: Vec<serde_json::Value> = docs.iter().map(|d| d.value.clone()).collect();
+    std::fs::write(
+        &path,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+    let (text, warnings) = trainscale::commands::plan::plan_snapshot(
+        &path,
+        &PlannerConfig::default(),
+        trainscale::commands::OutputFormat::Table,
+    )
+    .unwrap();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(!text.contains("free GPUs -"), "{text}");
+
+    // CPU and memory have their own bound; at the bound a node is kept, and many such nodes sum
+    // without wrapping.
+    let docs = parse_documents(
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "big-memory"},
+             "status": {"allocatable": {"cpu": "1", "memory": "1Ei"}}},
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "big-cpu"},
+             "status": {"allocatable": {"cpu": "1E", "memory": "1"}}},
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "many-cores"},
+             "status": {"allocatable": {"cpu": "9007199254741", "memory": "1"}}},
+        ]})
+        .to_string(),
+        "dump.json",
+    )
+    .unwrap();
+    let warnings: Vec<String> = ClusterState::from_documents(&docs)
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "Node big-memory: status.allocatable.memory: quantity \"1Ei\" is more than a node can have (at most 9007199254740992)",
+            "Node big-cpu: status.allocatable.cpu: quantity \"1E\" is too large in thousandths (the largest is 9223372036854775807m)",
+            "Node many-cores: status.allocatable.cpu: quantity \"9007199254741\" is more than a node can have (at most 9007199254740992m)",
+        ]
+    );
+    let max = (1i64 << 20).to_string();
+    let docs = gpu_dump(&vec![("nvidia.com/gpu", max.as_str()); 300]);
+    let snap = ClusterState::from_documents(&docs);
+    assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+    let result = plan(&snap.state, &PlannerConfig::default());
+    assert!(result.summary.free_gpus_after > 299 << 20);
+}

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use trainscale::commands::simulate::simulate;
+use trainscale::commands::simulate::{output_dir, simulate};
 use trainscale::sim::{self, Scenario};
 
 const HEADER: &str = "job_id,submit_time_s,orig_timestamp,vc,num_gpus,duration_s,gpu_time_s,application,gpus_per_worker,cpus_per_worker,mem_mib_per_worker,req_workers,min_workers,max_workers,work_worker_s";
@@ -130,4 +130,48 @@ fn a_bad_scenario_key_is_named() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("nope.yaml"), "{e}");
+}
+
+#[test]
+fn a_scenario_name_is_one_plain_directory_name() {
+    let rows = "a,0,-,vc,1,60,60,bert,1,10,38147,1,1,32,60\n";
+    for bad in [
+        "../../escape",
+        "a/b",
+        "a\\\\b",
+        "/abs",
+        ".hidden",
+        ".",
+        "..",
+        "x..y",
+        "Upper",
+        "a b",
+        "é",
+        "''",
+    ] {
+        let e = load_error(&format!("name: {bad}\n{SCENARIO}"), rows);
+        assert!(e.contains("s.yaml: key `name`: "), "{bad}: {e}");
+    }
+    // A name from the file name is checked too.
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), SCENARIO, rows);
+    let path = dir.path().join("Bad Name.yaml");
+    std::fs::write(&path, SCENARIO).unwrap();
+    let e = Scenario::load(&path).unwrap_err().to_string();
+    assert!(
+        e.contains("key `name`: \"Bad Name\"") && e.contains("file name"),
+        "{e}"
+    );
+    // Good names load, and land under the root.
+    let good = setup(dir.path(), &format!("name: ok-1.2_x\n{SCENARIO}"), rows);
+    let mut scenario = Scenario::load(&good).unwrap();
+    assert_eq!(scenario.name, "ok-1.2_x");
+    let root = dir.path().join("out");
+    assert_eq!(output_dir(&root, &scenario).unwrap(), root.join("ok-1.2_x"));
+    // A name set in code is checked again where the directory is built.
+    for bad in ["../../escape", "..", "/abs", "a/b", ""] {
+        scenario.name = bad.to_string();
+        let e = output_dir(&root, &scenario).unwrap_err().to_string();
+        assert!(e.contains("key `name`"), "{bad}: {e}");
+    }
 }

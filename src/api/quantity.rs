@@ -19,8 +19,12 @@ pub enum QuantityError {
     UnknownSuffix(String),
     #[error("quantity {0:?} is negative")]
     Negative(String),
-    #[error("quantity {0:?} is too large")]
+    #[error("quantity {0:?} is too large (the largest is 2^63-1)")]
     Overflow(String),
+    #[error("quantity {0:?} is too large in thousandths (the largest is 9223372036854775807m)")]
+    MilliOverflow(String),
+    #[error("quantity {0:?} has an exponent outside -{MAX_EXPONENT}..={MAX_EXPONENT}")]
+    Exponent(String),
 }
 
 /// A non-negative Kubernetes quantity, exact to 10^-9.
@@ -39,7 +43,7 @@ impl Quantity {
     pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
         let nanos = parse_nanos(text)?;
         // Kubernetes caps quantities at 2^63-1 in magnitude.
-        if nanos / NANO > i128::from(i64::MAX) {
+        if nanos > i128::from(i64::MAX) * NANO {
             return Err(QuantityError::Overflow(text.to_string()));
         }
         Ok(Quantity { nanos })
@@ -66,10 +70,15 @@ impl Quantity {
 
     /// `ceil(self / 10^(scale))` for scale in -9..=18, like Go's `Quantity.ScaledValue`.
     pub fn scaled_ceil(self, scale: i32) -> i64 {
-        let shift = (scale + 9).clamp(0, 38) as u32;
+        let shift = scale.saturating_add(9).clamp(0, 38) as u32;
         let div = 10i128.pow(shift);
         let v = (self.nanos + div - 1) / div;
         i64::try_from(v).unwrap_or(i64::MAX)
+    }
+
+    /// Millicores (or milli-units), rounded up; `None` past i64.
+    pub fn checked_milli_ceil(self) -> Option<i64> {
+        i64::try_from((self.nanos + 999_999) / 1_000_000).ok()
     }
 
     /// Millicores (or milli-units), rounded up.
@@ -128,6 +137,13 @@ fn suffix_scale(suffix: &str) -> Option<(i32, u32)> {
     })
 }
 
+/// Largest magnitude of a written exponent (`1e-1000` to `1e1000`). Beyond it a quantity is an
+/// error rather than rounded up to `1n` or overflowed: no such exponent is meant.
+pub const MAX_EXPONENT: i64 = 1000;
+
+/// A mantissa below this takes one more digit: `mantissa * 10 + 9` never overflows an i128.
+const MANTISSA_LIMIT: i128 = i128::MAX / 100;
+
 fn parse_nanos(text: &str) -> Result<i128, QuantityError> {
     let syntax = || QuantityError::Syntax(text.to_string());
     let overflow = || QuantityError::Overflow(text.to_string());
@@ -141,26 +157,32 @@ fn parse_nanos(text: &str) -> Result<i128, QuantityError> {
         negative = bytes[0] == b'-';
         pos = 1;
     }
-    // Mantissa: digits, an optional '.', more digits; at least one digit in all.
+    // Mantissa: digits, an optional '.', more digits; at least one digit in all. The value read
+    // is `(mantissa + dropped) * 10^shift`, `dropped` in [0, 1) and nonzero iff `inexact`.
     let mut mantissa: i128 = 0;
-    let mut frac_digits: i32 = 0;
+    let mut shift: i64 = 0;
+    let mut inexact = false;
     let mut digits = 0usize;
     let mut seen_dot = false;
     while pos < bytes.len() {
         match bytes[pos] {
-            b'0'..=b'9' => {
+            d @ b'0'..=b'9' => {
                 digits += 1;
-                if mantissa == 0 && bytes[pos] == b'0' && !seen_dot {
+                let d = i128::from(d - b'0');
+                if mantissa == 0 && d == 0 && !seen_dot {
                     // leading zeros add nothing
-                } else if mantissa < i128::MAX / 100 {
-                    mantissa = mantissa * 10 + i128::from(bytes[pos] - b'0');
+                } else if mantissa < MANTISSA_LIMIT {
+                    mantissa = mantissa * 10 + d;
                     if seen_dot {
-                        frac_digits += 1;
+                        shift = shift.saturating_sub(1);
                     }
-                } else if !seen_dot {
-                    return Err(overflow());
+                } else {
+                    // Past i128 precision: an integer digit still scales the value up.
+                    if !seen_dot {
+                        shift = shift.saturating_add(1);
+                    }
+                    inexact |= d != 0;
                 }
-                // digits past i128 precision after the dot are dropped; the final ceil covers them
             }
             b'.' if !seen_dot => seen_dot = true,
             _ => break,
@@ -175,36 +197,58 @@ fn parse_nanos(text: &str) -> Result<i128, QuantityError> {
         let e = e.strip_prefix(['+', '-']).unwrap_or(e);
         !e.is_empty() && e.bytes().all(|b| b.is_ascii_digit())
     }) {
-        let exp: i32 = exp.parse().map_err(|_| overflow())?;
-        (exp, 0)
+        match exp.parse::<i64>() {
+            Ok(exp) if (-MAX_EXPONENT..=MAX_EXPONENT).contains(&exp) => (exp, 0),
+            _ => return Err(QuantityError::Exponent(text.to_string())),
+        }
     } else {
         match suffix_scale(rest) {
-            Some(s) => s,
+            Some((pow10, pow2)) => (i64::from(pow10), pow2),
             None if rest.bytes().all(|b| b.is_ascii_alphabetic()) => {
                 return Err(QuantityError::UnknownSuffix(text.to_string()));
             }
             None => return Err(syntax()),
         }
     };
-    if negative && mantissa != 0 {
+    if negative && (mantissa != 0 || inexact) {
         return Err(QuantityError::Negative(text.to_string()));
     }
-    // value = mantissa * 10^(pow10 - frac_digits) * 2^pow2, expressed in nanos and rounded up.
-    let mut value = mantissa
+    // In nanos: (mantissa + dropped) * 2^pow2 * 10^exp10, rounded up.
+    let value = mantissa
         .checked_mul(1i128.checked_shl(pow2).ok_or_else(overflow)?)
         .ok_or_else(overflow)?;
-    let exp10 = pow10 - frac_digits + 9;
+    let exp10 = shift.saturating_add(pow10).saturating_add(9);
     if exp10 >= 0 {
-        let mul = 10i128.checked_pow(exp10 as u32).ok_or_else(overflow)?;
-        value = value.checked_mul(mul).ok_or_else(overflow)?;
-    } else if value != 0 {
-        let div = match 10i128.checked_pow((-exp10) as u32) {
-            Some(d) => d,
-            None => return Ok(1), // smaller than a nano: rounds up to 1n
-        };
-        value = (value + div - 1) / div;
+        if value == 0 && !inexact {
+            return Ok(0);
+        }
+        // A dropped digit means the mantissa reached MANTISSA_LIMIT: far above the largest value.
+        if inexact {
+            return Err(overflow());
+        }
+        let mul = u32::try_from(exp10)
+            .ok()
+            .and_then(|e| 10i128.checked_pow(e))
+            .ok_or_else(overflow)?;
+        return value.checked_mul(mul).ok_or_else(overflow);
     }
-    Ok(value)
+    if value == 0 && !inexact {
+        return Ok(0);
+    }
+    let div = match u32::try_from(exp10.unsigned_abs())
+        .ok()
+        .and_then(|e| 10i128.checked_pow(e))
+    {
+        Some(div) => div,
+        // Above 10^38 the divisor exceeds any mantissa: less than a nano, rounds up to 1n.
+        None => return Ok(1),
+    };
+    // ceil((value + dropped) / div): with a dropped fraction, never a whole multiple of div.
+    Ok(if inexact {
+        value / div + 1
+    } else {
+        (value + div - 1) / div
+    })
 }
 
 #[cfg(test)]
@@ -278,6 +322,49 @@ mod tests {
         assert!(matches!(
             Quantity::parse("9999999999E"),
             Err(QuantityError::Overflow(_))
+        ));
+    }
+
+    #[test]
+    fn overflowing_exponents_and_suffixes_are_errors() {
+        let exponent = |s: &str| matches!(Quantity::parse(s), Err(QuantityError::Exponent(_)));
+        let overflow = |s: &str| matches!(Quantity::parse(s), Err(QuantityError::Overflow(_)));
+        assert!(exponent("1e2147483647"));
+        assert!(exponent("1e-2147483648"));
+        assert!(exponent("1.5e-2147483648"));
+        assert!(exponent("1e99999999999999999999"));
+        assert!(exponent("0e1001"));
+        assert!(exponent("1E-1001"));
+        assert!(overflow("9999999999999999999Ei"));
+        assert!(overflow("8Ei"));
+        assert!(overflow("9223372036854775808"));
+        assert!(overflow("9223372036854775807.000000001"));
+        assert!(overflow(&"9".repeat(40)));
+        assert!(overflow(&format!("{}.5", "1".repeat(5000))));
+        assert!(overflow("1e1000"));
+        let message = Quantity::parse("1e2147483647").unwrap_err().to_string();
+        assert!(message.contains("1e2147483647") && message.contains("exponent"));
+    }
+
+    #[test]
+    fn extremes_that_fit_are_exact() {
+        assert_eq!(q("9223372036854775807").value_ceil(), i64::MAX);
+        assert_eq!(q("7Ei").value_ceil(), 7 << 60);
+        assert_eq!(q("1e-1000").nanos(), 1);
+        assert_eq!(q("0e1000").nanos(), 0);
+        assert_eq!(q("1e-9").nanos(), 1);
+        assert_eq!(q("1e-10").nanos(), 1);
+        // Many digits: the value is kept exactly, and a dropped nonzero digit still rounds up.
+        let many = format!("1.{}", "0".repeat(60));
+        assert_eq!(q(&many).nanos(), NANO);
+        assert_eq!(q(&format!("{many}1")).nanos(), NANO + 1);
+        let long_int = format!("1{}e-40", "0".repeat(40));
+        assert_eq!(q(&long_int).nanos(), NANO);
+        assert_eq!(q(&format!("{}e-40", "1".repeat(41))).nanos(), 1_111_111_112);
+        assert_eq!(q(&format!("0.{}1", "0".repeat(100_000))).nanos(), 1);
+        assert!(matches!(
+            Quantity::parse(&format!("-0.{}1", "0".repeat(100))),
+            Err(QuantityError::Negative(_))
         ));
     }
 

@@ -144,7 +144,7 @@ pub fn resources_of(
 }
 
 /// [`resources_of`] without the error context, for hot paths that add it only on failure: the
-/// error is the resource name and why its quantity was rejected.
+/// error is the resource name and why its quantity was rejected (a CPU past i64 millicores too).
 pub fn parse_resources(
     map: Option<&BTreeMap<String, KubeQuantity>>,
 ) -> Result<Resources, (&'static str, QuantityError)> {
@@ -156,6 +156,10 @@ pub fn parse_resources(
         Some(q) => Quantity::parse(&q.0).map_err(|e| (name, e)),
     };
     let cpu = read("cpu")?;
+    let cpu_milli = cpu.checked_milli_ceil().ok_or_else(|| {
+        let text = map.get("cpu").map(|q| q.0.clone()).unwrap_or_default();
+        ("cpu", QuantityError::MilliOverflow(text))
+    })?;
     let memory = read("memory")?;
     let mut gpu = Quantity::ZERO;
     for name in GPU_RESOURCE_NAMES {
@@ -166,7 +170,7 @@ pub fn parse_resources(
         }
     }
     Ok(Resources {
-        cpu_milli: cpu.milli_ceil(),
+        cpu_milli,
         memory: memory.value_ceil(),
         gpu: gpu.value_ceil(),
     })

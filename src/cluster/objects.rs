@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use crate::api::priority::PriorityClasses;
 use crate::api::{
-    FieldError, JobKey, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER, LABEL_TRAINER,
-    Quantity, Resources, TrainingJob, TrainingJobPhase, parse_resources, resources_of,
+    FieldError, GPU_RESOURCE_NAMES, JobKey, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER,
+    LABEL_TRAINER, Quantity, Resources, TrainingJob, TrainingJobPhase, parse_resources,
+    resources_of,
 };
 
 /// What the state keeps of a Node.
@@ -20,7 +21,16 @@ pub struct NodeInfo {
     pub schedulable: bool,
 }
 
-/// Reads a Node: allocatable CPU, memory and GPUs, and whether it takes pods.
+/// Most allocatable CPU (milli) or memory (bytes) a Node may have: 2^53 (9·10^12 cores, 8 PiB),
+/// the largest integer a metrics gauge (f64) holds exactly.
+pub const MAX_NODE_AMOUNT: i64 = 1 << 53;
+
+/// Most allocatable GPUs a Node may have: 2^20. The planner sums GPUs over up to 2^32 nodes in
+/// an i64, which 2^20 each cannot overflow.
+pub const MAX_NODE_GPUS: i64 = 1 << 20;
+
+/// Reads a Node: allocatable CPU, memory and GPUs, and whether it takes pods. An amount above
+/// [`MAX_NODE_AMOUNT`] or [`MAX_NODE_GPUS`] is an error naming `status.allocatable.<resource>`.
 pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("Node {name}");
@@ -32,11 +42,35 @@ pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
         ));
     }
     let status = node.status.as_ref();
-    let allocatable = resources_of(
-        status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())),
-        &object,
-        "status.allocatable",
-    )?;
+    let map = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
+    let allocatable = resources_of(map, &object, "status.allocatable")?;
+    let too_much = |resource: &str, max: String| {
+        let text = map
+            .and_then(|m| m.get(resource))
+            .map_or("", |q| q.0.as_str());
+        FieldError::new(
+            object.clone(),
+            format!("status.allocatable.{resource}"),
+            format!("quantity {text:?} is more than a node can have (at most {max})"),
+        )
+    };
+    if allocatable.cpu_milli > MAX_NODE_AMOUNT {
+        return Err(too_much("cpu", format!("{MAX_NODE_AMOUNT}m")));
+    }
+    if allocatable.memory > MAX_NODE_AMOUNT {
+        return Err(too_much("memory", MAX_NODE_AMOUNT.to_string()));
+    }
+    if allocatable.gpu > MAX_NODE_GPUS {
+        // The name `resources_of` read the GPUs from: the first with a nonzero amount.
+        let name = GPU_RESOURCE_NAMES
+            .into_iter()
+            .find(|name| {
+                map.and_then(|m| m.get(*name))
+                    .is_some_and(|q| Quantity::parse(&q.0).is_ok_and(|q| q != Quantity::ZERO))
+            })
+            .unwrap_or(GPU_RESOURCE_NAMES[0]);
+        return Err(too_much(name, MAX_NODE_GPUS.to_string()));
+    }
     let cordoned = node
         .spec
         .as_ref()

@@ -98,9 +98,9 @@ impl JobSlot {
 
     /// Trainers wanted but not running on a node: pending pods plus pods not yet created.
     pub fn pending_trainers(&self) -> u32 {
-        let live = self.trainers.bound + self.trainers.pending;
+        let live = self.trainers.bound.saturating_add(self.trainers.pending);
         let missing = (self.current() as u32).saturating_sub(live);
-        self.trainers.pending + missing
+        self.trainers.pending.saturating_add(missing)
     }
 
     fn is_empty(&self) -> bool {

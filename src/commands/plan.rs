@@ -2,13 +2,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 
 use serde::Serialize;
 
-use super::OutputFormat;
+use super::{OutputFormat, flags};
 use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
 use crate::cluster::report::{JobProblem, job_warnings, skipped_jobs};
@@ -128,40 +128,33 @@ pub struct PlanArgs {
     pub snapshot: PathBuf,
     #[arg(long, value_enum, default_value = "fulfillment")]
     pub policy: Policy,
-    /// `edl` only: load above which jobs are scaled down.
-    #[arg(long, default_value_t = 0.97)]
+    /// `edl` only: load above which jobs are scaled down, in (0, 1].
+    #[arg(long, default_value = "0.97", allow_negative_numbers = true, value_parser = flags::max_load_desired)]
     pub max_load_desired: f64,
-    /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`.
-    #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+    /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`; at most
+    /// 7 days.
+    #[arg(long, default_value = "0s", value_parser = flags::cooldown)]
     pub cooldown: Duration,
-    /// The time the pass runs at (RFC 3339; default: now), for cooldowns.
-    #[arg(long)]
-    pub now: Option<String>,
+    /// The time the pass runs at (RFC 3339, from 1970; default: now), for cooldowns; held as
+    /// seconds since the epoch.
+    #[arg(long, value_parser = flags::rfc3339_seconds)]
+    pub now: Option<i64>,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
 
 /// `trainscale plan`: prints the plan, warnings about skipped objects on stderr.
 pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        args.max_load_desired > 0.0 && args.max_load_desired <= 1.0,
-        "--max-load-desired must be in (0, 1], got {}",
-        args.max_load_desired
-    );
-    let now = match &args.now {
-        Some(text) => humantime::parse_rfc3339(text)
-            .with_context(|| format!("--now {text:?} is not an RFC 3339 time"))?,
-        None => SystemTime::now(),
+    let now = match args.now {
+        Some(now) => now,
+        None => flags::epoch_seconds(SystemTime::now()).context("the clock is before 1970")?,
     };
-    let now = now
-        .duration_since(UNIX_EPOCH)
-        .context("--now is before 1970")?
-        .as_secs() as i64;
     let config = PlannerConfig {
         policy: args.policy,
         max_load_desired: args.max_load_desired,
         now,
-        cooldown_s: args.cooldown.as_secs() as i64,
+        // Bounded by flags::MAX_COOLDOWN.
+        cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()
     };
     let (text, warnings) = plan_snapshot(&args.snapshot, &config, args.output)?;

@@ -10,7 +10,8 @@ use anyhow::Context;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;
 
-use crate::daemon::{self, DaemonConfig, parse_duration};
+use super::flags;
+use crate::daemon::{self, DaemonConfig};
 use crate::operator::OperatorConfig;
 use crate::planner::Policy;
 
@@ -32,17 +33,18 @@ pub struct RunArgs {
         default_value = "fulfillment"
     )]
     pub policy: Policy,
-    /// `edl` policy: the load above which jobs are scaled down.
-    #[arg(long, env = "TRAINSCALE_MAX_LOAD_DESIRED", default_value_t = 0.97)]
+    /// `edl` policy: the load above which jobs are scaled down, in (0, 1].
+    #[arg(long, env = "TRAINSCALE_MAX_LOAD_DESIRED", default_value = "0.97", allow_negative_numbers = true, value_parser = flags::max_load_desired)]
     pub max_load_desired: f64,
-    /// Period of the unconditional pass (e.g. 30s, 2m).
-    #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    /// Period of the unconditional pass (e.g. 30s, 2m), above zero, at most 24h.
+    #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = flags::interval)]
     pub interval: Duration,
-    /// Delay from a cluster change to the pass it triggers (e.g. 2s, 500ms).
-    #[arg(long, env = "TRAINSCALE_DEBOUNCE", default_value = "2s", value_parser = parse_duration)]
+    /// Delay from a cluster change to the pass it triggers (e.g. 2s, 500ms), above zero, at most
+    /// 1h.
+    #[arg(long, env = "TRAINSCALE_DEBOUNCE", default_value = "2s", value_parser = flags::debounce)]
     pub debounce: Duration,
-    /// Minimum time between two rescales of one job.
-    #[arg(long, env = "TRAINSCALE_COOLDOWN", default_value = "60s", value_parser = parse_duration)]
+    /// Minimum time between two rescales of one job, at most 7 days.
+    #[arg(long, env = "TRAINSCALE_COOLDOWN", default_value = "60s", value_parser = flags::cooldown)]
     pub cooldown: Duration,
     /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
     #[arg(long, env = "TRAINSCALE_NAMESPACE")]

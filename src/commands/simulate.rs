@@ -1,7 +1,7 @@
 //! `trainscale simulate`: run a scenario's policies, write the results, print the table.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -13,6 +13,27 @@ use crate::sim::{self, Scenario, SimError, plot};
 
 /// The scenario run when none is named.
 pub const DEFAULT_SCENARIO: &str = "simulations/default.yaml";
+
+/// Where results go when no output directory is given: `<root>/<scenario name>/`.
+pub const DEFAULT_OUTPUT_ROOT: &str = "simulations/out";
+
+/// `root/<scenario name>`, refusing a name that is not one plain path component (the name is
+/// checked on load; this keeps the results under `root` whatever built the scenario).
+pub fn output_dir(root: &Path, scenario: &Scenario) -> Result<PathBuf, SimError> {
+    let mut parts = Path::new(&scenario.name).components();
+    match (parts.next(), parts.next()) {
+        (Some(Component::Normal(part)), None)
+            if sim::scenario::check_name(&scenario.name).is_ok() =>
+        {
+            Ok(root.join(part))
+        }
+        _ => Err(SimError::key(
+            &scenario.path,
+            "name",
+            format!("{:?} is not a plain directory name", scenario.name),
+        )),
+    }
+}
 
 /// What a simulation produced.
 #[derive(Debug)]
@@ -26,7 +47,7 @@ pub struct SimulateOutcome {
 }
 
 /// Runs `scenario` with `policies` (the scenario's own list when empty) and writes its results to
-/// `output` (default `simulations/out/<scenario name>/`). `progress` shows a bar on stderr.
+/// `output` (default [`DEFAULT_OUTPUT_ROOT`]`/<scenario name>/`). `progress` shows a bar on stderr.
 pub fn simulate(
     scenario: &Path,
     output: Option<&Path>,
@@ -37,6 +58,10 @@ pub fn simulate(
     if !policies.is_empty() {
         scenario.policies = policies.to_vec();
     }
+    let dir = match output {
+        Some(dir) => dir.to_path_buf(),
+        None => output_dir(Path::new(DEFAULT_OUTPUT_ROOT), &scenario)?,
+    };
     let (jobs, speedup) = sim::load_inputs(&scenario)?;
     tracing::info!(
         scenario = %scenario.name,
@@ -70,17 +95,14 @@ pub fn simulate(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let output_dir = output
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| Path::new("simulations/out").join(&scenario.name));
     let summary = Summary::of(&scenario.name, &runs);
-    report::write_all(&output_dir, &summary, &runs)?;
-    plot::write_all(&output_dir, &scenario.name, &runs)?;
+    report::write_all(&dir, &summary, &runs)?;
+    plot::write_all(&dir, &scenario.name, &runs)?;
     let table = report::table(&summary, &runs);
     Ok(SimulateOutcome {
         summary,
         table,
-        output_dir,
+        output_dir: dir,
         elapsed_s,
     })
 }

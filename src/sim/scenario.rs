@@ -175,6 +175,26 @@ struct RawFault {
     down_for_s: Option<f64>,
 }
 
+/// Checks a scenario name, which names its output directory: `[a-z0-9._-]`, not empty, not
+/// starting with `.` (so neither `.` nor `..`), without `..`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "{name:?} must be lowercase letters, digits, '.', '_' and '-'"
+        ));
+    }
+    if name.starts_with('.') || name.contains("..") {
+        return Err(format!("{name:?} must not start with '.' nor contain '..'"));
+    }
+    Ok(())
+}
+
 impl Scenario {
     /// Reads and checks a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, SimError> {
@@ -212,9 +232,15 @@ impl Scenario {
         let err = |key: &str, message: String| SimError::key(path, key, message);
 
         let name = match raw.name {
-            Some(n) if n.trim().is_empty() => return Err(err("name", "must not be empty".into())),
-            Some(n) => n,
-            None => default_name.to_string(),
+            Some(n) => {
+                check_name(&n).map_err(|m| err("name", m))?;
+                n
+            }
+            None => {
+                check_name(default_name)
+                    .map_err(|m| err("name", format!("{m} (taken from the file name)")))?;
+                default_name.to_string()
+            }
         };
 
         // Cluster.
@@ -504,8 +530,8 @@ impl Scenario {
     pub fn total_gpus(&self) -> i64 {
         self.node_pools
             .iter()
-            .map(|p| p.allocatable.gpu * i64::from(p.count))
-            .sum()
+            .map(|p| p.allocatable.gpu.saturating_mul(i64::from(p.count)))
+            .fold(0, i64::saturating_add)
     }
 }
 

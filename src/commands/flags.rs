@@ -1,0 +1,111 @@
+//! Value parsers of the numeric and duration flags: an out-of-range value is a usage error
+//! (clap prints `invalid value '0s' for '--interval <INTERVAL>': ...` and exits 2).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::daemon::parse_duration;
+
+/// Longest `--interval`: a day.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// Longest `--debounce`: an hour (the periodic pass comes first anyway).
+pub const MAX_DEBOUNCE: Duration = Duration::from_secs(3600);
+/// Longest `--cooldown`: a week, as a scenario's `cooldown_s`.
+pub const MAX_COOLDOWN: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// A duration in `min..=max`, written like `30s`.
+fn duration_in(text: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() && !min.is_zero() {
+        return Err("must be above zero".to_string());
+    }
+    if d < min || d > max {
+        return Err(format!(
+            "{} is not in {}..={}",
+            humantime::format_duration(d),
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(d)
+}
+
+/// `--interval`: above zero (a zero period never ticks), at most [`MAX_INTERVAL`].
+pub fn interval(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_millis(1), MAX_INTERVAL)
+}
+
+/// `--debounce`: above zero, at most [`MAX_DEBOUNCE`].
+pub fn debounce(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_millis(1), MAX_DEBOUNCE)
+}
+
+/// `--cooldown`: zero (none) up to [`MAX_COOLDOWN`].
+pub fn cooldown(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::ZERO, MAX_COOLDOWN)
+}
+
+/// `--max-load-desired`: a number in (0, 1].
+pub fn max_load_desired(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(value > 0.0 && value <= 1.0) {
+        return Err(format!("{value} is not in (0, 1]"));
+    }
+    Ok(value)
+}
+
+/// `--now`: an RFC 3339 time, not before 1970, as seconds since the epoch.
+pub fn rfc3339_seconds(text: &str) -> Result<i64, String> {
+    let refused = |why: String| {
+        format!("{text:?} is not an RFC 3339 time from 1970 on, like 2026-01-31T12:00:00Z ({why})")
+    };
+    let time = humantime::parse_rfc3339(text.trim()).map_err(|e| refused(e.to_string()))?;
+    epoch_seconds(time).ok_or_else(|| refused("before 1970".to_string()))
+}
+
+/// Seconds since the epoch; `None` before 1970 or past i64.
+pub fn epoch_seconds(time: SystemTime) -> Option<i64> {
+    let since = time.duration_since(UNIX_EPOCH).ok()?;
+    i64::try_from(since.as_secs()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_out_of_range_are_refused() {
+        assert!(interval("0s").unwrap_err().contains("above zero"));
+        assert!(interval("0ms").is_err());
+        assert!(interval("25h").unwrap_err().contains("not in"));
+        assert!(interval("500000000000y").is_err());
+        assert_eq!(interval("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(interval("1ms"), Ok(Duration::from_millis(1)));
+        assert_eq!(interval("24h"), Ok(MAX_INTERVAL));
+        assert!(debounce("0s").is_err());
+        assert!(debounce("2h").is_err());
+        assert_eq!(debounce("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(cooldown("0s"), Ok(Duration::ZERO));
+        assert!(cooldown("8days").is_err());
+        assert!(cooldown("soon").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn max_load_desired_is_in_zero_one() {
+        for bad in ["0", "-1", "NaN", "nan", "inf", "-inf", "1.0000001", "x", ""] {
+            assert!(max_load_desired(bad).is_err(), "{bad}");
+        }
+        assert_eq!(max_load_desired("1"), Ok(1.0));
+        assert_eq!(max_load_desired("0.97"), Ok(0.97));
+        assert_eq!(max_load_desired("1e-9"), Ok(1e-9));
+    }
+
+    #[test]
+    fn now_is_rfc3339_after_1970() {
+        assert_eq!(rfc3339_seconds("1970-01-01T00:01:00Z"), Ok(60));
+        assert!(rfc3339_seconds("1969-12-31T23:59:59Z").is_err());
+        assert!(rfc3339_seconds("yesterday").is_err());
+    }
+}
