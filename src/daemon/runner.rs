@@ -89,7 +89,8 @@ pub async fn run(
         stop: stop_rx,
         config,
     };
-    let mut tick = tokio::time::interval(daemon.config.interval);
+    // Flags refuse a zero interval; a config built in code must not panic either.
+    let mut tick = tokio::time::interval(daemon.config.interval.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut pending_since: Option<tokio::time::Instant> = None;
     loop {

@@ -73,9 +73,9 @@ pub fn summarize(jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
         if f.gpu <= 0 {
             continue;
         }
-        s.free_gpus_after += f.gpu;
+        s.free_gpus_after = s.free_gpus_after.saturating_add(f.gpu);
         if !wanting.is_empty() && !wanting.iter().any(|t| t.fits_in(f)) {
-            s.stranded_gpus_after += f.gpu;
+            s.stranded_gpus_after = s.stranded_gpus_after.saturating_add(f.gpu);
         }
     }
     s
