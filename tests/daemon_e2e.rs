@@ -808,7 +808,7 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(15),
     );
-    let lifetime = (300 + jobs_wanted * 3).to_string();
+    let lifetime = (300 + jobs_wanted * 6).to_string();
     let mut cluster = start_with(
         &["--podgroups", "volcano"],
         &[
@@ -840,7 +840,7 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
             .unwrap();
     }
     // Created and sized: every trainer Job at 2, every ConfigMap at 2, every job Running.
-    let settle_deadline = Duration::from_secs(60 + jobs_wanted as u64);
+    let settle_deadline = Duration::from_secs(60 + 4 * jobs_wanted as u64);
     eventually_within(
         settle_deadline,
         daemon,
