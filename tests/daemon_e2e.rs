@@ -12,6 +12,7 @@
 //! emulator) when the build found no kmock and `CI` is unset (`build.rs`); in CI (`.ci/run`
 //! installs kmock) a missing emulator fails the test.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -108,7 +109,22 @@ fn training_job() -> TrainingJob {
 }
 
 /// Polls `probe` until it returns `Some`, failing after the deadline (and if the daemon died).
-async fn eventually<T, F, Fut>(daemon: &mut Guard, started: Instant, what: &str, mut probe: F) -> T
+async fn eventually<T, F, Fut>(daemon: &mut Guard, started: Instant, what: &str, probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    eventually_within(DEADLINE, daemon, started, what, probe).await
+}
+
+/// [`eventually`] with its own deadline.
+async fn eventually_within<T, F, Fut>(
+    deadline: Duration,
+    daemon: &mut Guard,
+    started: Instant,
+    what: &str,
+    mut probe: F,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -118,8 +134,8 @@ where
             return value;
         }
         assert!(
-            started.elapsed() < DEADLINE,
-            "{what}: not within {DEADLINE:?}"
+            started.elapsed() < deadline,
+            "{what}: not within {deadline:?}"
         );
         assert!(
             daemon.0.try_wait().unwrap().is_none(),
@@ -183,6 +199,11 @@ fn require_kmock() {
 
 /// Starts the emulator and `trainscale run` with `extra` flags, and waits for `/readyz`.
 async fn start(extra: &[&str]) -> Cluster {
+    start_with(extra, &[]).await
+}
+
+/// [`start`], passing `emulator` flags to the emulator helper.
+async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
@@ -192,6 +213,7 @@ async fn start(extra: &[&str]) -> Cluster {
             .arg("--kubeconfig")
             .arg(&kubeconfig)
             .args(["--lifetime", "90"])
+            .args(emulator_flags)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -678,6 +700,256 @@ async fn original_manifests_are_created_and_sized_against_kmock() {
 /// Whether a parallelism lies within `min..=max`.
 fn assert_in_range(parallelism: Option<i32>, min: i32, max: i32) -> bool {
     parallelism.is_some_and(|p| (min..=max).contains(&p))
+}
+
+/// `trainscale_api_requests_total` from the daemon's `/metrics`, by `(verb, resource)`.
+fn request_counts(port: u16) -> BTreeMap<(String, String), u64> {
+    let (code, body) = http_get(port, "/metrics").expect("/metrics answers");
+    assert_eq!(code, 200);
+    let mut out = BTreeMap::new();
+    for line in body.lines() {
+        let Some(rest) = line.strip_prefix("trainscale_api_requests_total{") else {
+            continue;
+        };
+        let (labels, value) = rest.split_once("} ").expect("a sample line");
+        let label = |key: &str| {
+            labels
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=\"")))
+                .map(|v| v.trim_end_matches('"').to_string())
+                .unwrap_or_default()
+        };
+        let count: f64 = value.trim().parse().expect("a number");
+        out.insert((label("verb"), label("resource")), count as u64);
+    }
+    out
+}
+
+/// `after - before`, without zero rows.
+fn counts_between(
+    before: &BTreeMap<(String, String), u64>,
+    after: &BTreeMap<(String, String), u64>,
+) -> BTreeMap<(String, String), u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// The emulator's log of the requests it received from anyone but its own fake controllers.
+async fn emulator_log(kubeconfig: &Path) -> BTreeMap<String, u64> {
+    let client = client(kubeconfig).await;
+    let request = http::Request::get("/_harness/requests")
+        .body(Vec::new())
+        .unwrap();
+    client
+        .request::<BTreeMap<String, u64>>(request)
+        .await
+        .unwrap()
+}
+
+/// A markdown table of request counts by verb (rows) and resource.
+fn table(title: &str, counts: &BTreeMap<(String, String), u64>) -> String {
+    let mut out = format!("{title}\n| verb | resource | requests |\n|---|---|---|\n");
+    for ((verb, resource), n) in counts {
+        out.push_str(&format!("| {verb} | {resource} | {n} |\n"));
+    }
+    let mut by_verb: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((verb, _), n) in counts {
+        *by_verb.entry(verb).or_default() += n;
+    }
+    out.push_str(&format!("by verb: {by_verb:?}\n"));
+    out
+}
+
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// A small elastic job: a master, one pserver, 1..2 trainers, 100m CPU each.
+fn small_job(name: &str) -> TrainingJob {
+    let small = serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
+                                   "limits": {"cpu": "100m", "memory": "128Mi"}});
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "image": "paddlepaddle/paddle:latest",
+            "fault_tolerant": true,
+            "master": {"resources": small},
+            "pserver": {"min-instance": 1, "max-instance": 1, "resources": small},
+            "trainer": {"min-instance": 1, "max-instance": 2, "resources": small},
+        },
+    }))
+    .unwrap()
+}
+
+/// The request budget of a settled cluster: `TRAINSCALE_E2E_JOBS` (default 20) TrainingJobs are
+/// created and sized (each grows to its max of 2 trainers, its ConfigMap follows, its phase is
+/// Running); then, over a quiet window of `TRAINSCALE_E2E_WINDOW_S` (default 15) seconds with
+/// `--interval 1s` (15 autoscaler passes; every job requeued at least once), the daemon sends no
+/// list, no get and no write: only its watches stay open. Lease renewals (leader election: a get
+/// and a patch of the Lease every 10 s) are the one traffic a steady cluster needs and are
+/// reported apart. Counted from the daemon's own
+/// `trainscale_api_requests_total` and cross-checked with the emulator's request log.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_settled_cluster_costs_no_list_get_or_write() {
+    require_kmock();
+    let jobs_wanted: usize = std::env::var("TRAINSCALE_E2E_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let window = Duration::from_secs(
+        std::env::var("TRAINSCALE_E2E_WINDOW_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(15),
+    );
+    let lifetime = (300 + jobs_wanted * 6).to_string();
+    let mut cluster = start_with(
+        &["--podgroups", "volcano"],
+        &[
+            "--lifetime",
+            &lifetime,
+            "--node-cpu",
+            "1000",
+            "--node-memory",
+            "4Ti",
+            "--node-pods",
+            "100000",
+        ],
+    )
+    .await;
+    let port = cluster.port;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let daemon = &mut cluster.daemon;
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "ml");
+
+    let at_start = request_counts(port);
+    let creating = Instant::now();
+    let names: Vec<String> = (0..jobs_wanted).map(|i| format!("job-{i:04}")).collect();
+    for name in &names {
+        tjs.create(&PostParams::default(), &small_job(name))
+            .await
+            .unwrap();
+    }
+    // Created and sized: every trainer Job at 2, every ConfigMap at 2, every job Running.
+    let settle_deadline = Duration::from_secs(60 + 4 * jobs_wanted as u64);
+    eventually_within(
+        settle_deadline,
+        daemon,
+        creating,
+        "all jobs sized and Running",
+        || {
+            let (tjs, jobs, configs, names) = (tjs.clone(), jobs.clone(), configs.clone(), &names);
+            async move {
+                let sized = jobs
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .filter(|j| j.spec.as_ref().and_then(|s| s.parallelism) == Some(2))
+                    .count();
+                let counted = configs
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .filter(|c| {
+                        c.data
+                            .as_ref()
+                            .and_then(|d| d.get("trainers"))
+                            .map(String::as_str)
+                            == Some("2")
+                    })
+                    .count();
+                let running = tjs
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .iter()
+                    .filter(|t| {
+                        t.status
+                            .as_ref()
+                            .is_some_and(|s| s.phase.as_str() == "Running")
+                    })
+                    .count();
+                (sized == names.len() && counted == names.len() && running == names.len())
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let settled_after = creating.elapsed();
+    // Let the last watch events and debounced passes land.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let setup = counts_between(&at_start, &request_counts(port));
+
+    let log_before = emulator_log(&kubeconfig).await;
+    let before = request_counts(port);
+    tokio::time::sleep(window).await;
+    let after = request_counts(port);
+    let log_after = emulator_log(&kubeconfig).await;
+    assert!(
+        daemon.0.try_wait().unwrap().is_none(),
+        "the daemon exited early"
+    );
+    let quiet = counts_between(&before, &after);
+
+    println!(
+        "{} jobs created, sized and Running after {settled_after:.1?}",
+        names.len()
+    );
+    println!("{}", table("setup (create, size, settle)", &setup));
+    println!("{}", table(&format!("steady window of {window:?}"), &quiet));
+
+    let mut unexpected: Vec<String> = Vec::new();
+    let mut lease_writes = 0;
+    for ((verb, resource), n) in &quiet {
+        let write = WRITE_VERBS.contains(&verb.as_str());
+        if resource == "leases" {
+            lease_writes += if write { *n } else { 0 };
+        } else if write || verb == "list" || verb == "get" {
+            unexpected.push(format!("{n} x {verb} {resource}"));
+        }
+    }
+    assert!(
+        unexpected.is_empty(),
+        "a settled cluster sent reads or writes: {unexpected:?}"
+    );
+    // Renewals every LEASE_DURATION - LEASE_GRACE (10 s) at most, plus one in flight.
+    let renewals = window.as_secs() / 10 + 2;
+    assert!(lease_writes <= renewals, "{lease_writes} lease writes");
+
+    // The emulator saw the same: nothing but the test's own log reads, watches and lease
+    // renewals during the window.
+    let mut server_side: Vec<String> = Vec::new();
+    for (key, n) in &log_after {
+        let seen = n - log_before.get(key).copied().unwrap_or(0);
+        if seen == 0
+            || key == "get nonresource"
+            || key.ends_with(" leases")
+            || key.starts_with("watch ")
+        {
+            continue;
+        }
+        server_side.push(format!("{seen} x {key}"));
+    }
+    assert!(
+        server_side.is_empty(),
+        "the emulator received during the window: {server_side:?}"
+    );
+
+    stop(cluster).await;
 }
 
 /// Health that means something: with the API server gone, `/readyz` turns 503 (watches fail)

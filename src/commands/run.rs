@@ -115,7 +115,10 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         .lease_namespace
         .clone()
         .unwrap_or_else(|| kube_config.default_namespace.clone());
-    let client = kube::Client::try_from(kube_config).context("building the Kubernetes client")?;
+    let client = kube::client::ClientBuilder::try_from(kube_config)
+        .context("building the Kubernetes client")?
+        .with_layer(&daemon::requests::CountRequestsLayer)
+        .build();
     let config = DaemonConfig {
         policy: args.policy,
         max_load_desired: args.max_load_desired,

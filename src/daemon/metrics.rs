@@ -20,6 +20,7 @@ pub const FREE_MEMORY: &str = "trainscale_cluster_free_memory_bytes";
 pub const FREE_GPU: &str = "trainscale_cluster_free_gpus";
 pub const RESCALES: &str = "trainscale_rescales_total";
 pub const API_ERRORS: &str = "trainscale_api_errors_total";
+pub const API_REQUESTS: &str = "trainscale_api_requests_total";
 pub const WATCH_RESTARTS: &str = "trainscale_watch_restarts_total";
 pub const WATCH_ERRORS: &str = "trainscale_watch_errors_total";
 pub const LEADER: &str = "trainscale_leader";
@@ -53,6 +54,12 @@ pub fn pass_duration(elapsed: Duration) {
 /// Counts a failed API call by verb (`get`, `patch`, `delete`, `create`).
 pub fn api_error(verb: &'static str) {
     counter!(API_ERRORS, "verb" => verb).increment(1);
+}
+
+/// Counts a request sent to the API server by verb (`get`, `list`, `watch`, `create`, …) and
+/// resource (`pods`, `trainingjobs/status`, …).
+pub fn api_request(verb: &'static str, resource: String) {
+    counter!(API_REQUESTS, "verb" => verb, "resource" => resource).increment(1);
 }
 
 /// Counts a rescale by result (`True`, `False`, `Unknown`).

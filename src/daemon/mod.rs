@@ -8,6 +8,7 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod pass;
+pub mod requests;
 mod runner;
 pub mod store;
 pub mod watch;

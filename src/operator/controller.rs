@@ -1,6 +1,8 @@
-//! The kube-rs Controllers (TrainingJob and PaddleJob): get-or-create the children, follow the
-//! phase, write the status, report spec warnings. Both kinds share one reconcile, run on the job's
-//! TrainingJob view and parameterised by its [`JobKind`].
+//! The kube-rs Controllers (TrainingJob and PaddleJob): create the children missing from the
+//! caches, follow the phase, write the status, report spec warnings. Both kinds share one
+//! reconcile, run on the job's TrainingJob view and parameterised by its [`JobKind`], and one set
+//! of [`Caches`]: after the first listing a reconcile reads nothing from the API server and writes
+//! only what changed.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -9,11 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tracing::{info, warn};
 
+use super::cache::{self, Caches, Triggers, scoped};
 use super::error::rename_problem;
 use super::names::*;
 use super::phase::{self, Observation, PhasePolicy};
@@ -32,12 +34,15 @@ use super::resources::{desired, job_ref};
 use super::{OperatorConfig, OperatorError};
 use crate::api::guard::{Guarded, MalformedJob};
 use crate::api::validate::check_training_job;
-use crate::api::{
-    FieldError, JobKind, LABEL_PSERVER, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus,
-};
+use crate::api::{FieldError, JobKind, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus};
 
 /// How often a live job is looked at even without a watch event (pserver restarts, walltime).
 pub const RESYNC: Duration = Duration::from_secs(30);
+/// Requeue delay after a create answered AlreadyExists for an object not yet in the cache.
+pub const CACHE_REQUEUE: Duration = Duration::from_secs(2);
+/// How long an object may answer AlreadyExists while staying out of the cache before it is taken
+/// for someone else's (unlabelled) object.
+pub const CONFLICT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 /// Requeue delay after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 /// The `reportingController` of the operator's Events.
@@ -52,17 +57,22 @@ const NOTE_LIMIT: usize = 1000;
 pub struct Context {
     pub client: Client,
     pub config: OperatorConfig,
+    /// The owned objects and pserver pods, as the watches last saw them.
+    pub caches: Caches,
     /// The clock (replaceable in tests).
     pub now: Arc<dyn Fn() -> Timestamp + Send + Sync>,
     /// Publishes the operator's Events.
     pub recorder: Recorder,
     /// By job uid, the generation whose spec warnings were published.
     warned: Arc<Mutex<HashMap<String, i64>>>,
+    /// By `Kind namespace/name`, when a create of the object first answered AlreadyExists while
+    /// the cache lacked it.
+    conflicts: Arc<Mutex<HashMap<String, Timestamp>>>,
 }
 
 impl Context {
-    /// A context on the system clock.
-    pub fn new(client: Client, config: OperatorConfig) -> Self {
+    /// A context on the system clock, reading `caches`.
+    pub fn new(client: Client, config: OperatorConfig, caches: Caches) -> Self {
         let reporter = Reporter {
             controller: EVENT_REPORTER.to_string(),
             instance: None,
@@ -71,8 +81,10 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             config,
+            caches,
             now: Arc::new(Timestamp::now),
             warned: Arc::default(),
+            conflicts: Arc::default(),
         }
     }
 
@@ -85,6 +97,12 @@ impl Context {
     fn warned(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
         self.warned.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn conflicts(&self) -> std::sync::MutexGuard<'_, HashMap<String, Timestamp>> {
+        self.conflicts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Runs the TrainingJob and PaddleJob controllers on every namespace until `shutdown` resolves.
@@ -96,22 +114,12 @@ pub async fn run_operator(
     run_operator_in(client, config, None, shutdown).await
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// Runs the TrainingJob and PaddleJob controllers concurrently until `shutdown` resolves,
-/// watching the jobs and their ReplicaSets and Jobs in `namespace` only when given (as
+/// watching the jobs and the caches' objects in `namespace` only when given (as
 /// `trainscale run --namespace`).
 ///
-/// On shutdown both controllers stop taking work and let in-flight reconciles finish.
+/// On shutdown both controllers stop taking work and let in-flight reconciles finish; the cache
+/// watches stop with them.
 pub async fn run_operator_in(
     client: Client,
     config: OperatorConfig,
@@ -120,14 +128,15 @@ pub async fn run_operator_in(
 ) -> Result<(), OperatorError> {
     let stop = shutdown.shared();
     let ns = namespace.as_deref();
-    let ctx = Arc::new(Context::new(client.clone(), config));
+    let (caches, writers) = Caches::new(config.podgroups);
+    let (triggers, feeds) = cache::watch(&client, ns, writers);
+    let ctx = Arc::new(Context::new(client.clone(), config, caches));
     info!(podgroups = ?ctx.config.podgroups, kueue = ctx.config.kueue, restart_limit = ctx.config.restart_limit, autoclean = ctx.config.autoclean, namespace = ?ns, "operator starting");
-    futures::join!(
+    let controllers = futures::future::join(
         run_controller(
             JobKind::TrainingJob,
-            api::<Guarded<TrainingJob>>(&client, ns),
-            &client,
-            ns,
+            scoped::<Guarded<TrainingJob>>(&client, ns),
+            &triggers,
             ctx.clone(),
             stop.clone(),
             |job: Arc<Guarded<TrainingJob>>, ctx: Arc<Context>| async move {
@@ -139,9 +148,8 @@ pub async fn run_operator_in(
         ),
         run_controller(
             JobKind::PaddleJob,
-            api::<Guarded<PaddleJob>>(&client, ns),
-            &client,
-            ns,
+            scoped::<Guarded<PaddleJob>>(&client, ns),
+            &triggers,
             ctx,
             stop,
             |job: Arc<Guarded<PaddleJob>>, ctx: Arc<Context>| async move {
@@ -152,8 +160,15 @@ pub async fn run_operator_in(
             },
         ),
     );
-    info!("operator stopped");
-    Ok(())
+    match futures::future::select(Box::pin(controllers), feeds).await {
+        futures::future::Either::Left(_) => {
+            info!("operator stopped");
+            Ok(())
+        }
+        futures::future::Either::Right(_) => Err(OperatorError::Controller(
+            "the cache watches ended".to_string(),
+        )),
+    }
 }
 
 /// A job object that does not deserialize is left alone until it changes: the autoscaler
@@ -168,12 +183,12 @@ fn skip_malformed(kind: JobKind, bad: &MalformedJob) -> Action {
     Action::await_change()
 }
 
-/// Runs one kind's Controller (owning the labelled ReplicaSets and Jobs) until `stop` resolves.
+/// Runs one kind's Controller (triggered by the cached ReplicaSets and Jobs it owns) until `stop`
+/// resolves.
 async fn run_controller<K, F, Fut>(
     kind: JobKind,
     jobs: Api<K>,
-    client: &Client,
-    namespace: Option<&str>,
+    triggers: &Triggers,
     ctx: Arc<Context>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
     reconciler: F,
@@ -182,10 +197,9 @@ async fn run_controller<K, F, Fut>(
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = Result<Action, OperatorError>> + Send + 'static,
 {
-    let owned = watcher::Config::default().labels(LABEL_JOB);
     Controller::new(jobs, watcher::Config::default())
-        .owns(api::<ReplicaSet>(client, namespace), owned.clone())
-        .owns(api::<Job>(client, namespace), owned)
+        .owns_stream(triggers.replica_sets.subscribe())
+        .owns_stream(triggers.jobs.subscribe())
         .graceful_shutdown_on(stop)
         .run(
             reconciler,
@@ -214,7 +228,9 @@ fn is_permanent(error: &OperatorError) -> Option<String> {
         OperatorError::Kube(kube::Error::Api(s)) if s.code == 400 || s.code == 422 => {
             Some(s.message.clone())
         }
-        OperatorError::NotOwned { .. } | OperatorError::Field(_) => Some(error.to_string()),
+        OperatorError::NotOwned { .. }
+        | OperatorError::NotLabelled { .. }
+        | OperatorError::Field(_) => Some(error.to_string()),
         _ => None,
     }
 }
@@ -244,38 +260,61 @@ fn owned_by(
         .any(|o| Some(&o.uid) == uid.as_ref())
 }
 
-/// Returns the live object, creating it when absent; one owned by someone else is an error.
+/// Returns the cached object `cached`, or creates `want` when the cache lacks it; `None` when
+/// the create answered AlreadyExists (the cache is behind: requeue). An object owned by someone
+/// else, or one that stays out of the cache for [`CONFLICT_GRACE`], is an error.
 async fn ensure<K>(
+    ctx: &Context,
     api: &Api<K>,
+    cached: Option<Arc<K>>,
     want: &K,
     kind: &'static str,
     owner: Subject<'_>,
-) -> Result<K, OperatorError>
+) -> Result<Option<Arc<K>>, OperatorError>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
 {
     let name = want.meta().name.clone().unwrap_or_default();
-    let live = match api.get_opt(&name).await? {
+    let namespace = owner.job.namespace().unwrap_or_default();
+    let key = format!("{kind} {namespace}/{name}");
+    let live = match cached {
         Some(live) => live,
         None => match api.create(&PostParams::default(), want).await {
             Ok(created) => {
                 info!(job = %owner.object(), kind, %name, "created");
-                created
+                Arc::new(created)
             }
-            Err(kube::Error::Api(s)) if s.is_already_exists() => api.get(&name).await?,
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                let now = (ctx.now)();
+                let mut conflicts = ctx.conflicts();
+                let first = *conflicts.entry(key).or_insert(now);
+                if now.duration_since(first) < CONFLICT_GRACE {
+                    info!(job = %owner.object(), kind, %name, "exists but not cached yet; requeue");
+                    return Ok(None);
+                }
+                return Err(OperatorError::NotLabelled {
+                    kind,
+                    owner_kind: owner.kind,
+                    namespace,
+                    name,
+                    owner: owner.job.name_any(),
+                    label: LABEL_JOB,
+                });
+            }
             Err(e) => return Err(e.into()),
         },
     };
+    ctx.conflicts().remove(&key);
     if !owned_by(live.meta(), owner.job) {
         return Err(OperatorError::NotOwned {
             kind,
             owner_kind: owner.kind,
-            namespace: owner.job.namespace().unwrap_or_default(),
+            namespace,
             name,
             owner: owner.job.name_any(),
         });
     }
-    Ok(live)
+    Ok(Some(live))
 }
 
 /// The status fields the operator owns, as a merge patch (scale records belong to the daemon).
@@ -427,6 +466,7 @@ pub async fn reconcile_kind(
     })?;
     let prev = job.status.clone().unwrap_or_default();
     let now = (ctx.now)();
+    ctx.caches.ready().await?;
 
     if prev.phase.is_finished() {
         if let Some(uid) = job.uid() {
@@ -454,7 +494,8 @@ pub async fn reconcile_kind(
     report_warnings(ctx, subject, &rename(findings.warnings)).await;
 
     let observed = match create_and_observe(subject, ctx, &ns).await {
-        Ok(obs) => obs,
+        Ok(Some(obs)) => obs,
+        Ok(None) => return Ok(Action::requeue(CACHE_REQUEUE)),
         Err(e) => match is_permanent(&e) {
             Some(reason) => {
                 let next = phase::finish(
@@ -485,37 +526,68 @@ pub async fn reconcile_kind(
     Ok(Action::requeue(wait))
 }
 
-/// Get-or-create every child, keep the trainers ConfigMap current, and observe the children.
+/// Creates every child missing from the caches, keeps the trainers ConfigMap current, and
+/// observes the children; `None` when a child exists but is not cached yet.
 async fn create_and_observe(
     subject: Subject<'_>,
     ctx: &Context,
     ns: &str,
-) -> Result<Observation, OperatorError> {
+) -> Result<Option<Observation>, OperatorError> {
     let job = subject.job;
+    let name = job.name_any();
     let client = ctx.client.clone();
+    let caches = &ctx.caches;
     let want = desired(job, subject.kind, &ctx.config)?;
 
     let configs: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let config_map = ensure(&configs, &want.trainers_config, "ConfigMap", subject).await?;
+    let cached = caches.config_map(ns, &trainers_config_name(&name));
+    let Some(config_map) = ensure(
+        ctx,
+        &configs,
+        cached,
+        &want.trainers_config,
+        "ConfigMap",
+        subject,
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
 
     if let (Some(group), Some(resource)) = (&want.pod_group, api_resource(ctx.config.podgroups)) {
         let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-        ensure(&groups, group, "PodGroup", subject).await?;
+        let cached = caches.pod_group(ns, &group.name_any());
+        if ensure(ctx, &groups, cached, group, "PodGroup", subject)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
     }
 
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
     let mut obs = Observation::default();
     if let Some(master) = &want.master {
-        let live = ensure(&sets, master, "ReplicaSet", subject).await?;
+        let cached = caches.replica_set(ns, &master_name(&name));
+        let Some(live) = ensure(ctx, &sets, cached, master, "ReplicaSet", subject).await? else {
+            return Ok(None);
+        };
         obs.master = Some(phase::observe_replica_set(&live));
     }
     if let Some(pserver) = &want.pserver {
-        let live = ensure(&sets, pserver, "ReplicaSet", subject).await?;
+        let cached = caches.replica_set(ns, &pserver_name(&name));
+        let Some(live) = ensure(ctx, &sets, cached, pserver, "ReplicaSet", subject).await? else {
+            return Ok(None);
+        };
         obs.pserver = Some(phase::observe_replica_set(&live));
-        obs.pserver_max_restarts = pserver_max_restarts(&client, ns, &job.name_any()).await?;
+        obs.pserver_max_restarts = caches.pserver_max_restarts(ns, &name);
     }
     let trainer_jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    let trainer = ensure(&trainer_jobs, &want.trainer, "Job", subject).await?;
+    let cached = caches.job(ns, &trainer_name(&name));
+    let Some(trainer) = ensure(ctx, &trainer_jobs, cached, &want.trainer, "Job", subject).await?
+    else {
+        return Ok(None);
+    };
     let counts = phase::observe_job(&trainer);
 
     let current = counts.parallelism.to_string();
@@ -523,29 +595,14 @@ async fn create_and_observe(
     if stored != Some(&current) {
         configs
             .patch(
-                &trainers_config_name(&job.name_any()),
+                &trainers_config_name(&name),
                 &PatchParams::default(),
                 &Patch::Merge(json!({ "data": { TRAINERS_KEY: current } })),
             )
             .await?;
     }
     obs.trainer = Some(counts);
-    Ok(obs)
-}
-
-async fn pserver_max_restarts(client: &Client, ns: &str, job: &str) -> Result<i32, OperatorError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let list = pods
-        .list(&ListParams::default().labels(&format!("{LABEL_PSERVER}={job}")))
-        .await?;
-    Ok(list
-        .items
-        .iter()
-        .filter_map(|p| p.status.as_ref())
-        .flat_map(|s| s.container_statuses.iter().flatten())
-        .map(|c| c.restart_count)
-        .max()
-        .unwrap_or(0))
+    Ok(Some(obs))
 }
 
 /// Ends a finished job's work: stops the trainer Job if it still runs (so Timeout and a
@@ -562,7 +619,7 @@ async fn release(
     let name = subject.job.name_any();
     let client = ctx.client.clone();
     let trainer_jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    if let Some(trainer) = trainer_jobs.get_opt(&trainer_name(&name)).await? {
+    if let Some(trainer) = ctx.caches.job(ns, &trainer_name(&name)) {
         let counts = phase::observe_job(&trainer);
         let suspended = trainer
             .spec
@@ -585,6 +642,13 @@ async fn release(
     }
     let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
     for rs in [master_name(&name), pserver_name(&name)] {
+        let running = ctx
+            .caches
+            .replica_set(ns, &rs)
+            .is_some_and(|set| set.spec.replicas != Some(0));
+        if !running {
+            continue;
+        }
         match sets
             .patch(
                 &rs,

@@ -25,6 +25,19 @@ pub enum OperatorError {
         name: String,
         owner: String,
     },
+    /// An object the operator would create exists but has stayed out of its cache (which holds
+    /// only objects labelled `trainscale.io/job`): someone else's.
+    #[error(
+        "{kind} {namespace}/{name} exists and is not labelled {label}={owner}: not created for {owner_kind} {namespace}/{owner}"
+    )]
+    NotLabelled {
+        kind: &'static str,
+        owner_kind: JobKind,
+        namespace: String,
+        name: String,
+        owner: String,
+        label: &'static str,
+    },
     /// Serializing an object failed.
     #[error("serializing {what}: {source}")]
     Json {

@@ -25,10 +25,16 @@ minimally and only for objects the operator creates (label `trainscale.io/job`):
   and Ready (nothing checks that it fits; the autoscaler's planner decides how many trainers fit).
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
+
+Request log: every request from a client other than these fake controllers (the daemon, the test)
+is counted by verb and resource (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+`deletecollection`; `pods`, `trainingjobs/status`, ...); `GET /_harness/requests` answers the
+counts as JSON `{"<verb> <resource>": n}`.
 """
 
 import argparse
 import asyncio
+import collections
 import datetime
 import itertools
 import sys
@@ -65,6 +71,37 @@ REASONS = {404: "NotFound", 409: "AlreadyExists"}
 
 _versions = itertools.count(100)
 
+# The fake controllers' User-Agent: their requests are not logged.
+HARNESS_AGENT = "kmock-cluster-harness"
+LOG_PATH = "/_harness/requests"
+REQUESTS = collections.Counter()
+
+
+def classify(method, path, query):
+    """(verb, resource) of a request, as Kubernetes names them."""
+    segs = [s for s in path.split("/") if s]
+    if segs[:1] == ["api"] and len(segs) >= 2:
+        rest = segs[2:]
+    elif segs[:1] == ["apis"] and len(segs) >= 3:
+        rest = segs[3:]
+    else:
+        rest = []
+    watch = query.get("watch") in ("true", "1")
+    if rest[:1] == ["watch"]:
+        watch, rest = True, rest[1:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return "get", "nonresource"
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
+    named = len(rest) > 1
+    verb = {
+        "POST": "create", "PUT": "update", "PATCH": "patch",
+        "DELETE": "delete" if named else "deletecollection",
+        "GET": "watch" if watch else ("get" if named else "list"),
+    }.get(method, "other")
+    return verb, resource
+
 
 def now():
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -77,6 +114,12 @@ def stamp(obj):
 
 class StampingEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request):
+        if request.url.path == LOG_PATH:
+            return aiohttp.web.json_response(dict(REQUESTS))
+        if request.headers.get("User-Agent") != HARNESS_AGENT:
+            method = str(getattr(request.method, "value", request.method)).upper()
+            verb, resource = classify(method, request.url.path, request.url.query)
+            REQUESTS[f"{verb} {resource}"] += 1
         writes = (kmock.action.CREATE, kmock.action.UPDATE)
         if request.resource is not None and request.action in writes and isinstance(request.data, dict):
             stamp(request.data)
@@ -96,7 +139,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(emulator):
+def seed(emulator, cpu, memory, pods):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
     emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
@@ -107,7 +150,7 @@ def seed(emulator):
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "uid": "uid-node-1"},
         "status": {
-            "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     })
@@ -253,11 +296,15 @@ async def main():
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lifetime", type=float, default=120.0)
     parser.add_argument("--controllers", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--node-cpu", default="16", help="allocatable CPU of node-1")
+    parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of node-1")
+    parser.add_argument("--node-pods", default="110", help="allocatable pods of node-1")
     args = parser.parse_args()
 
     emulator = StampingEmulator()
-    seed(emulator)
-    async with emulator, kmock.Server(emulator) as server, aiohttp.ClientSession() as session:
+    seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
+    headers = {"User-Agent": HARNESS_AGENT}
+    async with emulator, kmock.Server(emulator) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
         with open(args.kubeconfig, "w") as f:
             f.write(KUBECONFIG.format(url=url))

@@ -1,0 +1,361 @@
+//! Caches of the objects the operator owns (trainers ConfigMaps, PodGroups, ReplicaSets, trainer
+//! Jobs) and of the pserver pods, each fed by one label-selected watch and shared by both
+//! controllers: reconciles read these instead of the API server.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use futures::{FutureExt, Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
+use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PartialObjectMeta};
+use kube::core::PartialObjectMetaExt;
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+use super::names::LABEL_JOB;
+use super::podgroup::api_resource;
+use super::{OperatorError, PodGroupMode};
+use crate::api::LABEL_PSERVER;
+
+/// Read access to the cached objects; cloning shares them.
+#[derive(Clone)]
+pub struct Caches {
+    config_maps: Store<ConfigMap>,
+    replica_sets: Store<ReplicaSet>,
+    jobs: Store<Job>,
+    pod_groups: Option<(Store<DynamicObject>, ApiResource)>,
+    pserver_pods: Store<Pod>,
+}
+
+/// The writing halves of [`Caches`]: fed by [`watch`] in the operator, by hand in tests.
+pub struct CacheWriters {
+    config_maps: Writer<ConfigMap>,
+    replica_sets: Writer<ReplicaSet>,
+    jobs: Writer<Job>,
+    pod_groups: Option<(Writer<DynamicObject>, ApiResource)>,
+    pserver_pods: Writer<Pod>,
+}
+
+impl Caches {
+    /// Empty caches, not ready until every writer has seen its first listing; a PodGroup cache
+    /// only when `podgroups` asks for PodGroups.
+    pub fn new(podgroups: PodGroupMode) -> (Caches, CacheWriters) {
+        let writers = CacheWriters {
+            config_maps: Writer::default(),
+            replica_sets: Writer::default(),
+            jobs: Writer::default(),
+            pod_groups: api_resource(podgroups).map(|ar| (Writer::new(ar.clone()), ar)),
+            pserver_pods: Writer::default(),
+        };
+        let caches = Caches {
+            config_maps: writers.config_maps.as_reader(),
+            replica_sets: writers.replica_sets.as_reader(),
+            jobs: writers.jobs.as_reader(),
+            pod_groups: writers
+                .pod_groups
+                .as_ref()
+                .map(|(w, ar)| (w.as_reader(), ar.clone())),
+            pserver_pods: writers.pserver_pods.as_reader(),
+        };
+        (caches, writers)
+    }
+
+    /// Waits until every cache holds its first complete listing.
+    pub async fn ready(&self) -> Result<(), OperatorError> {
+        let closed =
+            |_| OperatorError::Controller("a cache closed before its first listing".into());
+        self.config_maps.wait_until_ready().await.map_err(closed)?;
+        self.replica_sets.wait_until_ready().await.map_err(closed)?;
+        self.jobs.wait_until_ready().await.map_err(closed)?;
+        if let Some((groups, _)) = &self.pod_groups {
+            groups.wait_until_ready().await.map_err(closed)?;
+        }
+        self.pserver_pods.wait_until_ready().await.map_err(closed)
+    }
+
+    /// The cached ConfigMap `namespace/name`.
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<Arc<ConfigMap>> {
+        self.config_maps
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached ReplicaSet `namespace/name`.
+    pub fn replica_set(&self, namespace: &str, name: &str) -> Option<Arc<ReplicaSet>> {
+        self.replica_sets
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached Job `namespace/name`.
+    pub fn job(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+        self.jobs.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached PodGroup `namespace/name` (`None` also when PodGroups are off).
+    pub fn pod_group(&self, namespace: &str, name: &str) -> Option<Arc<DynamicObject>> {
+        let (groups, resource) = self.pod_groups.as_ref()?;
+        groups.get(&ObjectRef::new_with(name, resource.clone()).within(namespace))
+    }
+
+    /// The highest container `restartCount` among the cached pserver pods of `job`.
+    pub fn pserver_max_restarts(&self, namespace: &str, job: &str) -> i32 {
+        self.pserver_pods
+            .state_filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && p.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(LABEL_PSERVER))
+                        .is_some_and(|j| j == job)
+            })
+            .iter()
+            .filter_map(|p| p.status.as_ref())
+            .flat_map(|s| s.container_statuses.iter().flatten())
+            .map(|c| c.restart_count)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+impl CacheWriters {
+    /// Marks every cache as listed (ready) and empty; later [`CacheWriters::apply`] adds objects.
+    pub fn mark_listed(&mut self) {
+        fn listed<K>(writer: &mut Writer<K>)
+        where
+            K: kube::runtime::reflector::Lookup + Clone,
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            writer.apply_watcher_event(&watcher::Event::Init);
+            writer.apply_watcher_event(&watcher::Event::InitDone);
+        }
+        listed(&mut self.config_maps);
+        listed(&mut self.replica_sets);
+        listed(&mut self.jobs);
+        if let Some((groups, _)) = &mut self.pod_groups {
+            listed(groups);
+        }
+        listed(&mut self.pserver_pods);
+    }
+
+    /// Stores `object` (as a watch's Added or Modified event would) in the cache of its kind;
+    /// returns whether one caches that kind.
+    pub fn apply(&mut self, object: &DynamicObject) -> Result<bool, OperatorError> {
+        fn put<K>(writer: &mut Writer<K>, object: &DynamicObject) -> Result<bool, OperatorError>
+        where
+            K: Resource<DynamicType = ()> + Clone + DeserializeOwned,
+        {
+            let typed = serde_json::to_value(object)
+                .and_then(serde_json::from_value::<K>)
+                .map_err(|source| OperatorError::Json {
+                    what: "a cached object",
+                    source,
+                })?;
+            writer.apply_watcher_event(&watcher::Event::Apply(typed));
+            Ok(true)
+        }
+        let kind = object.types.as_ref().map(|t| t.kind.as_str());
+        match kind {
+            Some("ConfigMap") => put(&mut self.config_maps, object),
+            Some("ReplicaSet") => put(&mut self.replica_sets, object),
+            Some("Job") => put(&mut self.jobs, object),
+            Some("Pod") => put(&mut self.pserver_pods, object),
+            Some("PodGroup") => match &mut self.pod_groups {
+                Some((groups, _)) => {
+                    groups.apply_watcher_event(&watcher::Event::Apply(object.clone()));
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            _ => Ok(false),
+        }
+    }
+}
+
+/// Owner triggers of one child kind: every subscriber gets the name, namespace and
+/// ownerReferences of each changed (added, modified, deleted, relisted) child, after the cache
+/// holds the change.
+pub struct Fanout<K> {
+    subscribers: Arc<Mutex<Vec<mpsc::UnboundedSender<PartialObjectMeta<K>>>>>,
+}
+
+impl<K> Clone for Fanout<K> {
+    fn clone(&self) -> Self {
+        Fanout {
+            subscribers: self.subscribers.clone(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Clone> Fanout<K> {
+    fn new() -> Self {
+        Fanout {
+            subscribers: Arc::default(),
+        }
+    }
+
+    /// A new trigger stream (for `Controller::owns_stream`), fed from now on.
+    pub fn subscribe(
+        &self,
+    ) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+    where
+        K: Send + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded();
+        self.lock().push(tx);
+        rx.map(Ok)
+    }
+
+    fn send(&self, child: &K) {
+        let meta = child.meta();
+        if meta.owner_references.as_ref().is_none_or(Vec::is_empty) {
+            return;
+        }
+        let trigger = ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            owner_references: meta.owner_references.clone(),
+            ..ObjectMeta::default()
+        }
+        .into_request_partial::<K>();
+        // A controller that stopped has dropped its receiver; it needs no more triggers.
+        self.lock()
+            .retain(|tx| tx.unbounded_send(trigger.clone()).is_ok());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<PartialObjectMeta<K>>>> {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The owner triggers of the cached ReplicaSets and Jobs (the children whose changes move a
+/// job's phase).
+#[derive(Clone)]
+pub struct Triggers {
+    pub replica_sets: Fanout<ReplicaSet>,
+    pub jobs: Fanout<Job>,
+}
+
+/// `Api` on `namespace`, or on every namespace.
+pub(super) fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Drops what no reconcile reads (managed fields).
+fn slim<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
+/// Keeps of a pod only its metadata and container statuses (restart counts).
+fn slim_pod(pod: &mut Pod) {
+    slim(pod);
+    pod.spec = None;
+    pod.status = pod.status.take().map(|s| PodStatus {
+        container_statuses: s.container_statuses,
+        ..PodStatus::default()
+    });
+}
+
+/// Runs a watch into `writer`, calling `each` on every touched object, until dropped; errors
+/// are logged and the watch retried with backoff.
+fn feed<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    writer: Writer<K>,
+    resource: &'static str,
+    modify: fn(&mut K),
+    each: impl Fn(&K) + Send + 'static,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    watcher(api, config)
+        .default_backoff()
+        .modify(modify)
+        .reflect(writer)
+        .touched_objects()
+        .for_each(move |touched| {
+            match touched {
+                Ok(object) => each(&object),
+                Err(error) => warn!(resource, %error, "cache watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })
+        .boxed()
+}
+
+/// Starts filling `writers` from label-selected watches in `namespace` (every namespace when
+/// `None`): owned objects by `trainscale.io/job`, pods by the pserver label. Returns the owner
+/// triggers and the future driving the watches (it runs until dropped).
+pub fn watch(
+    client: &Client,
+    namespace: Option<&str>,
+    writers: CacheWriters,
+) -> (Triggers, BoxFuture<'static, ()>) {
+    let owned = || watcher::Config::default().labels(LABEL_JOB);
+    let triggers = Triggers {
+        replica_sets: Fanout::new(),
+        jobs: Fanout::new(),
+    };
+    let (sets, jobs) = (triggers.replica_sets.clone(), triggers.jobs.clone());
+    let mut feeds = vec![
+        feed(
+            scoped::<ConfigMap>(client, namespace),
+            owned(),
+            writers.config_maps,
+            "configmaps",
+            slim,
+            |_| {},
+        ),
+        feed(
+            scoped::<ReplicaSet>(client, namespace),
+            owned(),
+            writers.replica_sets,
+            "replicasets",
+            slim,
+            move |rs| sets.send(rs),
+        ),
+        feed(
+            scoped::<Job>(client, namespace),
+            owned(),
+            writers.jobs,
+            "jobs",
+            slim,
+            move |job| jobs.send(job),
+        ),
+        feed(
+            scoped::<Pod>(client, namespace),
+            watcher::Config::default().labels(LABEL_PSERVER),
+            writers.pserver_pods,
+            "pods",
+            slim_pod,
+            |_| {},
+        ),
+    ];
+    if let Some((groups, resource)) = writers.pod_groups {
+        let api = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        feeds.push(feed(api, owned(), groups, "podgroups", slim, |_| {}));
+    }
+    let all = futures::future::join_all(feeds).map(|_| ()).boxed();
+    (triggers, all)
+}
