@@ -523,3 +523,24 @@ async fn a_lost_lease_stops_every_further_write() {
     );
     assert!(!actuator.may_write());
 }
+
+/// An actuation whose object has vanished (404) is dropped: no retry, no scale record, no Event.
+#[tokio::test]
+async fn a_vanished_trainer_job_drops_the_rescale() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/gone-trainer")).await;
+        respond(
+            send,
+            StatusCode::NOT_FOUND,
+            api_status(404, "NotFound", "jobs.batch \"gone-trainer\" not found"),
+        );
+        let next = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
+        assert!(!matches!(next, Ok(Some(_))), "a request followed the 404");
+    });
+    let outcome = actuator.rescale(&rescale("gone", 2, 4, false)).await;
+    server.await.unwrap();
+    assert!(outcome.vanished);
+    assert_eq!(outcome.result, ScaleResults::False);
+}

@@ -321,3 +321,25 @@ fn a_labelled_job_without_an_owner_is_not_a_trainer_job() {
     assert!(store.trainer_job(&JobKey::new("ml", "other")).is_none());
     assert!(store.trainer_job(&JobKey::new("ml", "mnist")).is_some());
 }
+
+/// A watch that failed marks its kind re-listing at once: no pass until the fresh list is done,
+/// and objects the server no longer holds are gone after it.
+#[test]
+fn a_failed_watch_holds_passes_until_its_fresh_list_is_done() {
+    use trainscale::daemon::store::Kind;
+
+    let mut store = synced_store();
+    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
+    assert!(store.synced() && !store.relisting());
+    store.begin_relist(Kind::Pod);
+    assert!(store.relisting(), "passes wait from the error on");
+    // The fresh watch lists only one of the four pods the store held.
+    init(
+        vec![pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z")],
+        WatchEvent::Pod,
+        &mut store,
+    );
+    assert!(!store.relisting());
+    assert_eq!(store.state().pod_count(), 1);
+    assert_eq!(store.trainer_pods(&JobKey::new("ml", "mnist")).count(), 1);
+}

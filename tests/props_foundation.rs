@@ -229,6 +229,16 @@ fn trainer_job(j: usize, parallelism: i32) -> Job {
         metadata: ObjectMeta {
             name: Some(format!("job-{j}-trainer")),
             namespace: Some("ns".into()),
+            owner_references: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "paddlepaddle.org/v1alpha1".into(),
+                    kind: "TrainingJob".into(),
+                    name: format!("job-{j}"),
+                    uid: format!("uid-{j}"),
+                    controller: Some(true),
+                    ..Default::default()
+                },
+            ]),
             ..Default::default()
         },
         spec: Some(JobSpec {

@@ -48,6 +48,8 @@ pub struct Outcome {
     pub result: ScaleResults,
     /// Empty on success; the error otherwise.
     pub reason: String,
+    /// The object to write is gone (404): the rescale is dropped, nothing more is written.
+    pub vanished: bool,
 }
 
 impl Outcome {
@@ -55,6 +57,7 @@ impl Outcome {
         Outcome {
             result: ScaleResults::True,
             reason: String::new(),
+            vanished: false,
         }
     }
 
@@ -62,6 +65,15 @@ impl Outcome {
         Outcome {
             result: ScaleResults::False,
             reason: reason.into(),
+            vanished: false,
+        }
+    }
+
+    /// The object is gone: nothing to record, nothing to retry.
+    fn vanished(reason: impl Into<String>) -> Self {
+        Outcome {
+            vanished: true,
+            ..Outcome::failed(reason)
         }
     }
 
@@ -70,6 +82,7 @@ impl Outcome {
         Outcome {
             result: ScaleResults::Unknown,
             reason: reason.into(),
+            vanished: false,
         }
     }
 
@@ -184,6 +197,11 @@ impl Actuator {
             );
         }
         let outcome = self.patch_parallelism(r).await;
+        if outcome.vanished {
+            // Dropped, not retried; no record is written for an object that is gone.
+            tracing::info!(job = %r.key, "the trainer Job vanished; rescale dropped");
+            return outcome;
+        }
         if !self.fence.held() {
             return outcome;
         }
@@ -227,12 +245,18 @@ impl Actuator {
                 .await
             {
                 Ok(updated) => return read_back(&updated, r.target),
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    return Outcome::vanished("the trainer Job no longer exists");
+                }
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < MAX_ATTEMPTS => {
                     tracing::debug!(job = %r.key, attempt, "conflict patching the trainer Job; re-reading");
                     match api.get(&job.name).await {
                         Ok(fresh) => {
                             resource_version = fresh.resource_version();
                             indexed = is_indexed(&fresh);
+                        }
+                        Err(kube::Error::Api(s)) if s.is_not_found() => {
+                            return Outcome::vanished("the trainer Job no longer exists");
                         }
                         Err(e) => {
                             metrics::api_error("get");

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
 use kube::Client;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::{Notify, watch};
@@ -188,11 +187,11 @@ async fn consume_watch(
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut events = watch_all(client, namespace.as_deref());
+    let mut watches = watch_all(client, namespace.as_deref());
     loop {
         let next = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
-            next = events.next() => next,
+            next = watches.events.recv() => next,
         };
         match next {
             None => break,
@@ -220,8 +219,10 @@ async fn consume_watch(
             }
             Some(Err(e)) => {
                 health.watch_failed();
+                // No pass until this kind has re-listed: the server may hold other contents now.
+                lock(&store).begin_relist(e.kind);
                 metrics::watch_error(e.kind.as_str());
-                tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; retrying after backoff");
+                tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; re-listing after backoff");
             }
         }
     }

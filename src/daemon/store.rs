@@ -180,6 +180,15 @@ impl Store {
         self.relisting.iter().any(Option::is_some)
     }
 
+    /// Marks a kind as re-listing from now (its watch failed and will list afresh): passes wait
+    /// until its `InitDone`, which deletes whatever the new list did not hold.
+    pub fn begin_relist(&mut self, kind: Kind) {
+        let seen = &mut self.relisting[kind.index()];
+        if seen.is_none() {
+            *seen = Some(HashSet::new());
+        }
+    }
+
     /// Number of `Init` events after a kind's first list.
     pub fn restarts(&self) -> u64 {
         self.restarts

@@ -1,78 +1,137 @@
-//! The six watch streams, merged into one stream of [`WatchEvent`]s.
+//! The six watch streams, one task each, merged into one channel of [`WatchEvent`]s.
 //!
-//! Each is a kube-runtime `watcher` with the default backoff: errors are reported and the stream
-//! recovers by itself (resuming from the last resourceVersion, or relisting after 410 Gone).
+//! A watch that fails is not resumed: its task reports the error, drops the watcher and, after
+//! a backoff, starts a fresh one, which re-lists (`Init` … `InitDone`). The store marks the kind
+//! as re-listing from the moment the error arrives, so no pass plans on a mix of contents from
+//! before and after an outage (an API server may come back with other contents, and kinds fail
+//! and recover at different times); objects that did not come back are deleted at `InitDone`.
 
-use futures::stream::{BoxStream, StreamExt, select_all};
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, watcher};
-use kube::{Api, Client, ResourceExt};
-
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::store::{Kind, WatchEvent};
 use crate::api::guard::{GuardedPaddleJob, GuardedTrainingJob};
 
-/// An error of one watch stream; the stream retries after a backoff.
+/// First wait before a failed watch is started afresh.
+pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest wait between restarts (doubling from [`RESTART_BACKOFF`]; reset by a full re-list).
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
+/// Events buffered between the watch tasks and the store.
+const CHANNEL: usize = 1024;
+
+/// An error of one watch stream; its kind re-lists after a backoff.
 #[derive(Debug)]
 pub struct WatchError {
     pub kind: Kind,
     pub error: watcher::Error,
 }
 
+/// The running watches; dropping it stops them.
+pub struct Watches {
+    pub events: mpsc::Receiver<Result<WatchEvent, WatchError>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+type Raw<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
+
 /// Nodes and PriorityClasses (cluster-wide), and Pods, Jobs, TrainingJobs and PaddleJobs in
 /// `namespace` or all namespaces.
-pub fn watch_all(
-    client: Client,
-    namespace: Option<&str>,
-) -> BoxStream<'static, Result<WatchEvent, WatchError>> {
+pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
+    let (tx, events) = mpsc::channel(CHANNEL);
+    let ns = namespace.map(str::to_string);
     let config = watcher::Config::default;
-    let nodes = watcher(Api::<Node>::all(client.clone()), config())
-        .default_backoff()
-        .map(move |r| r.map(WatchEvent::Node).map_err(err_of(Kind::Node)))
-        .boxed();
-    let pods = watcher(scoped::<Pod>(&client, namespace), config())
-        .modify(|pod| pod.managed_fields_mut().clear())
-        .default_backoff()
-        .map(move |r| r.map(WatchEvent::Pod).map_err(err_of(Kind::Pod)))
-        .boxed();
-    let jobs = watcher(scoped::<Job>(&client, namespace), config())
-        .modify(|job| job.managed_fields_mut().clear())
-        .default_backoff()
-        .map(move |r| r.map(WatchEvent::Job).map_err(err_of(Kind::Job)))
-        .boxed();
-    let training_jobs = watcher(scoped::<GuardedTrainingJob>(&client, namespace), config())
-        .default_backoff()
-        .map(move |r| {
-            r.map(WatchEvent::TrainingJob)
-                .map_err(err_of(Kind::TrainingJob))
-        })
-        .boxed();
-    let paddle_jobs = watcher(scoped::<GuardedPaddleJob>(&client, namespace), config())
-        .default_backoff()
-        .map(move |r| {
-            r.map(WatchEvent::PaddleJob)
-                .map_err(err_of(Kind::PaddleJob))
-        })
-        .boxed();
-    let priority_classes = watcher(Api::<PriorityClass>::all(client.clone()), config())
-        .default_backoff()
-        .map(move |r| {
-            r.map(WatchEvent::PriorityClass)
-                .map_err(err_of(Kind::PriorityClass))
-        })
-        .boxed();
-    select_all([
-        nodes,
-        pods,
-        jobs,
-        priority_classes,
-        training_jobs,
-        paddle_jobs,
-    ])
-    .boxed()
+    let c = client.clone();
+    let nodes = spawn_kind(Kind::Node, WatchEvent::Node, tx.clone(), move || {
+        watcher(Api::<Node>::all(c.clone()), config()).boxed()
+    });
+    let c = client.clone();
+    let classes = spawn_kind(
+        Kind::PriorityClass,
+        WatchEvent::PriorityClass,
+        tx.clone(),
+        move || watcher(Api::<PriorityClass>::all(c.clone()), config()).boxed(),
+    );
+    let (c, n) = (client.clone(), ns.clone());
+    let pods = spawn_kind(Kind::Pod, WatchEvent::Pod, tx.clone(), move || {
+        watcher(scoped::<Pod>(&c, n.as_deref()), config())
+            .modify(|pod| pod.managed_fields_mut().clear())
+            .boxed()
+    });
+    let (c, n) = (client.clone(), ns.clone());
+    let jobs = spawn_kind(Kind::Job, WatchEvent::Job, tx.clone(), move || {
+        watcher(scoped::<Job>(&c, n.as_deref()), config())
+            .modify(|job| job.managed_fields_mut().clear())
+            .boxed()
+    });
+    let (c, n) = (client.clone(), ns.clone());
+    let training_jobs = spawn_kind(
+        Kind::TrainingJob,
+        WatchEvent::TrainingJob,
+        tx.clone(),
+        move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
+    );
+    let (c, n) = (client, ns);
+    let paddle_jobs = spawn_kind(Kind::PaddleJob, WatchEvent::PaddleJob, tx, move || {
+        watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed()
+    });
+    Watches {
+        events,
+        tasks: vec![nodes, classes, pods, jobs, training_jobs, paddle_jobs],
+    }
+}
+
+/// Runs one kind's watch until the receiver is gone: events are forwarded; an error is
+/// forwarded, the watcher dropped and, after a backoff, a fresh one started (it re-lists).
+fn spawn_kind<K: Send + 'static>(
+    kind: Kind,
+    wrap: fn(Event<K>) -> WatchEvent,
+    tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: impl Fn() -> Raw<K> + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut backoff = RESTART_BACKOFF;
+        loop {
+            let mut stream = start();
+            while let Some(item) = stream.next().await {
+                let sent = match item {
+                    Ok(event) => {
+                        if matches!(event, Event::InitDone) {
+                            backoff = RESTART_BACKOFF;
+                        }
+                        tx.send(Ok(wrap(event))).await
+                    }
+                    Err(error) => {
+                        if tx.send(Err(WatchError { kind, error })).await.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                };
+                if sent.is_err() {
+                    return;
+                }
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
+        }
+    })
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -84,8 +143,4 @@ where
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     }
-}
-
-fn err_of(kind: Kind) -> impl Fn(watcher::Error) -> WatchError {
-    move |error| WatchError { kind, error }
 }
