@@ -343,3 +343,57 @@ fn a_failed_watch_holds_passes_until_its_fresh_list_is_done() {
     assert_eq!(store.state().pod_count(), 1);
     assert_eq!(store.trainer_pods(&JobKey::new("ml", "mnist")).count(), 1);
 }
+
+/// `--namespace`: pods of other namespaces bound to a node hold its capacity (the foreign-pod
+/// watch); a re-list of either pod watch never deletes the other's pods; the store is not synced
+/// until the foreign pods are listed too.
+#[test]
+fn a_namespaced_store_counts_other_namespaces_pods_on_its_nodes() {
+    use trainscale::daemon::store::Kind;
+
+    let foreign = |name: &str, ns: &str| -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": "1"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c",
+                     "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}]},
+            "status": {"phase": "Running"}}))
+        .unwrap()
+    };
+    let mut store = Store::for_namespace("ml");
+    init(vec![node("n1"), node("n2")], WatchEvent::Node, &mut store);
+    init(
+        vec![pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z")],
+        WatchEvent::Pod,
+        &mut store,
+    );
+    init(Vec::new(), WatchEvent::PriorityClass, &mut store);
+    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
+    init(Vec::new(), WatchEvent::PaddleJob, &mut store);
+    init(Vec::new(), WatchEvent::Job, &mut store);
+    assert!(!store.synced(), "other namespaces' pods not listed yet");
+    // The emulator ignores field selectors: the foreign watch may deliver the own namespace's
+    // pods too; they are the `Pod` watch's and are left alone.
+    init(
+        vec![foreign("web-0", "other"), foreign("t-a", "ml")],
+        WatchEvent::ForeignPod,
+        &mut store,
+    );
+    assert!(store.synced());
+    let n1 = store.state().node_id_of("n1").unwrap();
+    let free = |store: &Store| store.state().node(n1).unwrap().free().cpu_milli;
+    assert_eq!(free(&store), 8000 - 1000 - 4000);
+    assert!(store.synced_kind(Kind::ForeignPod));
+
+    // A fresh foreign list without web-0 removes it, and only it.
+    store.begin_relist(Kind::ForeignPod);
+    init(Vec::new(), WatchEvent::ForeignPod, &mut store);
+    assert_eq!(free(&store), 8000 - 1000);
+    // A fresh own-namespace list keeps a foreign pod that is still there.
+    init(
+        vec![foreign("web-1", "other")],
+        WatchEvent::ForeignPod,
+        &mut store,
+    );
+    init(Vec::new(), WatchEvent::Pod, &mut store);
+    assert_eq!(free(&store), 8000 - 4000);
+}

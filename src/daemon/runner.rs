@@ -47,7 +47,10 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let store = Arc::new(Mutex::new(Store::new()));
+    let store = Arc::new(Mutex::new(match config.namespace.as_deref() {
+        Some(ns) => Store::for_namespace(ns),
+        None => Store::new(),
+    }));
     let changed = Arc::new(Notify::new());
     let watching = tokio::spawn(consume_watch(
         client.clone(),

@@ -23,14 +23,17 @@ use crate::cluster::{ClusterState, Role};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Node,
+    /// Pods of the watched namespace (all namespaces without `--namespace`).
     Pod,
     Job,
     PriorityClass,
     TrainingJob,
     PaddleJob,
+    /// With `--namespace`: pods of other namespaces bound to a node, which hold its capacity.
+    ForeignPod,
 }
 
-const KINDS: usize = 6;
+const KINDS: usize = 7;
 
 impl Kind {
     pub const ALL: [Kind; KINDS] = [
@@ -40,6 +43,7 @@ impl Kind {
         Kind::PriorityClass,
         Kind::TrainingJob,
         Kind::PaddleJob,
+        Kind::ForeignPod,
     ];
 
     /// The kind's name in logs and metric labels.
@@ -51,6 +55,7 @@ impl Kind {
             Kind::PriorityClass => "priorityclass",
             Kind::TrainingJob => "trainingjob",
             Kind::PaddleJob => "paddlejob",
+            Kind::ForeignPod => "foreignpod",
         }
     }
 
@@ -81,6 +86,7 @@ pub enum WatchEvent {
     PriorityClass(Event<PriorityClass>),
     TrainingJob(Event<GuardedTrainingJob>),
     PaddleJob(Event<GuardedPaddleJob>),
+    ForeignPod(Event<Pod>),
 }
 
 impl WatchEvent {
@@ -93,6 +99,7 @@ impl WatchEvent {
             WatchEvent::PriorityClass(e) => (Kind::PriorityClass, matches!(e, Event::Init)),
             WatchEvent::TrainingJob(e) => (Kind::TrainingJob, matches!(e, Event::Init)),
             WatchEvent::PaddleJob(e) => (Kind::PaddleJob, matches!(e, Event::Init)),
+            WatchEvent::ForeignPod(e) => (Kind::ForeignPod, matches!(e, Event::Init)),
         };
         init.1.then_some(init.0)
     }
@@ -131,6 +138,8 @@ type ObjKey = (String, String);
 /// The watched cluster.
 #[derive(Debug, Default)]
 pub struct Store {
+    /// The namespace watched (`--namespace`), or none for all.
+    namespace: Option<String>,
     state: ClusterState,
     nodes: HashSet<String>,
     /// Trainer batch/v1 Jobs by (namespace, name), with the TrainingJob they run.
@@ -155,9 +164,27 @@ pub struct Store {
 }
 
 impl Store {
-    /// An empty store; not ready until every kind has been listed once.
+    /// An empty store of every namespace; not ready until every kind has been listed once.
     pub fn new() -> Self {
-        Self::default()
+        let mut store = Self::default();
+        // Every pod is a `Pod` already: there are no foreign pods to list.
+        store.synced[Kind::ForeignPod.index()] = true;
+        store
+    }
+
+    /// An empty store of one namespace: besides its pods, it needs the pods of other namespaces
+    /// bound to nodes (`Kind::ForeignPod`), or free capacity would be overstated.
+    pub fn for_namespace(namespace: &str) -> Self {
+        Store {
+            namespace: Some(namespace.to_string()),
+            ..Self::default()
+        }
+    }
+
+    /// Whether a pod key belongs to the `Pod` kind (the watched namespace) rather than to
+    /// `ForeignPod`.
+    fn own_pod(&self, namespace: &str) -> bool {
+        self.namespace.as_deref().is_none_or(|ns| ns == namespace)
     }
 
     /// The planning view.
@@ -219,6 +246,9 @@ impl Store {
         match event {
             WatchEvent::Node(e) => self.handle_kind(Kind::Node, e, Self::apply_node, key_of),
             WatchEvent::Pod(e) => self.handle_kind(Kind::Pod, e, Self::apply_pod, key_of),
+            WatchEvent::ForeignPod(e) => {
+                self.handle_kind(Kind::ForeignPod, e, Self::apply_foreign_pod, key_of)
+            }
             WatchEvent::Job(e) => self.handle_kind(Kind::Job, e, Self::apply_job, key_of),
             WatchEvent::PriorityClass(e) => {
                 self.handle_kind(Kind::PriorityClass, e, Self::apply_priority_class, key_of)
@@ -286,7 +316,18 @@ impl Store {
                 .iter()
                 .map(|n| (String::new(), n.clone()))
                 .collect(),
-            Kind::Pod => self.state.pods().map(|(k, _)| k.clone()).collect(),
+            Kind::Pod => self
+                .state
+                .pods()
+                .filter(|((ns, _), _)| self.own_pod(ns))
+                .map(|(k, _)| k.clone())
+                .collect(),
+            Kind::ForeignPod => self
+                .state
+                .pods()
+                .filter(|((ns, _), _)| !self.own_pod(ns))
+                .map(|(k, _)| k.clone())
+                .collect(),
             Kind::Job => self.batch_jobs.keys().cloned().collect(),
             Kind::PriorityClass => self
                 .priority_classes
@@ -309,7 +350,8 @@ impl Store {
                 self.nodes.remove(name);
                 self.state.delete_node(name);
             }
-            Kind::Pod => {
+            Kind::ForeignPod if self.own_pod(namespace) => {}
+            Kind::Pod | Kind::ForeignPod => {
                 self.unindex_pod(namespace, name);
                 self.state.delete_pod(namespace, name);
             }
@@ -350,6 +392,14 @@ impl Store {
                 self.nodes.remove(&name);
                 tracing::warn!(error = %e, "skipping malformed Node");
             }
+        }
+    }
+
+    /// A pod of another namespace bound to a node: it holds capacity, nothing more. The
+    /// watched namespace's own pods come from the `Pod` watch.
+    fn apply_foreign_pod(&mut self, pod: &Pod) {
+        if !self.own_pod(&pod.namespace().unwrap_or_default()) {
+            self.apply_pod(pod);
         }
     }
 

@@ -1,4 +1,4 @@
-//! The six watch streams, one task each, merged into one channel of [`WatchEvent`]s.
+//! The watch streams (six, seven with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
 //!
 //! A watch that fails is not resumed: its task reports the error, drops the watcher and, after
 //! a backoff, starts a fresh one, which re-lists (`Init` … `InitDone`). The store marks the kind
@@ -52,7 +52,9 @@ impl Drop for Watches {
 type Raw<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
 /// Nodes and PriorityClasses (cluster-wide), and Pods, Jobs, TrainingJobs and PaddleJobs in
-/// `namespace` or all namespaces.
+/// `namespace` or all namespaces. With a namespace, also the live pods of every other namespace
+/// that are bound to a node (read only, field-selected): they hold node capacity, so without
+/// them the plan would overcommit nodes shared with other namespaces.
 pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
     let (tx, events) = mpsc::channel(CHANNEL);
     let ns = namespace.map(str::to_string);
@@ -87,14 +89,28 @@ pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
         tx.clone(),
         move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
     );
-    let (c, n) = (client, ns);
-    let paddle_jobs = spawn_kind(Kind::PaddleJob, WatchEvent::PaddleJob, tx, move || {
-        watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed()
-    });
-    Watches {
-        events,
-        tasks: vec![nodes, classes, pods, jobs, training_jobs, paddle_jobs],
+    let (c, n) = (client.clone(), ns.clone());
+    let paddle_jobs = spawn_kind(
+        Kind::PaddleJob,
+        WatchEvent::PaddleJob,
+        tx.clone(),
+        move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
+    );
+    let mut tasks = vec![nodes, classes, pods, jobs, training_jobs, paddle_jobs];
+    if let Some(own) = ns {
+        let selector = foreign_pods_selector(&own);
+        tasks.push(spawn_kind(
+            Kind::ForeignPod,
+            WatchEvent::ForeignPod,
+            tx,
+            move || {
+                watcher(Api::<Pod>::all(client.clone()), config().fields(&selector))
+                    .modify(|pod| pod.managed_fields_mut().clear())
+                    .boxed()
+            },
+        ));
     }
+    Watches { events, tasks }
 }
 
 /// Runs one kind's watch until the receiver is gone: events are forwarded; an error is
@@ -132,6 +148,13 @@ fn spawn_kind<K: Send + 'static>(
             backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
         }
     })
+}
+
+/// Pods of namespaces other than `own` that are bound to a node and have not finished.
+pub fn foreign_pods_selector(own: &str) -> String {
+    format!(
+        "spec.nodeName!=,metadata.namespace!={own},status.phase!=Succeeded,status.phase!=Failed"
+    )
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
