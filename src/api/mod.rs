@@ -6,6 +6,7 @@ pub mod guard;
 mod job;
 mod kind;
 pub mod manifest;
+pub mod note;
 mod paddlejob;
 pub mod priority;
 pub mod quantity;

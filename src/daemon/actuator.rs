@@ -20,7 +20,8 @@ use super::http::Health;
 use super::leader::Fence;
 use super::metrics;
 use super::store::{InvalidJob, TrainerJobRef};
-use crate::api::{FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
+use crate::api::note::{fields_note, truncate_note};
+use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
 use crate::cluster::kinds::{Records, records_of};
 use crate::planner::Reason;
 
@@ -345,7 +346,7 @@ impl Actuator {
         let event = Event {
             type_,
             reason: reason.to_string(),
-            note: Some(truncate(note)),
+            note: Some(truncate_note(note)),
             action: "Rescale".to_string(),
             secondary: None,
         };
@@ -357,7 +358,7 @@ impl Actuator {
         let event = Event {
             type_: EventType::Warning,
             reason: "InvalidSpec".to_string(),
-            note: Some(truncate(format!(
+            note: Some(truncate_note(format!(
                 "not planned: {}",
                 fields_note(&job.problems)
             ))),
@@ -373,7 +374,7 @@ impl Actuator {
         let event = Event {
             type_: EventType::Warning,
             reason: "PriorityClassNotFound".to_string(),
-            note: Some(truncate(fields_note(&job.problems))),
+            note: Some(fields_note(&job.problems)),
             action: "Plan".to_string(),
             secondary: None,
         };
@@ -423,15 +424,6 @@ pub fn status_patch(records: &[TrainerJobScaleRecord], resource_version: Option<
     body
 }
 
-/// `field: problem; field: problem`.
-fn fields_note(problems: &[FieldError]) -> String {
-    problems
-        .iter()
-        .map(|p| format!("{}: {}", p.field, p.problem))
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
 /// The status of a job object of a paddlepaddle.org kind; one that does not deserialize is an
 /// error (its scale records must not be overwritten).
 fn status_of(job: &DynamicObject) -> Result<Option<TrainingJobStatus>, kube::Error> {
@@ -466,18 +458,4 @@ fn outcome_of(error: &kube::Error, doing: &str) -> Outcome {
         }
         other => Outcome::unknown(format!("{doing}: {other}")),
     }
-}
-
-/// Event notes are limited to 1 kB.
-fn truncate(mut text: String) -> String {
-    const LIMIT: usize = 1000;
-    if text.len() > LIMIT {
-        let mut cut = LIMIT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push('…');
-    }
-    text
 }

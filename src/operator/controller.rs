@@ -33,6 +33,7 @@ use super::podgroup::api_resource;
 use super::resources::{desired, job_ref};
 use super::{OperatorConfig, OperatorError};
 use crate::api::guard::{Guarded, MalformedJob};
+use crate::api::note::fields_note;
 use crate::api::validate::check_training_job;
 use crate::api::{FieldError, JobKind, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus};
 
@@ -49,8 +50,6 @@ pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 pub const EVENT_REPORTER: &str = "trainscale-operator";
 /// Reason of the Warning Event listing a job's spec warnings.
 pub const REASON_SPEC_WARNING: &str = "SpecWarning";
-/// Event notes are limited to 1 kB.
-const NOTE_LIMIT: usize = 1000;
 
 /// What every reconcile shares.
 #[derive(Clone)]
@@ -373,30 +372,13 @@ pub fn spec_warning_event(warnings: &[FieldError]) -> Option<Event> {
     if warnings.is_empty() {
         return None;
     }
-    let note = warnings
-        .iter()
-        .map(|w| format!("{}: {}", w.field, w.problem))
-        .collect::<Vec<_>>()
-        .join("; ");
     Some(Event {
         type_: EventType::Warning,
         reason: REASON_SPEC_WARNING.to_string(),
-        note: Some(truncate_note(note)),
+        note: Some(fields_note(warnings)),
         action: "Validate".to_string(),
         secondary: None,
     })
-}
-
-fn truncate_note(mut text: String) -> String {
-    if text.len() > NOTE_LIMIT {
-        let mut cut = NOTE_LIMIT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push('…');
-    }
-    text
 }
 
 /// The Event's reference to the job: its kind, apiVersion, uid and resourceVersion (so each
@@ -697,7 +679,11 @@ mod tests {
         )];
         let note = spec_warning_event(&long).unwrap().note.unwrap();
         assert!(note.ends_with('…'));
-        assert!(note.len() <= NOTE_LIMIT + '…'.len_utf8(), "{}", note.len());
+        assert!(
+            note.len() <= crate::api::note::NOTE_LIMIT + '…'.len_utf8(),
+            "{}",
+            note.len()
+        );
         assert!(note.starts_with("spec.a: éé"));
     }
 }
