@@ -987,3 +987,94 @@ async fn readiness_follows_the_api_server() {
     );
     let _ = cluster.daemon.0.wait();
 }
+
+/// The API server goes away and comes back with other contents (a second emulator on the same
+/// address: another node, no jobs). The daemon plans nothing until every kind has re-listed, then
+/// holds exactly the new contents, and sends the new server no write for an object it never had.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
+    require_kmock();
+    let api_port = free_port().to_string();
+    let mut cluster = start_with(&[], &["--port", &api_port]).await;
+    let started = cluster.started;
+    let port = cluster.port;
+    let client = client(&cluster.kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    tjs.create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    eventually(&mut cluster.daemon, started, "mnist scaled to 4", || {
+        let jobs = jobs.clone();
+        async move {
+            let job = jobs.get_opt("mnist-trainer").await.unwrap()?;
+            (job.spec.and_then(|s| s.parallelism) == Some(4)).then_some(())
+        }
+    })
+    .await;
+
+    // The first server goes; a second one answers on the same address with other contents.
+    cluster.emulator.0.kill().unwrap();
+    let _ = cluster.emulator.0.wait();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
+    let mut second = Guard(
+        Command::new("python3")
+            .arg(&helper)
+            .arg("--kubeconfig")
+            .arg(&cluster.kubeconfig)
+            .args(["--lifetime", "90", "--port", &api_port])
+            .args(["--node-name", "node-b", "--node-cpu", "8"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut ready_line = String::new();
+    BufReader::new(second.0.stdout.take().unwrap())
+        .read_line(&mut ready_line)
+        .unwrap();
+    assert!(ready_line.starts_with("READY "), "{ready_line:?}");
+
+    // The store holds exactly the new contents: node-b's 8 free CPUs, no job.
+    eventually(
+        &mut cluster.daemon,
+        started,
+        "the new contents planned",
+        || async {
+            let (_, metrics) = http_get(port, "/metrics")?;
+            let ready = http_status(port, "/readyz") == Some(200);
+            (ready && metrics.contains("trainscale_cluster_free_cpu_millicores 8000")).then_some(())
+        },
+    )
+    .await;
+    // A few more passes, then: the new server got no write for the old server's objects.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let log = emulator_log(&cluster.kubeconfig).await;
+    let stray: Vec<(&String, &u64)> = log
+        .iter()
+        .filter(|(key, _)| {
+            WRITE_VERBS
+                .iter()
+                .any(|verb| key.starts_with(&format!("{verb} ")))
+                && !key.contains("leases")
+                && !key.contains("events")
+        })
+        .collect();
+    assert!(stray.is_empty(), "writes sent to the new server: {stray:?}");
+    assert!(
+        Api::<Job>::namespaced(client.clone(), "ml")
+            .get_opt("mnist-trainer")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    drop(second);
+    let pid = cluster.daemon.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let _ = cluster.daemon.0.wait();
+}

@@ -148,7 +148,7 @@ def seed(emulator, cpu, memory, pods):
     })
     emulator.objects["v1/nodes", None, NODE] = stamp({
         "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE, "uid": "uid-node-1"},
+        "metadata": {"name": NODE, "uid": f"uid-{NODE}"},
         "status": {
             "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
             "conditions": [{"type": "Ready", "status": "True"}],
@@ -292,6 +292,7 @@ users:
 
 
 async def main():
+    global NODE
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lifetime", type=float, default=120.0)
@@ -299,12 +300,16 @@ async def main():
     parser.add_argument("--node-cpu", default="16", help="allocatable CPU of node-1")
     parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of node-1")
     parser.add_argument("--node-pods", default="110", help="allocatable pods of node-1")
+    parser.add_argument("--node-name", default="node-1", help="the node's name")
+    parser.add_argument("--port", type=int, default=None,
+                        help="serve on this port (a second emulator replacing a first one)")
     args = parser.parse_args()
+    NODE = args.node_name
 
     emulator = StampingEmulator()
     seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
     headers = {"User-Agent": HARNESS_AGENT}
-    async with emulator, kmock.Server(emulator) as server, aiohttp.ClientSession(headers=headers) as session:
+    async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
         with open(args.kubeconfig, "w") as f:
             f.write(KUBECONFIG.format(url=url))
