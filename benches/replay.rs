@@ -191,5 +191,9 @@ fn main() {
     report_memory(scale);
     let mut criterion = Criterion::default().sample_size(10).configure_from_args();
     criterion.bench_function("replay_to_ready", |b| b.iter(|| replay(scale)));
+    // The event lag while a pass plans: a watch event that arrives while the pass holds the
+    // store's snapshot copies the store once (copy on write) before it is applied.
+    let store = replay(scale);
+    criterion.bench_function("store_copy_on_write", |b| b.iter(|| store.clone()));
     criterion.final_summary();
 }

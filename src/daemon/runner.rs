@@ -30,7 +30,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
-    let health = Arc::new(Health::new(config.interval * 3));
+    // Three intervals, but never under 15 s: a loaded node must not fail liveness at `--interval 1s`.
+    let health = Arc::new(Health::new((config.interval * 3).max(Duration::from_secs(15))));
     let listener = http::bind(config.metrics_addr)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -47,10 +48,10 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let store = Arc::new(Mutex::new(match config.namespace.as_deref() {
+    let store: Arc<SharedStore> = Arc::new(Mutex::new(Arc::new(match config.namespace.as_deref() {
         Some(ns) => Store::for_namespace(ns),
         None => Store::new(),
-    }));
+    })));
     let changed = Arc::new(Notify::new());
     let watching = tokio::spawn(consume_watch(
         client.clone(),
@@ -185,7 +186,7 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 async fn consume_watch(
     client: Client,
     namespace: Option<String>,
-    store: Arc<Mutex<Store>>,
+    store: Arc<SharedStore>,
     changed: Arc<Notify>,
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
@@ -201,7 +202,9 @@ async fn consume_watch(
             Some(Ok(event)) => {
                 health.watch_delivered();
                 let restart = event.restarted_kind();
-                let mut guard = lock(&store);
+                let mut shared = lock(&store);
+                // Copies the store only if a pass still plans on the current one.
+                let guard = Arc::make_mut(&mut shared);
                 if let Some(kind) = restart
                     && guard.synced_kind(kind)
                 {
@@ -213,7 +216,7 @@ async fn consume_watch(
                     changed.notify_one();
                 }
                 let ready = guard.synced();
-                drop(guard);
+                drop(shared);
                 if ready != was_ready {
                     tracing::info!("caches synced");
                     health.set_ready(ready);
@@ -223,7 +226,7 @@ async fn consume_watch(
             Some(Err(e)) => {
                 health.watch_failed();
                 // No pass until this kind has re-listed: the server may hold other contents now.
-                lock(&store).begin_relist(e.kind);
+                Arc::make_mut(&mut lock(&store)).begin_relist(e.kind);
                 metrics::watch_error(e.kind.as_str());
                 tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; re-listing after backoff");
             }
@@ -231,7 +234,10 @@ async fn consume_watch(
     }
 }
 
-fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
+/// The store behind a lock, as an `Arc` a pass can keep while events go on.
+type SharedStore = Mutex<Arc<Store>>;
+
+fn lock(store: &SharedStore) -> MutexGuard<'_, Arc<Store>> {
     // A panic while holding the lock leaves a state that is still consistent per event.
     store
         .lock()
@@ -240,7 +246,7 @@ fn lock(store: &Mutex<Store>) -> MutexGuard<'_, Store> {
 
 struct Daemon {
     actuator: Actuator,
-    store: Arc<Mutex<Store>>,
+    store: Arc<SharedStore>,
     health: Arc<Health>,
     stop: watch::Receiver<bool>,
     config: DaemonConfig,
@@ -267,19 +273,31 @@ impl Daemon {
         self.health.progressed();
         // Set on every pass so the exporter's idle timeout never drops them.
         metrics::leader(leader);
-        let work: PassWork = {
+        // The lock is held only to take a snapshot (an `Arc`): events keep flowing while the pass
+        // plans on it off the async runtime.
+        let snapshot = {
             let store = lock(&self.store);
             metrics::ready(store.synced());
             if !store.synced() || store.relisting() {
                 tracing::debug!("pass skipped: caches not synced");
                 return;
             }
-            metrics::observe_state(store.state());
-            metrics::skipped_jobs(&store.skipped_counts());
-            if !leader {
+            Arc::clone(&store)
+        };
+        let config = self.planner_config();
+        let planned = tokio::task::spawn_blocking(move || {
+            metrics::observe_state(snapshot.state());
+            metrics::skipped_jobs(&snapshot.skipped_counts());
+            leader.then(|| prepare(&snapshot, &config))
+        })
+        .await;
+        let work: PassWork = match planned {
+            Ok(Some(work)) => work,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(error = %e, "the planning task failed");
                 return;
             }
-            prepare(&store, &self.planner_config())
         };
         metrics::observe_plan(&work.plan);
         for warning in &work.plan.warnings {
@@ -298,7 +316,7 @@ impl Daemon {
                 }
                 self.actuator.report_invalid(job).await;
             }
-            lock(&self.store).mark_reported(&job.key, &job.resource_version);
+            Arc::make_mut(&mut lock(&self.store)).mark_reported(&job.key, &job.resource_version);
         }
         for job in &work.warned {
             for problem in &job.problems {
@@ -310,7 +328,7 @@ impl Daemon {
                 }
                 self.actuator.report_warnings(job).await;
             }
-            lock(&self.store).mark_warned(job);
+            Arc::make_mut(&mut lock(&self.store)).mark_warned(job);
         }
         if self.config.dry_run {
             for r in &work.rescales {

@@ -135,8 +135,9 @@ pub struct InvalidJob {
 
 type ObjKey = (String, String);
 
-/// The watched cluster.
-#[derive(Debug, Default)]
+/// The watched cluster. Cloned only when a watch event arrives while a pass still plans on a
+/// shared snapshot (copy on write, `Arc::make_mut`).
+#[derive(Debug, Default, Clone)]
 pub struct Store {
     /// The namespace watched (`--namespace`), or none for all.
     namespace: Option<String>,
