@@ -31,7 +31,9 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     // Three intervals, but never under 15 s: a loaded node must not fail liveness at `--interval 1s`.
-    let health = Arc::new(Health::new((config.interval * 3).max(Duration::from_secs(15))));
+    let health = Arc::new(Health::new(
+        (config.interval * 3).max(Duration::from_secs(15)),
+    ));
     let listener = http::bind(config.metrics_addr)
         .await
         .map_err(|source| DaemonError::Bind {
@@ -48,10 +50,11 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let store: Arc<SharedStore> = Arc::new(Mutex::new(Arc::new(match config.namespace.as_deref() {
-        Some(ns) => Store::for_namespace(ns),
-        None => Store::new(),
-    })));
+    let store: Arc<SharedStore> =
+        Arc::new(Mutex::new(Arc::new(match config.namespace.as_deref() {
+            Some(ns) => Store::for_namespace(ns),
+            None => Store::new(),
+        })));
     let changed = Arc::new(Notify::new());
     let watching = tokio::spawn(consume_watch(
         client.clone(),
