@@ -202,18 +202,16 @@ async fn start(extra: &[&str]) -> Cluster {
     start_with(extra, &[]).await
 }
 
-/// [`start`], passing `emulator` flags to the emulator helper.
-async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
+/// Starts the emulator helper with `flags`, writing `kubeconfig`; returns once it is READY.
+fn spawn_emulator(kubeconfig: &Path, flags: &[&str]) -> Guard {
     let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
     let mut emulator = Guard(
         Command::new("python3")
             .arg(&helper)
             .arg("--kubeconfig")
-            .arg(&kubeconfig)
+            .arg(kubeconfig)
             .args(["--lifetime", "90"])
-            .args(emulator_flags)
+            .args(flags)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -227,6 +225,14 @@ async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
         ready_line.starts_with("READY "),
         "emulator said {ready_line:?}"
     );
+    emulator
+}
+
+/// [`start`], passing `emulator` flags to the emulator helper.
+async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let emulator = spawn_emulator(&kubeconfig, emulator_flags);
 
     let port = free_port();
     let daemon = Command::new(env!("CARGO_BIN_EXE_trainscale"))
@@ -1021,24 +1027,17 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     cluster.emulator.0.kill().unwrap();
     let _ = cluster.emulator.0.wait();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
-    let mut second = Guard(
-        Command::new("python3")
-            .arg(&helper)
-            .arg("--kubeconfig")
-            .arg(&cluster.kubeconfig)
-            .args(["--lifetime", "90", "--port", &api_port])
-            .args(["--node-name", "node-b", "--node-cpu", "8"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let second = spawn_emulator(
+        &cluster.kubeconfig,
+        &[
+            "--port",
+            &api_port,
+            "--node-name",
+            "node-b",
+            "--node-cpu",
+            "8",
+        ],
     );
-    let mut ready_line = String::new();
-    BufReader::new(second.0.stdout.take().unwrap())
-        .read_line(&mut ready_line)
-        .unwrap();
-    assert!(ready_line.starts_with("READY "), "{ready_line:?}");
 
     // The store holds exactly the new contents: node-b's 8 free CPUs, no job.
     eventually(

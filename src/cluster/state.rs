@@ -15,7 +15,7 @@ use super::kinds::{JobAdapter, priority_field};
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
 };
-use crate::api::priority::PriorityClasses;
+use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
@@ -467,15 +467,17 @@ impl ClusterState {
             return Vec::new();
         };
         let mut warnings = slot.warnings.clone();
-        if let Some(class) = slot.info.as_ref().and_then(|i| i.priority_class.as_deref())
-            && !self.priority_classes.contains_key(class)
+        // The class name re-resolved against today's classes gives today's warning, if any.
+        if let Some(text) = slot
+            .info
+            .as_ref()
+            .and_then(|i| i.priority_class.as_deref())
+            .and_then(|class| resolve_priority(class, &self.priority_classes).warning)
         {
             warnings.push(FieldError::new(
                 key.object_ref(),
                 priority_field(key.kind),
-                format!(
-                    "{class:?} is neither an integer nor the name of a PriorityClass; ordered as 0"
-                ),
+                text,
             ));
         }
         warnings

@@ -173,7 +173,7 @@ impl Actuator {
             };
             let Some(outcome) = applied else {
                 tracing::warn!(job = %r.key, "leader lease lost mid-rescale; writes stopped");
-                metrics::rescale(Outcome::unknown("").result_str());
+                metrics::rescale("Unknown");
                 break;
             };
             if let Some(health) = &self.health {

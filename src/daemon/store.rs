@@ -151,7 +151,6 @@ pub struct Store {
     training_jobs: BTreeMap<JobKey, TrainingJobMeta>,
     /// Job objects that did not deserialize.
     malformed: BTreeMap<JobKey, InvalidJob>,
-    priority_classes: HashSet<String>,
     /// Trainer pod names by TrainingJob.
     trainer_pods: HashMap<JobKey, BTreeSet<String>>,
     /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
@@ -331,8 +330,9 @@ impl Store {
                 .collect(),
             Kind::Job => self.batch_jobs.keys().cloned().collect(),
             Kind::PriorityClass => self
-                .priority_classes
-                .iter()
+                .state
+                .priority_classes()
+                .keys()
                 .map(|n| (String::new(), n.clone()))
                 .collect(),
             Kind::TrainingJob | Kind::PaddleJob => self
@@ -359,10 +359,7 @@ impl Store {
             Kind::Job => {
                 self.remove_batch_job(&(namespace.clone(), name.clone()));
             }
-            Kind::PriorityClass => {
-                self.priority_classes.remove(name);
-                self.state.delete_priority_class(name);
-            }
+            Kind::PriorityClass => self.state.delete_priority_class(name),
             Kind::TrainingJob | Kind::PaddleJob => {
                 let Some(job_kind) = kind.job_kind() else {
                     return;
@@ -378,9 +375,7 @@ impl Store {
     }
 
     fn apply_priority_class(&mut self, class: &PriorityClass) {
-        let name = class.name_any();
         self.state.apply_priority_class(class);
-        self.priority_classes.insert(name);
     }
 
     fn apply_node(&mut self, node: &Node) {
