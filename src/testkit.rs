@@ -98,6 +98,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     terminating: false,
                     owner: None,
                     created: 0,
+                    index: None,
                 }),
             );
             left -= req;
@@ -151,6 +152,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     terminating: false,
                     owner: Some((key.clone(), Role::Trainer)),
                     created: j as i64,
+                    index: Some(t as u32),
                 }),
             );
             placed += 1;
@@ -281,6 +283,7 @@ pub fn add_trainer(
             terminating: false,
             owner: Some((key.clone(), Role::Trainer)),
             created: 0,
+            index: None,
         }),
     );
 }

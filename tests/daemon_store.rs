@@ -1,16 +1,14 @@
-//! The watch path: events into the store, relists, trainer Jobs, invalid jobs, victims.
-
-use std::borrow::Cow;
+//! The watch path: events into the store, relists, trainer Jobs, invalid jobs.
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::watcher::Event;
 use serde_json::json;
+use trainscale::api::JobKey;
 use trainscale::api::guard::GuardedTrainingJob;
-use trainscale::api::{JobKey, Resources};
-use trainscale::daemon::pass::{prepare, victims};
+use trainscale::daemon::pass::prepare;
 use trainscale::daemon::{Store, WatchEvent};
-use trainscale::planner::{JobPlan, PlannerConfig, Reason, Removal};
+use trainscale::planner::PlannerConfig;
 
 fn node(name: &str) -> Node {
     serde_json::from_value(json!({"metadata": {"name": name, "resourceVersion": "1"},
@@ -175,34 +173,6 @@ fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
     edited["metadata"]["resourceVersion"] = json!("9");
     store.handle(WatchEvent::TrainingJob(Event::Apply(tj(edited))));
     assert_eq!(store.unreported_invalid().len(), 1);
-}
-
-#[test]
-fn victims_are_pending_first_then_newest_on_the_named_node() {
-    let store = synced_store();
-    let plan = JobPlan {
-        key: Cow::Owned(JobKey::new("ml", "mnist")),
-        current: 4,
-        target: 2,
-        min: 1,
-        max: 4,
-        fulfillment_before: 1.0,
-        fulfillment_after: 0.33,
-        reason: Reason::Reclaimed,
-        placements: Vec::new(),
-        removals: vec![
-            Removal {
-                node: Some(store.state().node_id_of("n1").unwrap()),
-                trainers: 1,
-            },
-            Removal {
-                node: None,
-                trainers: 1,
-            },
-        ],
-        trainer: Resources::new(1000, 1 << 30, 0),
-    };
-    assert_eq!(victims(&store, &plan), vec!["t-pending", "t-b"]);
 }
 
 /// A TrainingJob just applied, before the operator has created its trainer Job: the plan may

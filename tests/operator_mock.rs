@@ -362,6 +362,7 @@ async fn fault_tolerant_elastic_job_creates_master_pservers_and_indexed_trainers
             "completions": 2,
             "parallelism": 2,
             "podReplacementPolicy": "Failed",
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]},
             "template": {
                 "metadata": {
                     "annotations": {"priority": "3"},
@@ -911,7 +912,9 @@ async fn autoclean_releases_a_finished_job_once() {
         vec![
             format!("PATCH {}", rs_path("ft-master")),
             format!("PATCH {}", rs_path("ft-pserver")),
-            format!("DELETE /api/v1/namespaces/{NS}/pods?&labelSelector=paddle-job%3Dft"),
+            format!(
+                "DELETE /api/v1/namespaces/{NS}/pods?&fieldSelector=status.phase%21%3DPending%2Cstatus.phase%21%3DRunning%2Cstatus.phase%21%3DUnknown&labelSelector=paddle-job%3Dft"
+            ),
             format!("PATCH {}/status", job_path("ft")),
         ]
     );

@@ -120,7 +120,14 @@ pub struct PodInfo {
     pub owner: Option<(JobKey, Role)>,
     /// Creation time, seconds since the epoch (0 when unknown).
     pub created: i64,
+    /// The Indexed Job completion index (annotation or label
+    /// `batch.kubernetes.io/job-completion-index`), when the pod has one.
+    pub index: Option<u32>,
 }
+
+/// The annotation (and, since Kubernetes 1.28, label) the Job controller puts on every pod of an
+/// Indexed Job.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
 fn seconds(time: Option<&Time>) -> i64 {
     time.map(|t| t.0.as_second()).unwrap_or(0)
@@ -205,7 +212,18 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         terminating: pod.metadata.deletion_timestamp.is_some(),
         owner,
         created: seconds(pod.metadata.creation_timestamp.as_ref()),
+        index: completion_index(&pod.metadata),
     })
+}
+
+/// The pod's completion index; a value that is not a number counts as none (the Job controller
+/// then treats the pod as one it did not create, and so does the planner).
+fn completion_index(meta: &ObjectMeta) -> Option<u32> {
+    let of = |map: Option<&std::collections::BTreeMap<String, String>>| {
+        map.and_then(|m| m.get(COMPLETION_INDEX))
+            .and_then(|v| v.parse::<u32>().ok())
+    };
+    of(meta.annotations.as_ref()).or_else(|| of(meta.labels.as_ref()))
 }
 
 /// The kind of job a set of pod labels names: a PaddleJob's pods carry `paddle-job-name`.

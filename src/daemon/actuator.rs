@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -39,8 +39,6 @@ pub struct Rescale {
     pub current: i32,
     pub target: i32,
     pub reason: Reason,
-    /// Trainer pods to delete before lowering parallelism, pending ones first.
-    pub victims: Vec<String>,
 }
 
 /// How a rescale ended, as the scale record states it.
@@ -186,12 +184,10 @@ impl Actuator {
         outcomes
     }
 
-    /// Rescales one job: victims, parallelism, scale record, Event.
+    /// Rescales one job: parallelism (the Job controller then adds or removes the highest
+    /// indexes; trainscale deletes no pod), scale record, Event.
     /// Each write first checks the fence: after a lost lease nothing more is written.
     pub async fn rescale(&self, r: &Rescale) -> Outcome {
-        if r.target < r.current {
-            self.delete_victims(&r.key.namespace, &r.victims).await;
-        }
         if !self.fence.held() {
             return Outcome::unknown(
                 "the leader lease was lost before the trainer Job was patched",
@@ -211,23 +207,6 @@ impl Actuator {
         }
         self.publish_rescale(r, &outcome).await;
         outcome
-    }
-
-    async fn delete_victims(&self, namespace: &str, victims: &[String]) {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        for name in victims {
-            if !self.fence.held() {
-                return;
-            }
-            match pods.delete(name, &DeleteParams::default()).await {
-                Ok(_) => tracing::info!(pod = %name, namespace, "deleted victim trainer pod"),
-                Err(kube::Error::Api(s)) if s.is_not_found() => {}
-                Err(e) => {
-                    metrics::api_error("delete");
-                    tracing::warn!(pod = %name, namespace, error = %e, "could not delete victim pod");
-                }
-            }
-        }
     }
 
     /// Sets the trainer Job's parallelism (and completions for Indexed Jobs) to the target,

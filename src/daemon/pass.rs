@@ -53,49 +53,5 @@ fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
         current: job.current,
         target: job.target,
         reason: job.reason,
-        victims: if job.target < job.current {
-            victims(store, job)
-        } else {
-            Vec::new()
-        },
     }
-}
-
-/// The trainer pods the plan's removals name: unbound ones first (node `None`), then the newest
-/// live pods on each named node. `job` must have been planned from `store`'s current state.
-pub fn victims(store: &Store, job: &JobPlan) -> Vec<String> {
-    let state = store.state();
-    let namespace = &*job.key.namespace;
-    let mut live: Vec<(&str, Option<&str>, i64)> = store
-        .trainer_pods(&job.key)
-        .filter_map(|name| {
-            let pod = state.pod(namespace, name)?;
-            let finished = pod.phase == crate::cluster::PodPhase::Finished;
-            (!pod.terminating && !finished).then_some((name, pod.node.as_deref(), pod.created))
-        })
-        .collect();
-    // Newest first, then by name for determinism.
-    live.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
-    let mut chosen = Vec::new();
-    let mut removals: Vec<_> = job.removals.iter().collect();
-    removals.sort_by_key(|r| r.node.is_some());
-    for removal in removals {
-        // The plan was made from this state: its node ids name nodes here.
-        let wanted = match removal.node.map(|id| (id, state.node(id))) {
-            None => None,
-            Some((_, Some(node))) => Some(&*node.name),
-            Some((id, None)) => {
-                tracing::warn!(job = %job.key, node = id, "removal names an unknown node id; skipped");
-                continue;
-            }
-        };
-        let picks = live
-            .iter()
-            .filter(|(name, node, _)| *node == wanted && !chosen.contains(&name.to_string()))
-            .take(removal.trainers as usize)
-            .map(|(name, _, _)| name.to_string())
-            .collect::<Vec<_>>();
-        chosen.extend(picks);
-    }
-    chosen
 }

@@ -363,7 +363,7 @@ impl Daemon {
         }
         if self.config.dry_run {
             for r in &work.rescales {
-                tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, victims = ?r.victims, "dry run: would rescale");
+                tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, "dry run: would rescale");
             }
         } else {
             self.actuator

@@ -644,16 +644,23 @@ async fn release(
             Err(e) => return Err(e.into()),
         }
     }
+    // Only finished trainer pods: the suspended trainer Job's controller removes the others
+    // (and the admission policy lets trainscale delete no other pod).
     let pods: Api<Pod> = Api::namespaced(client, ns);
     pods.delete_collection(
         &DeleteParams::default(),
-        &ListParams::default().labels(&format!("{LABEL_TRAINER}={name}")),
+        &ListParams::default()
+            .labels(&format!("{LABEL_TRAINER}={name}"))
+            .fields(FINISHED_PODS),
     )
     .await?;
     info!(job = %subject.object(), "released");
     status.released = true;
     Ok(())
 }
+
+/// A pod field selector for pods that have finished (Succeeded or Failed).
+pub const FINISHED_PODS: &str = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::{
+    Job, JobSpec, PodFailurePolicy, PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::ResourceExt;
@@ -144,12 +146,29 @@ pub fn trainer_job(
             completion_mode: Some("Indexed".to_string()),
             backoff_limit: Some(trainer_backoff_limit(job, config)),
             pod_replacement_policy: Some("Failed".to_string()),
+            pod_failure_policy: Some(ignore_disruptions()),
             suspend: config.kueue.then_some(true),
             template: pod_template(job, kind, Role::Trainer, sched)?,
             ..Default::default()
         }),
         status: None,
     })
+}
+
+/// A pod failure policy under which a trainer stopped by a disruption (eviction, preemption,
+/// node drain or taint: the pod condition `DisruptionTarget`) is replaced without counting
+/// against `backoffLimit`.
+pub fn ignore_disruptions() -> PodFailurePolicy {
+    PodFailurePolicy {
+        rules: vec![PodFailurePolicyRule {
+            action: "Ignore".to_string(),
+            on_exit_codes: None,
+            on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                type_: "DisruptionTarget".to_string(),
+                status: Some("True".to_string()),
+            }]),
+        }],
+    }
 }
 
 /// The `<name>-trainers` ConfigMap with the given trainer count.

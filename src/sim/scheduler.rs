@@ -141,6 +141,7 @@ impl World {
                 terminating: false,
                 owner: Some((job.key.clone(), Role::Trainer)),
                 created: pod.created,
+                index: None,
             },
         ))
     }

@@ -73,6 +73,7 @@ fn add_pod(
         terminating: false,
         owner: owner.map(|k| (k.clone(), Role::Trainer)),
         created: 0,
+        index: None,
     };
     state.set_pod(("ns".to_string(), name), Some(info));
 }
