@@ -176,9 +176,10 @@ pub fn node_name(n: usize) -> String {
 }
 
 /// Applies a plan as the Job controller and kube-scheduler would: every trainer pod of a planned
-/// job is rebuilt from the plan (bound trainers kept minus removals, placements bound where
-/// named, the rest pending) and its parallelism set to the target. `plan` must have been made
-/// from `state` (and no longer borrow it: see [`ScalePlan::into_owned`]).
+/// job is rebuilt from the plan with its completion index (positions below the target kept where
+/// they were, the rest bound where the placements say, else pending) and its parallelism set to
+/// the target. `plan` must have been made from `state` (and no longer borrow it: see
+/// [`ScalePlan::into_owned`]).
 pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan<'_>) {
     let mut pods_of = trainer_pods_by_job(state);
     for job in &plan.jobs {
@@ -188,61 +189,41 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan<'_>) {
         let Some(info) = slot.info.clone() else {
             continue;
         };
-        let mut bound: Vec<(NodeId, u32)> = slot
-            .trainers
-            .bound_by_node
-            .iter()
-            .map(|(id, n)| (*id, *n))
-            .collect();
-        for r in &job.removals {
-            if let Some(node) = r.node
-                && let Some(entry) = bound.iter_mut().find(|(id, _)| *id == node)
-            {
-                entry.1 = entry.1.saturating_sub(r.trainers);
-            }
-        }
         // Names before the pods go: deleting them may free the ids of nodes with no Node object.
         let name = |id: NodeId| state.node(id).map(|node| node.name.to_string());
-        let bound: Vec<(String, u32)> = bound
+        let kept: Vec<Option<String>> = slot
+            .controller_positions()
             .into_iter()
-            .filter_map(|(id, n)| Some((name(id)?, n)))
+            .take(job.target.max(0) as usize)
+            .map(|position| position.and_then(name))
             .collect();
-        let placements: Vec<(String, u32)> = job
+        let mut placements: Vec<String> = job
             .placements
             .iter()
             .filter_map(|p| Some((name(p.node)?, p.trainers)))
+            .flat_map(|(node, n)| std::iter::repeat_n(node, n as usize))
             .collect();
+        placements.reverse();
         for (ns, name) in pods_of.remove(&job.key).unwrap_or_default() {
             state.delete_pod(&ns, &name);
         }
-        let mut i = 0;
-        let mut add = |state: &mut ClusterState, node: Option<&str>| {
-            add_trainer(
-                state,
-                &job.key,
-                &format!("{}-t{i}", job.key.name),
-                node,
-                info.trainer,
+        for index in 0..job.target.max(0) as usize {
+            let node = match kept.get(index) {
+                Some(Some(node)) => Some(node.clone()),
+                _ => placements.pop(),
+            };
+            state.set_pod(
+                (
+                    job.key.namespace.to_string(),
+                    format!("{}-{index}", job.key.name),
+                ),
+                Some(trainer_pod(
+                    &job.key,
+                    node,
+                    info.trainer,
+                    Some(index as u32),
+                )),
             );
-            i += 1;
-        };
-        for (node, n) in &bound {
-            for _ in 0..*n {
-                add(state, Some(node));
-            }
-        }
-        for (node, n) in &placements {
-            for _ in 0..*n {
-                add(state, Some(node));
-            }
-        }
-        let placed: i32 = bound
-            .iter()
-            .chain(&placements)
-            .map(|(_, n)| *n as i32)
-            .sum();
-        for _ in placed..job.target {
-            add(state, None);
         }
         state.set_trainer_job(job.key.clone().into_owned(), Some(Some(job.target)));
     }
@@ -262,7 +243,8 @@ fn trainer_pods_by_job(state: &ClusterState) -> HashMap<JobKey, Vec<(String, Str
     pods
 }
 
-/// Adds one trainer pod of `key`, bound to `node` (Running) or pending.
+/// Adds one trainer pod of `key`, bound to `node` (Running) or pending, without a completion
+/// index (as a NonIndexed Job's pod).
 pub fn add_trainer(
     state: &mut ClusterState,
     key: &JobKey,
@@ -272,20 +254,30 @@ pub fn add_trainer(
 ) {
     state.set_pod(
         (key.namespace.to_string(), pod.to_string()),
-        Some(PodInfo {
-            node: node.map(str::to_string),
-            phase: if node.is_some() {
-                PodPhase::Running
-            } else {
-                PodPhase::Pending
-            },
-            requests: trainer,
-            terminating: false,
-            owner: Some((key.clone(), Role::Trainer)),
-            created: 0,
-            index: None,
-        }),
+        Some(trainer_pod(key, node.map(str::to_string), trainer, None)),
     );
+}
+
+/// A trainer pod of `key`: bound to `node` (Running) or pending, with completion index `index`.
+pub fn trainer_pod(
+    key: &JobKey,
+    node: Option<String>,
+    trainer: Resources,
+    index: Option<u32>,
+) -> PodInfo {
+    PodInfo {
+        phase: if node.is_some() {
+            PodPhase::Running
+        } else {
+            PodPhase::Pending
+        },
+        node,
+        requests: trainer,
+        terminating: false,
+        owner: Some((key.clone(), Role::Trainer)),
+        created: 0,
+        index,
+    }
 }
 
 /// A cluster as a pass finds it in steady operation: [`generate`]d, settled by one applied

@@ -63,6 +63,10 @@ pub struct TrainerPods {
     pub bound_by_node: BTreeMap<NodeId, u32>,
     /// Bound, live trainers.
     pub bound: u32,
+    /// Bound, live trainers with a completion index, by `(index, pod name)`.
+    pub bound_by_index: BTreeMap<(u32, String), NodeId>,
+    /// Bound, live trainers without a completion index, by `(creation time, pod name)`.
+    pub bound_unindexed: BTreeMap<(i64, String), NodeId>,
     /// Live trainers not yet bound to a node.
     pub pending: u32,
     /// Trainers being deleted (they still hold their node's resources).
@@ -103,12 +107,71 @@ impl JobSlot {
         self.trainers.pending.saturating_add(missing)
     }
 
+    /// The job's trainer positions as the Job controller removes them, lowest first: position `p`
+    /// holds the node of the trainer kept at `p`, `None` when that trainer is pending or not
+    /// created yet. Lowering `parallelism` to `t` removes exactly positions `t..current`.
+    ///
+    /// Indexed pods sit at their completion index (the controller removes indexes >= the new
+    /// completions); pods without an index (a NonIndexed Job, which removes unscheduled pods, then
+    /// the newest) fill the lowest free positions oldest first. Bound pods with an index at or
+    /// above `current` are already on their way out and hold no position.
+    pub fn controller_positions(&self) -> Vec<Option<NodeId>> {
+        let current = self.current() as usize;
+        let mut positions = vec![None; current];
+        for ((index, _), node) in &self.trainers.bound_by_index {
+            match positions.get_mut(*index as usize) {
+                Some(slot @ None) => *slot = Some(*node),
+                Some(Some(_)) => {}
+                None => break,
+            }
+        }
+        let mut free = 0;
+        for node in self.trainers.bound_unindexed.values() {
+            while free < current && positions[free].is_some() {
+                free += 1;
+            }
+            let Some(slot) = positions.get_mut(free) else {
+                break;
+            };
+            *slot = Some(*node);
+        }
+        positions
+    }
+
     fn is_empty(&self) -> bool {
         self.info.is_none()
             && self.invalid.is_none()
             && self.warnings.is_empty()
             && !self.has_trainer_job
             && self.trainers == TrainerPods::default()
+    }
+}
+
+/// Where a live, bound trainer pod stands in its job's controller order (see
+/// [`JobSlot::controller_positions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Position {
+    job: JobKey,
+    index: Option<u32>,
+    created: i64,
+    node: String,
+}
+
+impl Position {
+    fn of(pod: &PodInfo) -> Option<Position> {
+        match (&pod.owner, &pod.node) {
+            (Some((job, Role::Trainer)), Some(node))
+                if !pod.terminating && pod.phase != PodPhase::Finished =>
+            {
+                Some(Position {
+                    job: job.clone(),
+                    index: pod.index,
+                    created: pod.created,
+                    node: node.clone(),
+                })
+            }
+            _ => None,
+        }
     }
 }
 
@@ -274,6 +337,16 @@ impl ClusterState {
 
     /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
     pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
+        let old_position = self.pods.get(&key).and_then(Position::of);
+        let new_position = info.as_ref().and_then(Position::of);
+        let moved = if old_position == new_position {
+            None
+        } else {
+            if let Some(p) = old_position {
+                self.unposition(&key.1, p);
+            }
+            new_position
+        };
         let old = match info {
             Some(new) => {
                 if self.pods.get(&key) == Some(&new) {
@@ -281,6 +354,9 @@ impl ClusterState {
                 }
                 // Accounting is a sum, so the new pod may count before the old one is taken off.
                 self.account_pod(&new, 1);
+                if let Some(p) = moved {
+                    self.position(&key.1, p);
+                }
                 self.pods.insert(key, new)
             }
             None => self.pods.remove(&key),
@@ -288,6 +364,28 @@ impl ClusterState {
         if let Some(old) = old {
             self.account_pod(&old, -1);
         }
+    }
+
+    /// Records a live bound trainer at its place in its job's controller order.
+    fn position(&mut self, name: &str, p: Position) {
+        let node = self.node_id(&p.node);
+        let t = &mut self.job_slot_mut(&p.job).trainers;
+        match p.index {
+            Some(i) => t.bound_by_index.insert((i, name.to_string()), node),
+            None => t
+                .bound_unindexed
+                .insert((p.created, name.to_string()), node),
+        };
+    }
+
+    /// Forgets a trainer's place in its job's controller order.
+    fn unposition(&mut self, name: &str, p: Position) {
+        let t = &mut self.job_slot_mut(&p.job).trainers;
+        match p.index {
+            Some(i) => t.bound_by_index.remove(&(i, name.to_string())),
+            None => t.bound_unindexed.remove(&(p.created, name.to_string())),
+        };
+        self.drop_job_if_empty(&p.job);
     }
 
     /// A pod by namespace and name.

@@ -179,7 +179,7 @@ impl Want {
             job,
             min: i64::from(j.min),
             span: i64::from(j.max - j.min),
-            max: i64::from(j.max),
+            max: i64::from(j.ceiling()),
             planned: i64::from(j.planned),
             trainer: j.trainer(),
         }

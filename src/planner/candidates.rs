@@ -9,7 +9,7 @@ use litemap::LiteMap;
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
-use crate::cluster::{ClusterState, NodeId};
+use crate::cluster::{ClusterState, JobSlot, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
 /// than a `BTreeMap` for the handful of nodes a job's trainers land on).
@@ -44,6 +44,36 @@ pub struct Candidate<'a> {
     pub removed: NodeCounts,
     /// The reason that stands so far, if anything happened.
     pub reason: Option<Reason>,
+    /// Trainer positions kept (see [`JobSlot::controller_positions`]): the job shrinks only by
+    /// lowering this, as lowering `parallelism` makes the Job controller remove the positions
+    /// above it. Starts at `current`.
+    pub kept: i32,
+    /// The job's slot, read for its controller positions when it shrinks.
+    slot: &'a JobSlot,
+    /// The controller positions, built the first time they are needed.
+    positions: Option<Vec<Option<NodeId>>>,
+}
+
+/// What one [`Candidate::shrink`] did, for [`Candidate::unshrink`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shrunk {
+    /// A trainer placed this pass beyond the kept positions was taken back from the node.
+    Unplaced(NodeId),
+    /// The top kept position was a trainer bound to the node; it goes.
+    Bound(NodeId),
+    /// The top kept position was pending; the placement that would have filled it, if any,
+    /// was taken back from the node.
+    Pending(Option<NodeId>),
+}
+
+impl Shrunk {
+    /// The node where room came free, if any.
+    pub fn freed(self) -> Option<NodeId> {
+        match self {
+            Shrunk::Unplaced(n) | Shrunk::Bound(n) | Shrunk::Pending(Some(n)) => Some(n),
+            Shrunk::Pending(None) => None,
+        }
+    }
 }
 
 impl<'a> Candidate<'a> {
@@ -112,9 +142,44 @@ impl<'a> Candidate<'a> {
         }
     }
 
-    /// Removes one bound trainer from `node`.
-    pub fn remove_bound(&mut self, node: NodeId) {
-        if self.on_node.contains_key(&node) {
+    /// The most trainers the job may reach in this pass: max-instance, or, once it has shrunk,
+    /// its kept positions (growing back would only undo the shrink: the Job controller cannot
+    /// move a trainer).
+    pub fn ceiling(&self) -> i32 {
+        if self.kept < self.current {
+            self.kept.min(self.max)
+        } else {
+            self.max
+        }
+    }
+
+    /// The controller positions (built once).
+    pub fn positions(&mut self) -> &[Option<NodeId>] {
+        self.positions
+            .get_or_insert_with(|| self.slot.controller_positions())
+    }
+
+    /// Takes away the job's top trainer the way lowering `parallelism` by one does: a trainer
+    /// placed this pass beyond the kept positions first, else the highest kept position (a bound
+    /// trainer, or a pending one, which frees nothing unless a placement was filling it). Gives
+    /// the room back to `index`; `None` when nothing is left to take.
+    pub fn shrink(&mut self, index: &mut NodeIndex) -> Option<Shrunk> {
+        if self.planned > self.kept
+            && let Some(node) = self.any_placed()
+        {
+            self.unplace(node);
+            index.adjust(node, self.trainer, 1);
+            return Some(Shrunk::Unplaced(node));
+        }
+        if self.kept <= 0 {
+            return None;
+        }
+        self.kept -= 1;
+        let top_position = self.kept as usize;
+        let top = self.positions().get(top_position).copied().flatten();
+        if let Some(node) = top
+            && self.on_node.contains_key(&node)
+        {
             let on_node = self.on_node.to_mut();
             if let Some(n) = on_node.get_mut(&node) {
                 *n -= 1;
@@ -124,48 +189,89 @@ impl<'a> Candidate<'a> {
             }
             *self.removed.entry(node).or_insert(0) += 1;
             self.planned -= 1;
+            index.adjust(node, self.trainer, 1);
+            return Some(Shrunk::Bound(node));
+        }
+        let unplaced = (self.planned > self.kept)
+            .then(|| self.any_placed())
+            .flatten();
+        if let Some(node) = unplaced {
+            self.unplace(node);
+            index.adjust(node, self.trainer, 1);
+        }
+        Some(Shrunk::Pending(unplaced))
+    }
+
+    /// Reverts a [`Candidate::shrink`]; shrinks must be reverted newest first.
+    pub fn unshrink(&mut self, index: &mut NodeIndex, shrunk: Shrunk) {
+        match shrunk {
+            Shrunk::Unplaced(_) => {}
+            Shrunk::Bound(node) => {
+                self.kept += 1;
+                if let Some(n) = self.removed.get_mut(&node) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.removed.remove(&node);
+                    }
+                }
+                *self.on_node.to_mut().entry(node).or_insert(0) += 1;
+                self.planned += 1;
+                index.adjust(node, self.trainer, -1);
+                return;
+            }
+            Shrunk::Pending(_) => self.kept += 1,
+        }
+        if let Some(node) = shrunk.freed() {
+            self.place(node);
+            index.adjust(node, self.trainer, -1);
         }
     }
 
-    /// Puts back one bound trainer removed from `node`.
-    pub fn restore_bound(&mut self, node: NodeId) {
-        if let Some(n) = self.removed.get_mut(&node) {
-            *n -= 1;
-            if *n == 0 {
-                self.removed.remove(&node);
-            }
-            *self.on_node.to_mut().entry(node).or_insert(0) += 1;
-            self.planned += 1;
+    /// A node holding a trainer placed this pass (the last in id order).
+    fn any_placed(&self) -> Option<NodeId> {
+        self.placed.iter().next_back().map(|(node, _)| *node)
+    }
+
+    /// The target the job's counts stand for, as the Job controller will realise it: growth
+    /// when trainers were placed beyond the kept positions; else the kept positions, less the
+    /// pending ones at the top that no placement fills (dropping those costs nothing).
+    pub fn target(&mut self) -> i32 {
+        if self.kept == self.current && self.planned >= self.current {
+            return self.planned;
         }
+        let mut unplaced = (self.kept - self.planned).max(0);
+        let mut target = self.kept;
+        let kept = self.kept;
+        let positions = self.positions();
+        while unplaced > 0 && target > 0 && target <= kept {
+            match positions.get(target as usize - 1) {
+                Some(Some(_)) => break,
+                _ => {
+                    target -= 1;
+                    unplaced -= 1;
+                }
+            }
+        }
+        target
     }
 
     /// The job's plan once the pass is done; nodes are listed in name order.
     pub fn finish(self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
         let fulfillment_before = self.fulfillment_at(self.current);
         let fulfillment_after = self.fulfillment_at(target);
-        let placed: i32 = self.placed.values().map(|n| *n as i32).sum();
         // The placement counts become the plan's list in their own storage.
         let placements = by_name(index, self.placed, |node, trainers| NodeCount {
             node,
             trainers,
         });
-        let unplaced = (self.current - self.bound).max(0);
-        let mut removals = Vec::new();
-        if target < self.current {
-            let pending_removed = (unplaced - placed).max(0).min(self.current - target);
-            if pending_removed > 0 {
-                removals.push(Removal {
-                    node: None,
-                    trainers: pending_removed as u32,
-                });
-            }
-        }
-        if !self.removed.is_empty() {
-            removals.extend(by_name(index, self.removed, |node, trainers| Removal {
-                node: Some(node),
-                trainers,
-            }));
-        }
+        let removals = if target < self.current {
+            let positions = self
+                .positions
+                .unwrap_or_else(|| self.slot.controller_positions());
+            controller_removals(index, &positions, target)
+        } else {
+            Vec::new()
+        };
         JobPlan {
             key: Cow::Borrowed(self.key),
             current: self.current,
@@ -180,6 +286,37 @@ impl<'a> Candidate<'a> {
             trainer: self.trainer,
         }
     }
+}
+
+/// What lowering `parallelism` to `target` removes, by the Job controller's rule: the positions
+/// at and above `target` (`positions` from [`JobSlot::controller_positions`]), pending ones as
+/// one entry with node `None`, first, then bound ones per node in name order.
+pub fn controller_removals(
+    index: &NodeIndex,
+    positions: &[Option<NodeId>],
+    target: i32,
+) -> Vec<Removal> {
+    let from = (target.max(0) as usize).min(positions.len());
+    let mut pending = 0;
+    let mut bound = NodeCounts::new();
+    for position in &positions[from..] {
+        match position {
+            Some(node) => *bound.entry(*node).or_insert(0) += 1,
+            None => pending += 1,
+        }
+    }
+    let mut out = Vec::with_capacity(bound.len() + 1);
+    if pending > 0 {
+        out.push(Removal {
+            node: None,
+            trainers: pending,
+        });
+    }
+    out.extend(by_name(index, bound, |node, trainers| Removal {
+        node: Some(node),
+        trainers,
+    }));
+    out
 }
 
 /// Per-node counts as `make(node, count)`, nodes in name order; nodes the state the index was
@@ -198,6 +335,37 @@ fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) 
         .collect()
 }
 
+/// A job's bound trainers that hold a controller position: all of them, borrowed from the
+/// slot, unless some stand above `current` (an index at or above parallelism, a duplicate index,
+/// more unindexed pods than parallelism), which the Job controller is removing already: those
+/// still hold their node's room but are not the job's trainers. Also the positions, when they
+/// had to be built.
+#[allow(clippy::type_complexity)]
+fn trainers_in_positions(
+    slot: &JobSlot,
+) -> (
+    i32,
+    Cow<'_, BTreeMap<NodeId, u32>>,
+    Option<Vec<Option<NodeId>>>,
+) {
+    let t = &slot.trainers;
+    let current = slot.current() as usize;
+    let indexed_below = t
+        .bound_by_index
+        .last_key_value()
+        .is_none_or(|((index, _), _)| (*index as usize) < current);
+    if indexed_below && t.bound_by_index.len() + t.bound_unindexed.len() <= current {
+        return (t.bound as i32, Cow::Borrowed(&t.bound_by_node), None);
+    }
+    let positions = slot.controller_positions();
+    let mut on_node = BTreeMap::new();
+    for node in positions.iter().flatten() {
+        *on_node.entry(*node).or_insert(0) += 1;
+    }
+    let bound = on_node.values().sum::<u32>() as i32;
+    (bound, Cow::Owned(on_node), Some(positions))
+}
+
 /// Valid TrainingJobs that have not finished, in namespace/name order.
 pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     // Sized up front: growing a vector of 5,000 candidates copied it a dozen times.
@@ -208,7 +376,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .filter(|(_, _, info)| !info.phase.is_finished())
             .enumerate()
             .map(|(rank, (key, slot, info))| {
-                let bound = slot.trainers.bound as i32;
+                let (bound, on_node, positions) = trainers_in_positions(slot);
                 Candidate {
                     key,
                     rank,
@@ -221,12 +389,118 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     current: slot.current(),
                     bound,
                     planned: bound,
-                    on_node: Cow::Borrowed(&slot.trainers.bound_by_node),
+                    on_node,
                     placed: NodeCounts::new(),
                     removed: NodeCounts::new(),
                     reason: None,
+                    kept: slot.current(),
+                    slot,
+                    positions,
                 }
             }),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeInfo;
+    use crate::testkit::{job_info, trainer_pod};
+
+    const GIB: i64 = 1 << 30;
+
+    /// One job of parallelism 5 on nodes a and b: index 0 on a, 1 pending, 2 on b, 3 on a,
+    /// 4 not created; plus a pod at index 5 the controller is removing already.
+    fn state() -> (ClusterState, JobKey) {
+        let trainer = Resources::new(1000, GIB, 0);
+        let mut state = ClusterState::new();
+        for name in ["a", "b"] {
+            state.set_node(
+                name,
+                Some(NodeInfo {
+                    allocatable: Resources::new(8000, 16 * GIB, 0),
+                    schedulable: true,
+                }),
+            );
+        }
+        let key = JobKey::new("ns", "j");
+        state.set_training_job(key.clone(), Some(job_info(1, 8, trainer, 0)));
+        state.set_trainer_job(key.clone(), Some(Some(5)));
+        for (index, node) in [
+            (0, Some("a")),
+            (1, None),
+            (2, Some("b")),
+            (3, Some("a")),
+            (5, Some("b")),
+        ] {
+            state.set_pod(
+                ("ns".into(), format!("j-{index}")),
+                Some(trainer_pod(
+                    &key,
+                    node.map(str::to_string),
+                    trainer,
+                    Some(index),
+                )),
+            );
+        }
+        (state, key)
+    }
+
+    #[test]
+    fn positions_follow_completion_indexes() {
+        let (state, key) = state();
+        let (a, b) = (
+            state.node_id_of("a").unwrap(),
+            state.node_id_of("b").unwrap(),
+        );
+        let slot = state.job(&key).unwrap();
+        assert_eq!(
+            slot.controller_positions(),
+            vec![Some(a), None, Some(b), Some(a), None]
+        );
+        // The pod at index 5 holds room but is not one of the job's trainers.
+        let jobs = candidates(&state);
+        assert_eq!((jobs[0].bound, jobs[0].on_node.get(&b)), (3, Some(&1)));
+    }
+
+    #[test]
+    fn shrink_goes_from_the_top_and_unshrink_undoes_it() {
+        let (state, _) = state();
+        let (a, b) = (
+            state.node_id_of("a").unwrap(),
+            state.node_id_of("b").unwrap(),
+        );
+        let mut index = NodeIndex::new(&state);
+        let free_a = index.free(a).unwrap();
+        let mut jobs = candidates(&state);
+        let j = &mut jobs[0];
+        // Index 4 was never created: nothing is freed; then index 3 on a, then 2 on b.
+        assert_eq!(j.shrink(&mut index), Some(Shrunk::Pending(None)));
+        assert_eq!(j.shrink(&mut index), Some(Shrunk::Bound(a)));
+        assert_eq!(index.free(a), Some(free_a + j.trainer()));
+        let last = j.shrink(&mut index).unwrap();
+        assert_eq!(last, Shrunk::Bound(b));
+        assert_eq!((j.kept, j.planned, j.ceiling()), (2, 1, 2));
+        j.unshrink(&mut index, last);
+        assert_eq!((j.kept, j.planned), (3, 2));
+        let mut j = jobs.remove(0);
+        // Kept positions 0..3 with index 1 pending and unplaced: the target keeps it (it is
+        // below a bound one), and the plan names exactly indexes 3 and 4.
+        assert_eq!(j.target(), 3);
+        let plan = j.finish(&index, 3, Reason::Overload);
+        assert_eq!(
+            plan.removals,
+            vec![
+                Removal {
+                    node: None,
+                    trainers: 1
+                },
+                Removal {
+                    node: Some(a),
+                    trainers: 1
+                }
+            ]
+        );
+    }
 }

@@ -309,36 +309,34 @@ fn reason(current: i32, target: i32, max: i32) -> Reason {
     }
 }
 
-/// Trainers to take away: pending ones first, then bound ones from the nodes holding most of
-/// this job's trainers (ties by node name).
+/// Trainers to take away: the job's top `count` positions, as lowering `parallelism` by `count`
+/// removes them (pending ones as one entry first, then bound ones per node by name).
 fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
-    let mut out = Vec::new();
-    let pending = count.min(slot.pending_trainers());
+    let positions = slot.controller_positions();
+    let from = positions.len().saturating_sub(count as usize);
+    let mut pending = 0;
+    let mut bound: Vec<(&str, NodeId, u32)> = Vec::new();
+    for position in &positions[from..] {
+        match position.and_then(|id| state.node(id).map(|node| (&*node.name, id))) {
+            Some((name, id)) => match bound.iter_mut().find(|(_, b, _)| *b == id) {
+                Some(entry) => entry.2 += 1,
+                None => bound.push((name, id, 1)),
+            },
+            None => pending += 1,
+        }
+    }
+    bound.sort_by(|a, b| a.0.cmp(b.0));
+    let mut out = Vec::with_capacity(bound.len() + 1);
     if pending > 0 {
         out.push(Removal {
             node: None,
             trainers: pending,
         });
     }
-    let mut left = count - pending;
-    let mut bound: Vec<(&str, NodeId, u32)> = slot
-        .trainers
-        .bound_by_node
-        .iter()
-        .filter_map(|(id, n)| state.node(*id).map(|node| (&*node.name, *id, *n)))
-        .collect();
-    bound.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
-    for (_, id, n) in bound {
-        if left == 0 {
-            break;
-        }
-        let take = n.min(left);
-        out.push(Removal {
-            node: Some(id),
-            trainers: take,
-        });
-        left -= take;
-    }
+    out.extend(bound.into_iter().map(|(_, id, n)| Removal {
+        node: Some(id),
+        trainers: n,
+    }));
     out
 }
 

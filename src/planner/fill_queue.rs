@@ -37,7 +37,7 @@ impl Queueing<'_> {
     /// Whether job `i` is queued.
     pub fn queues(&self, jobs: &[Candidate], i: usize) -> bool {
         let j = &jobs[i];
-        !self.cooling[i] && !self.starving[i] && j.planned >= j.min && j.planned < j.max
+        !self.cooling[i] && !self.starving[i] && j.planned >= j.min && j.planned < j.ceiling()
     }
 
     /// Job `i`'s key at its planned count.

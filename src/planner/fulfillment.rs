@@ -1,7 +1,6 @@
 //! The `fulfillment` policy: starvation relief for whole gangs, then max-min fair water-filling
 //! with best-fit placement on real nodes, after over-max and overload trims (design.md §3).
 
-use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
@@ -99,8 +98,8 @@ pub fn plan<'s>(
     let plans = jobs
         .into_iter()
         .enumerate()
-        .map(|(i, j)| {
-            let (target, reason) = decide(&j, cooling[i], starving[i], no_fit[i]);
+        .map(|(i, mut j)| {
+            let (target, reason) = decide(&mut j, cooling[i], starving[i], no_fit[i]);
             j.finish(&index, target, reason)
         })
         .collect();
@@ -108,23 +107,23 @@ pub fn plan<'s>(
 }
 
 /// The final target and reason of one job.
-fn decide(j: &Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i32, Reason) {
+fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i32, Reason) {
     if starving {
-        return (j.current, Reason::Starving);
+        // A gang that waits keeps its pending pods; only a trim to max-instance lowers it.
+        let reason = if j.kept < j.current {
+            Reason::OverMax
+        } else {
+            Reason::Starving
+        };
+        return (j.kept, reason);
     }
     if let Some(reason) = j.reason {
-        return (j.planned, reason);
+        return (j.target(), reason);
     }
     if cooling {
-        let target = j.current.min(j.max);
-        let reason = if target == j.current {
-            Reason::Cooldown
-        } else {
-            Reason::OverMax
-        };
-        return (target, reason);
+        return (j.current, Reason::Cooldown);
     }
-    let target = j.planned;
+    let target = j.target();
     let reason = if target > j.current || (!j.placed.is_empty() && j.bound < j.min) {
         Reason::ScaleUp
     } else if target < j.current {
@@ -141,30 +140,22 @@ fn decide(j: &Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i32, R
     (target, reason)
 }
 
-/// The node holding most of a job's bound trainers (ties: name order).
-fn fullest_node(j: &Candidate, index: &NodeIndex) -> Option<NodeId> {
-    j.on_node
-        .iter()
-        .max_by_key(|(id, n)| (**n, Reverse(index.rank(**id))))
-        .map(|(id, _)| *id)
-}
-
-/// Brings jobs with more bound trainers than max-instance down to max.
+/// Brings jobs asking for more than max-instance down to max, as lowering `parallelism` does.
 fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
-        while j.planned > j.max {
-            let Some(node) = fullest_node(j, index) else {
+        while j.kept > j.max {
+            if j.shrink(index).is_none() {
                 break;
-            };
-            j.remove_bound(node);
-            index.adjust(node, j.trainer(), 1);
+            }
             j.reason = Some(Reason::OverMax);
         }
     }
 }
 
-/// On nodes holding more than they have, removes trainers of the most fulfilled jobs, never
-/// below min, until the node fits or nothing more may go.
+/// On nodes holding more than they have, shrinks the most fulfilled job with a trainer there,
+/// never below min, until the node fits or nothing more may go. A job shrinks from its top
+/// position, wherever that trainer runs (the Job controller removes the highest indexes), so a
+/// job may give up trainers elsewhere before the one on this node goes.
 fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for node in index.overloaded() {
         while index.free(node).is_some_and(|f| f.any_negative()) {
@@ -180,8 +171,9 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
                 .map(|(i, _)| i);
             let Some(v) = victim else { break };
             let j = &mut jobs[v];
-            j.remove_bound(node);
-            index.adjust(node, j.trainer(), 1);
+            if j.shrink(index).is_none() {
+                break;
+            }
             j.reason = Some(Reason::Overload);
         }
     }
@@ -193,7 +185,7 @@ fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling:
         if !cooling[i] || j.planned < j.min {
             continue;
         }
-        while j.planned < j.current.min(j.max) {
+        while j.planned < j.current.min(j.ceiling()) {
             let Some(node) = index.best_fit(j.trainer()) else {
                 break;
             };
@@ -249,7 +241,7 @@ fn water_fill(
         let next = queue.peek();
         let j = &jobs[i];
         let mut allowed = 0;
-        while j.planned + allowed < j.max
+        while j.planned + allowed < j.ceiling()
             && next.is_none_or(|n| key_at(j, ties[i], i, j.planned + allowed) > n)
         {
             allowed += 1;
@@ -259,7 +251,7 @@ fn water_fill(
             no_fit[i] = true;
             continue;
         }
-        if jobs[i].planned < jobs[i].max {
+        if jobs[i].planned < jobs[i].ceiling() {
             queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
         }
     }

@@ -157,6 +157,7 @@ impl NodeIndex {
     }
 
     /// [`NodeIndex::best_fit`] on every node but `except`.
+    #[cfg(test)]
     pub fn best_fit_except(&mut self, need: Resources, except: NodeId) -> Option<NodeId> {
         let Some(free) = self.free(except) else {
             return self.best_fit(need);

@@ -5,9 +5,10 @@
 //! fulfillment vector rises and no later pass moves the trainer back.
 
 use super::Reason;
-use super::candidates::Candidate;
+use super::candidates::{Candidate, NodeCounts};
 use super::fill_queue::{Queueing, lowest_first};
 use super::nodes::NodeIndex;
+use crate::api::{Resources, fulfillment_of};
 use crate::cluster::NodeId;
 
 /// One round of moves; returns whether anything moved.
@@ -27,7 +28,7 @@ pub fn rebalance(
             eligible(i)
                 && no_fit[i]
                 && jobs[i].planned >= jobs[i].min
-                && jobs[i].planned < jobs[i].max
+                && jobs[i].planned < jobs[i].ceiling()
         })
         .collect();
     if takers.is_empty() {
@@ -93,24 +94,15 @@ fn take_one(
             continue;
         }
         let give = jobs[d].trainer();
-        // The donor's nodes in name order with its trainers there (placed this pass and bound).
+        // Trainers the donor was handed this pass can be taken back from any node, in name order.
         nodes.clear();
         nodes.extend(
             jobs[d]
                 .placed
                 .iter()
-                .chain(jobs[d].on_node.iter())
                 .map(|(n, count)| (index.rank(*n), *n, *count)),
         );
-        // Two runs, each usually in rank order already: the stable sort merges them in O(n).
         nodes.sort_by_key(|(rank, _, _)| *rank);
-        nodes.dedup_by(|later, earlier| {
-            let same = later.0 == earlier.0;
-            if same {
-                earlier.2 += later.2;
-            }
-            same
-        });
         for &(_, node, have) in nodes.iter() {
             if *budget == 0 {
                 return false;
@@ -131,23 +123,86 @@ fn take_one(
                 continue;
             }
             for _ in 0..k {
-                take_from(&mut jobs[d], index, node);
+                jobs[d].unplace(node);
+                index.adjust(node, give, 1);
             }
             index.adjust(node, want, -1);
             jobs[t].place(node);
             return true;
         }
+        // Running trainers go only from the top, as lowering parallelism removes them.
+        let Some((steps, node)) = top_run(&mut jobs[d], index, want, floor, budget) else {
+            continue;
+        };
+        for _ in 0..steps {
+            jobs[d].shrink(index);
+        }
+        jobs[d].reason = Some(Reason::Reclaimed);
+        index.adjust(node, want, -1);
+        jobs[t].place(node);
+        return true;
     }
     false
 }
 
-/// Takes one of the donor's trainers off `node`: one placed this pass first, else a bound one.
-fn take_from(donor: &mut Candidate, index: &mut NodeIndex, node: NodeId) {
-    if donor.placed.contains_key(&node) {
-        donor.unplace(node);
-    } else {
-        donor.remove_bound(node);
-        donor.reason = Some(Reason::Reclaimed);
+/// The fewest [`Candidate::shrink`] steps of `donor` (trainers handed out this pass beyond its
+/// kept positions first, then its top positions) after which one node holds one trainer of shape
+/// `want`, the donor staying above fulfillment `floor`: their count and that node. Simulates
+/// `shrink` step for step without changing the donor.
+fn top_run(
+    donor: &mut Candidate,
+    index: &NodeIndex,
+    want: Resources,
+    floor: f64,
+    budget: &mut usize,
+) -> Option<(usize, NodeId)> {
+    let give = donor.trainer();
+    let (mut kept, mut planned, min, max) = (donor.kept, donor.planned, donor.min, donor.max);
+    let fulfillment = |count: i32| fulfillment_of(i64::from(count), i64::from(min), i64::from(max));
+    let mut placed = donor.placed.clone();
+    let take_placed = |placed: &mut NodeCounts| {
+        let (node, n) = placed.iter_mut().next_back()?;
+        let node = *node;
+        *n -= 1;
+        if *n == 0 {
+            placed.remove(&node);
+        }
+        Some(node)
+    };
+    let mut freed = NodeCounts::new();
+    let positions = donor.positions();
+    for steps in 1.. {
+        if *budget == 0 {
+            return None;
+        }
+        *budget -= 1;
+        let node = if planned > kept && !placed.is_empty() {
+            take_placed(&mut placed)
+        } else if kept > 0 {
+            kept -= 1;
+            match positions.get(kept as usize).copied().flatten() {
+                Some(node) => Some(node),
+                None if planned > kept => take_placed(&mut placed),
+                None => None,
+            }
+        } else {
+            return None;
+        };
+        let Some(node) = node else {
+            continue;
+        };
+        if fulfillment(planned - 1) <= floor {
+            return None;
+        }
+        planned -= 1;
+        let n = freed.entry(node).or_insert(0);
+        *n += 1;
+        if index
+            .free(node)
+            .is_some_and(|free| want.fits_in(&(free + give.times(i64::from(*n)))))
+        {
+            return Some((steps, node));
+        }
     }
-    index.adjust(node, donor.trainer(), 1);
+    None
 }

@@ -6,9 +6,9 @@ use std::cmp::Reverse;
 use ordered_float::OrderedFloat;
 
 use super::Reason;
-use super::candidates::Candidate;
+use super::candidates::{Candidate, Shrunk};
 use super::nodes::NodeIndex;
-use super::relocate::{Repairs, place_gang, unplace_from};
+use super::relocate::{Repairs, place_gang};
 use crate::api::Resources;
 use crate::cluster::NodeId;
 
@@ -84,34 +84,39 @@ fn reclaim_for(
                     .then_with(|| jb.order_key().cmp(&ja.order_key()))
             })
             .and_then(|d| {
-                // A trainer handed out earlier in this pass goes first: it is not running yet.
-                let tentative = !jobs[d].placed.is_empty();
-                most_useful_node(&jobs[d], index, jobs[d].trainer(), want, tentative)
-                    .map(|node| (d, node, tentative))
+                // A trainer handed out earlier in this pass goes first, from the node where it
+                // helps most: it is not running yet. Else the donor shrinks from its top.
+                if jobs[d].placed.is_empty() {
+                    return Some((d, 0, false));
+                }
+                most_useful_node(&jobs[d], index, jobs[d].trainer(), want)
+                    .map(|node| (d, node, true))
             });
         let step = match donor {
-            Some((d, node, tentative)) => {
-                let give = jobs[d].trainer();
-                room += give;
-                index.adjust(node, give, 1);
-                if tentative {
-                    jobs[d].unplace(node);
-                    vec![Step::Unplace(d, node)]
-                } else {
-                    jobs[d].remove_bound(node);
-                    vec![Step::Shrink(d, node)]
-                }
+            Some((d, node, true)) => {
+                jobs[d].unplace(node);
+                index.adjust(node, jobs[d].trainer(), 1);
+                room += jobs[d].trainer();
+                Step::Unplace(d, node)
             }
-            None => {
-                let moves = find_move(jobs, index, want, may_give);
-                if moves.is_empty() {
+            Some((d, _, false)) => match jobs[d].shrink(index) {
+                Some(shrunk) => {
+                    if shrunk.freed().is_some() {
+                        room += jobs[d].trainer();
+                    }
+                    Step::Shrink(d, shrunk)
+                }
+                None => {
                     undo(jobs, index, steps);
                     return false;
                 }
-                moves
+            },
+            None => {
+                undo(jobs, index, steps);
+                return false;
             }
         };
-        steps.extend(step);
+        steps.push(step);
         // The gang cannot fit before the cluster's total free room could hold it.
         // No repairs here: they could fill room this attempt frees and then has to give back.
         if gang.fits_in(&room) && place_gang(jobs, index, s, need, &mut Repairs::none()) {
@@ -123,87 +128,32 @@ fn reclaim_for(
 
 /// One thing done to make room for a gang.
 enum Step {
-    /// A donor's bound trainer removed from a node.
-    Shrink(usize, NodeId),
+    /// A donor shrank from its top position.
+    Shrink(usize, Shrunk),
     /// A trainer the donor was handed earlier in this pass taken back from a node.
     Unplace(usize, NodeId),
-    /// A donor's bound trainer moved from the first node to the second.
-    Move(usize, NodeId, NodeId),
-}
-
-/// Moves bound trainers of one donor (no count change) off a node, as few as make room there for
-/// one more trainer of shape `want`, onto other nodes they fit.
-fn find_move(
-    jobs: &mut [Candidate],
-    index: &mut NodeIndex,
-    want: Resources,
-    may_give: impl Fn(&[Candidate], usize) -> bool,
-) -> Vec<Step> {
-    for d in 0..jobs.len() {
-        if !may_give(jobs, d) {
-            continue;
-        }
-        let give = jobs[d].trainer();
-        let nodes: Vec<(NodeId, u32)> = jobs[d].on_node.iter().map(|(n, c)| (*n, *c)).collect();
-        for (from, count) in nodes {
-            let Some(free) = index.free(from) else {
-                continue;
-            };
-            let now = want.fit_count(&free);
-            let Some(k) =
-                (1..=count).find(|k| want.fit_count(&(free + give.times(i64::from(*k)))) > now)
-            else {
-                continue;
-            };
-            let mut moves = Vec::new();
-            for _ in 0..k {
-                let Some(to) = index.best_fit_except(give, from) else {
-                    break;
-                };
-                jobs[d].remove_bound(from);
-                index.adjust(from, give, 1);
-                jobs[d].place(to);
-                index.adjust(to, give, -1);
-                moves.push(Step::Move(d, from, to));
-            }
-            if moves.len() == k as usize {
-                return moves;
-            }
-            undo(jobs, index, moves);
-        }
-    }
-    Vec::new()
 }
 
 /// Reverts the steps, newest first.
 fn undo(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<Step>) {
     for step in steps.into_iter().rev() {
         match step {
-            Step::Shrink(d, node) => {
-                jobs[d].restore_bound(node);
-                index.adjust(node, jobs[d].trainer(), -1);
-            }
+            Step::Shrink(d, shrunk) => jobs[d].unshrink(index, shrunk),
             Step::Unplace(d, node) => {
                 jobs[d].place(node);
                 index.adjust(node, jobs[d].trainer(), -1);
-            }
-            Step::Move(d, from, to) => {
-                unplace_from(&mut jobs[d], index, to);
-                jobs[d].restore_bound(from);
-                index.adjust(from, jobs[d].trainer(), -1);
             }
         }
     }
 }
 
-/// The donor node whose freed trainer most helps a trainer of shape `want` fit, among the
-/// donor's trainers placed this pass (`tentative`) or its bound ones.
+/// The node among the donor's trainers placed this pass whose freed trainer most helps a
+/// trainer of shape `want` fit.
 fn most_useful_node(
     donor: &Candidate,
     index: &NodeIndex,
     give: Resources,
     want: Resources,
-    tentative: bool,
 ) -> Option<NodeId> {
     let rate = |id: NodeId| {
         let after = index.free(id).unwrap_or(Resources::ZERO) + give;
@@ -216,39 +166,35 @@ fn most_useful_node(
             id,
         )
     };
-    let best = if tentative {
-        donor.placed.keys().map(|&id| rate(id)).max()
-    } else {
-        donor.on_node.keys().map(|&id| rate(id)).max()
-    };
-    best.map(|t| t.4)
+    donor.placed.keys().map(|&id| rate(id)).max().map(|t| t.4)
 }
 
-/// Puts back the reclaimed trainers the gang did not need, on the nodes they came from; marks
-/// the donors that did give.
+/// Puts back the reclaimed trainers the gang did not need, newest first, where they still fit;
+/// marks the donors that did give. A donor's shrinks come back only in order: once one cannot,
+/// the lower ones stay given too.
 fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<Step>) {
+    let mut stuck: Vec<usize> = Vec::new();
     for step in steps.into_iter().rev() {
-        let (d, node, moved_to) = match step {
-            Step::Shrink(d, node) => (d, node, None),
+        match step {
             Step::Unplace(d, node) => {
                 let give = jobs[d].trainer();
                 if index.free(node).is_some_and(|f| give.fits_in(&f)) {
                     jobs[d].place(node);
                     index.adjust(node, give, -1);
                 }
-                continue;
             }
-            Step::Move(d, from, to) => (d, from, Some(to)),
-        };
-        let give = jobs[d].trainer();
-        if index.free(node).is_some_and(|f| give.fits_in(&f)) {
-            if let Some(to) = moved_to {
-                unplace_from(&mut jobs[d], index, to);
+            Step::Shrink(d, shrunk) => {
+                let give = jobs[d].trainer();
+                let fits = shrunk
+                    .freed()
+                    .is_none_or(|node| index.free(node).is_some_and(|f| give.fits_in(&f)));
+                if fits && !stuck.contains(&d) {
+                    jobs[d].unshrink(index, shrunk);
+                } else {
+                    stuck.push(d);
+                    jobs[d].reason = Some(Reason::Reclaimed);
+                }
             }
-            jobs[d].restore_bound(node);
-            index.adjust(node, give, -1);
-        } else {
-            jobs[d].reason = Some(Reason::Reclaimed);
         }
     }
 }

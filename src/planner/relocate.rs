@@ -89,17 +89,6 @@ pub fn place_gang(
     true
 }
 
-/// Takes back one trainer the job placed this pass, from `preferred` when it has one there, else
-/// from any node (a repack may have moved it).
-pub fn unplace_from(job: &mut Candidate, index: &mut NodeIndex, preferred: NodeId) {
-    if job.placed.contains_key(&preferred) {
-        job.unplace(preferred);
-        index.adjust(preferred, job.trainer(), 1);
-    } else {
-        unplace_any(job, index);
-    }
-}
-
 /// Takes back one trainer the job placed this pass, from its last node in id order.
 fn unplace_any(job: &mut Candidate, index: &mut NodeIndex) {
     if let Some(node) = job.placed.last().map(|(node, _)| *node) {

@@ -43,4 +43,5 @@ pub fn add_job(
     }
 }
 
+#[allow(unused_imports)]
 pub use trainscale::testkit::{add_trainer, apply_plan};

@@ -478,7 +478,9 @@ fn candidates_are_running_jobs_or_all_unfinished_when_one_is_pending() {
 }
 
 #[test]
-fn removals_take_pending_then_fullest_nodes_then_name() {
+fn removals_are_the_top_controller_positions() {
+    // Unindexed pods (a NonIndexed Job): bound ones hold the lowest positions oldest (then by
+    // name) first, pending ones the top; the controller removes the top first.
     let mut state = ClusterState::new();
     add_node(&mut state, "n-b", "10", "10G", 0);
     add_node(&mut state, "n-a", "10", "10G", 0);
