@@ -7,13 +7,14 @@
 //! - **Arrival**: the original operator creates the TrainingJob (phase Creating) and its trainer
 //!   Job with `parallelism` = min; the trainer pods are pending.
 //! - **Tick** (every `interval_s`): one planner pass over the [`ClusterState`](crate::cluster::ClusterState);
-//!   the trainer Job controller applies each new target (pods created, or deleted pending first
-//!   then newest); the kube-scheduler binds pending pods.
+//!   the trainer Job controller applies each new target (pods of the indexes at or above it
+//!   deleted, pending or bound; pods of missing indexes below it created); the kube-scheduler
+//!   binds pending pods.
 //! - **Rescale done**: a job whose bound trainers changed (and has at least min) makes no
 //!   progress for `rescale_cost_s`, then runs at `speedup(n)` worker-s per second.
 //! - **Completion**: the job has accumulated `work_worker_s`; its pods and objects are deleted.
 //! - **Node down / up**: trainers on a failed node are lost; the job goes on with the rest, or
-//!   waits below min, while its controller recreates the lost pods as pending.
+//!   waits below min, while its controller recreates the lost indexes as pending pods.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -334,8 +335,9 @@ impl<'a> Engine<'a> {
         self.world
             .state
             .set_trainer_job(key, Some(Some(run.parallelism)));
+        // No pod exists yet: nothing bound can go.
         self.world
-            .create_pods(job, run.parallelism.max(0) as u32, now as i64);
+            .scale_to(job, run.parallelism.max(0) as u32, now as i64);
         self.active.insert(job);
     }
 

@@ -1,6 +1,6 @@
-//! The simulated Kubernetes around the planner: the trainer Job controller (creates and deletes
-//! trainer pods to match `parallelism`), the kube-scheduler (binds pending pods), and node
-//! failures. Every change goes through [`ClusterState`]'s setters, as a watch stream would deliver
+//! The simulated Kubernetes around the planner: the trainer Job controller (keeps one pod per
+//! completion index in `[0, parallelism)` of the Indexed trainer Job), the kube-scheduler (binds
+//! pending pods), and node failures. Every change goes through [`ClusterState`]'s setters, as a watch stream would deliver
 //! it; the only bookkeeping kept here is which pod is which.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -21,20 +21,26 @@ pub struct SimNode {
     pub id: NodeId,
 }
 
-/// The trainer pods of one job, by creation sequence.
+/// The trainer pods of one job; pods are keyed by creation sequence.
 #[derive(Debug, Clone, Default)]
 pub struct JobPods {
     pub key: JobKey,
     pub trainer: Resources,
+    /// The trainer Job's `parallelism` (= `completions`).
+    pub parallelism: u32,
     /// Pods not bound to a node.
     pub pending: BTreeSet<u64>,
     /// Bound pods and their node index.
     pub bound: BTreeMap<u64, usize>,
+    /// Live pods (pending and bound) by completion index.
+    pub by_index: BTreeMap<u32, u64>,
 }
 
 #[derive(Debug, Clone)]
 struct SimPod {
     job: usize,
+    /// Completion index.
+    index: u32,
     name: String,
     created: i64,
 }
@@ -141,30 +147,31 @@ impl World {
                 terminating: false,
                 owner: Some((job.key.clone(), Role::Trainer)),
                 created: pod.created,
-                index: None,
+                index: Some(pod.index),
             },
         ))
     }
 
-    /// The job controller: creates `n` pending trainer pods.
-    pub fn create_pods(&mut self, job: usize, n: u32, now: i64) {
-        for _ in 0..n {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            let name = format!("{}-trainer-{seq}", self.jobs[job].key.name);
-            self.pods.insert(
-                seq,
-                SimPod {
-                    job,
-                    name,
-                    created: now,
-                },
-            );
-            self.jobs[job].pending.insert(seq);
-            self.pending.insert(seq);
-            if let Some((key, info)) = self.pod_info(seq, None) {
-                self.state.set_pod(key, Some(info));
-            }
+    /// The Job controller creates the pod of completion index `index` of `job`, pending.
+    fn create_pod(&mut self, job: usize, index: u32, now: i64) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let name = format!("{}-trainer-{index}-{seq}", self.jobs[job].key.name);
+        self.pods.insert(
+            seq,
+            SimPod {
+                job,
+                index,
+                name,
+                created: now,
+            },
+        );
+        let j = &mut self.jobs[job];
+        j.pending.insert(seq);
+        j.by_index.insert(index, seq);
+        self.pending.insert(seq);
+        if let Some((key, info)) = self.pod_info(seq, None) {
+            self.state.set_pod(key, Some(info));
         }
     }
 
@@ -175,42 +182,49 @@ impl World {
         let j = &mut self.jobs[pod.job];
         j.pending.remove(&seq);
         j.bound.remove(&seq);
+        if j.by_index.get(&pod.index) == Some(&seq) {
+            j.by_index.remove(&pod.index);
+        }
         self.pending.remove(&seq);
         self.state.set_pod((NAMESPACE.to_string(), pod.name), None);
     }
 
-    /// The job controller after `parallelism` changed: creates pods up to `target`, or deletes
-    /// pods down to it, pending ones first, then the newest. Returns whether a bound pod went.
+    /// The Job controller after `parallelism` (= `completions`) became `target`: deletes every
+    /// pod whose index is `target` or more, pending or bound, then creates a pending pod for each
+    /// missing index below `target`, in ascending order. Returns whether a bound pod went.
     pub fn scale_to(&mut self, job: usize, target: u32, now: i64) -> bool {
-        let live = self.live(job);
-        if target > live {
-            self.create_pods(job, target - live, now);
-            return false;
-        }
-        let mut excess = live - target;
+        self.jobs[job].parallelism = target;
+        self.sync_job(job, now)
+    }
+
+    /// Brings the pods of `job` to one per index in `[0, parallelism)`. Returns whether a bound
+    /// pod went.
+    fn sync_job(&mut self, job: usize, now: i64) -> bool {
+        let j = &self.jobs[job];
+        let excess: Vec<u64> = j
+            .by_index
+            .range(j.parallelism..)
+            .map(|(_, &seq)| seq)
+            .collect();
         let mut bound_changed = false;
-        while excess > 0 {
-            let j = &self.jobs[job];
-            let victim = match j.pending.last() {
-                Some(&seq) => seq,
-                None => match j.bound.last_key_value() {
-                    Some((&seq, _)) => {
-                        bound_changed = true;
-                        seq
-                    }
-                    None => break,
-                },
-            };
-            self.delete_pod(victim);
-            excess -= 1;
+        for seq in excess {
+            bound_changed |= self.jobs[job].bound.contains_key(&seq);
+            self.delete_pod(seq);
+        }
+        let j = &self.jobs[job];
+        let missing: Vec<u32> = (0..j.parallelism)
+            .filter(|i| !j.by_index.contains_key(i))
+            .collect();
+        for index in missing {
+            self.create_pod(job, index, now);
         }
         bound_changed
     }
 
-    /// Deletes every pod of a finished job.
+    /// Deletes every pod of a finished job (its trainer Job is gone: parallelism 0).
     pub fn remove_job_pods(&mut self, job: usize) {
-        let j = &self.jobs[job];
-        let seqs: Vec<u64> = j.pending.iter().chain(j.bound.keys()).copied().collect();
+        self.jobs[job].parallelism = 0;
+        let seqs: Vec<u64> = self.jobs[job].by_index.values().copied().collect();
         for seq in seqs {
             self.delete_pod(seq);
         }
@@ -338,10 +352,10 @@ impl World {
     }
 
     /// A node fails: it turns NotReady, its pods are lost, and each job's controller recreates
-    /// them as pending pods. Returns the jobs that lost trainers.
+    /// a pending pod for every lost index. Returns the jobs that lost trainers.
     pub fn fail_node(&mut self, node: usize, now: i64) -> Vec<usize> {
         self.set_up(node, false);
-        let mut lost: BTreeMap<usize, u32> = BTreeMap::new();
+        let mut lost = BTreeSet::new();
         let victims: Vec<(u64, usize)> = self
             .jobs
             .iter()
@@ -355,12 +369,12 @@ impl World {
             .collect();
         for (seq, job) in victims {
             self.delete_pod(seq);
-            *lost.entry(job).or_default() += 1;
+            lost.insert(job);
         }
-        for (&job, &n) in &lost {
-            self.create_pods(job, n, now);
+        for &job in &lost {
+            self.sync_job(job, now);
         }
-        lost.into_keys().collect()
+        lost.into_iter().collect()
     }
 
     /// Sets a node Ready (`true`) or NotReady.
@@ -388,53 +402,143 @@ mod tests {
         ])
     }
 
+    fn node(w: &World, name: &str) -> usize {
+        w.state
+            .node_id_of(name)
+            .and_then(|id| w.node_of_id(id))
+            .unwrap()
+    }
+
+    /// The pending and the bound completion indexes of `job`, ascending, after checking that
+    /// `state` holds exactly these pods, each with its index, its node, and a
+    /// `<job>-trainer-<index>-<seq>` name.
+    fn indexes(w: &World, job: usize) -> (Vec<u32>, Vec<u32>) {
+        let j = &w.jobs[job];
+        let mut want = Vec::new();
+        for (&index, seq) in &j.by_index {
+            let pod = &w.pods[seq];
+            assert_eq!(pod.index, index);
+            let node = j.bound.get(seq).map(|&n| w.nodes[n].name.clone());
+            assert_eq!(j.pending.contains(seq), node.is_none());
+            want.push((
+                format!("{}-trainer-{index}-{seq}", j.key.name),
+                Some(index),
+                node,
+            ));
+        }
+        assert_eq!(want.len(), j.pending.len() + j.bound.len());
+        let mut got: Vec<(String, Option<u32>, Option<String>)> = w
+            .state
+            .pods()
+            .filter(|(_, p)| p.owner.as_ref().is_some_and(|(k, _)| *k == j.key))
+            .map(|((_, name), p)| (name.clone(), p.index, p.node.clone()))
+            .collect();
+        got.sort_by_key(|(_, index, _)| *index);
+        assert_eq!(got, want);
+        let of = |bound: bool| {
+            want.iter()
+                .filter(|(_, _, n)| n.is_some() == bound)
+                .filter_map(|(_, i, _)| *i)
+                .collect()
+        };
+        (of(false), of(true))
+    }
+
     #[test]
-    fn first_fit_by_name_then_pending_first_newest_removal() {
+    fn scale_down_removes_the_highest_indexes_bound_or_pending() {
         let mut w = world();
         let j = w.add_job(
             JobKey::new(NAMESPACE, "j"),
             Resources::new(1000, 1 << 30, 1),
         );
-        w.create_pods(j, 6, 0);
+        let (a, b) = (node(&w, "a"), node(&w, "b"));
+        assert!(!w.scale_to(j, 6, 0));
+        assert_eq!(indexes(&w, j), (vec![0, 1, 2, 3, 4, 5], vec![]));
         assert_eq!(
             w.state.job(&w.jobs[j].key).map(|s| s.trainers.pending),
             Some(6)
         );
-        assert_eq!(w.schedule(&mut HashMap::new(), &|_| 1, true), vec![j]);
-        assert_eq!(w.bound(j), 6);
-        let a = w.node_of_id(w.state.node_id_of("a").unwrap()).unwrap();
-        assert_eq!(w.jobs[j].bound.values().filter(|n| **n == a).count(), 4);
-        w.create_pods(j, 4, 1);
+        // The plan puts two on b; the rest go first fit by name.
+        let mut places = HashMap::from([(j, vec![(b, 2)])]);
+        assert_eq!(w.schedule(&mut places, &|_| 1, true), vec![j]);
+        let on = |w: &World, n: usize| -> Vec<u32> {
+            let mut v: Vec<u32> = w.jobs[j]
+                .bound
+                .iter()
+                .filter(|(_, m)| **m == n)
+                .map(|(seq, _)| w.pods[seq].index)
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!((on(&w, b), on(&w, a)), (vec![0, 1], vec![2, 3, 4, 5]));
+        assert!(!w.scale_to(j, 10, 1));
         w.schedule(&mut HashMap::new(), &|_| 1, true);
-        assert_eq!((w.bound(j), w.live(j)), (8, 10));
-        // Down to 7: the two pending go, then the newest bound one.
-        assert!(w.scale_to(j, 7, 2));
-        assert_eq!((w.bound(j), w.live(j)), (7, 7));
-        assert_eq!(w.jobs[j].bound.keys().max(), Some(&6));
-        let slot = w.state.node(w.nodes[a].id).unwrap();
-        assert_eq!(slot.free().gpu, 0);
+        assert_eq!(on(&w, b), vec![0, 1, 6, 7]);
+        // b fails: 0, 1, 6 and 7 come back pending beside the still pending 8 and 9.
+        w.fail_node(b, 2);
+        assert_eq!(indexes(&w, j), (vec![0, 1, 6, 7, 8, 9], vec![2, 3, 4, 5]));
+        // Down to 7: only pending pods are at 7 or above.
+        assert!(!w.scale_to(j, 7, 3));
+        assert_eq!(indexes(&w, j), (vec![0, 1, 6], vec![2, 3, 4, 5]));
+        // Down to 3: bound 3, 4, 5 and pending 6 go; the lower pending 0 and 1 stay.
+        assert!(w.scale_to(j, 3, 4));
+        assert_eq!(indexes(&w, j), (vec![0, 1], vec![2]));
+        assert_eq!((w.bound(j), w.live(j), w.pending_pods()), (1, 3, 2));
+        assert_eq!(w.state.node(w.nodes[a].id).map(|s| s.free().gpu), Some(3));
     }
 
     #[test]
-    fn placements_win_and_failures_recreate_pods() {
+    fn a_failed_node_s_pods_come_back_with_their_indexes() {
         let mut w = world();
         let j = w.add_job(
             JobKey::new(NAMESPACE, "j"),
             Resources::new(1000, 1 << 30, 1),
         );
-        w.create_pods(j, 2, 0);
-        let b = w.node_of_id(w.state.node_id_of("b").unwrap()).unwrap();
+        let (a, b) = (node(&w, "a"), node(&w, "b"));
+        w.scale_to(j, 3, 0);
         let mut places = HashMap::from([(j, vec![(b, 2)])]);
         w.schedule(&mut places, &|_| 1, true);
-        assert!(w.jobs[j].bound.values().all(|n| *n == b));
+        assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2]));
+        let before: Vec<u64> = w.jobs[j].by_index.values().copied().collect();
         assert_eq!(w.fail_node(b, 5), vec![j]);
-        assert_eq!((w.bound(j), w.live(j)), (0, 2));
+        assert_eq!(indexes(&w, j), (vec![0, 1], vec![2]));
         assert_eq!(
             w.state.node(w.nodes[b].id).map(|s| s.schedulable()),
             Some(false)
         );
+        // New pods (new sequence, created now) for the same indexes; index 2's pod is untouched.
+        let after: Vec<u64> = w.jobs[j].by_index.values().copied().collect();
+        assert!(after[0] > before[2] && after[1] > before[2]);
+        assert_eq!(after[2], before[2]);
+        assert_eq!(w.pods[&after[0]].created, 5);
         w.schedule(&mut HashMap::new(), &|_| 1, true);
-        assert!(w.jobs[j].bound.values().all(|n| *n != b));
+        assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2]));
+        assert!(w.jobs[j].bound.values().all(|n| *n == a));
+    }
+
+    #[test]
+    fn scale_up_after_scale_down_recreates_the_freed_indexes() {
+        let mut w = world();
+        let j = w.add_job(
+            JobKey::new(NAMESPACE, "j"),
+            Resources::new(1000, 1 << 30, 1),
+        );
+        w.scale_to(j, 4, 0);
+        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        assert!(w.scale_to(j, 2, 1));
+        assert_eq!(indexes(&w, j), (vec![], vec![0, 1]));
+        assert!(!w.scale_to(j, 5, 2));
+        assert_eq!(indexes(&w, j), (vec![2, 3, 4], vec![0, 1]));
+        // Created in ascending index order.
+        let seqs: Vec<u64> = w.jobs[j].pending.iter().copied().collect();
+        let order: Vec<u32> = seqs.iter().map(|s| w.pods[s].index).collect();
+        assert_eq!(order, vec![2, 3, 4]);
+        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2, 3, 4]));
+        w.remove_job_pods(j);
+        assert_eq!(indexes(&w, j), (vec![], vec![]));
+        assert_eq!(w.state.pod_count(), 0);
     }
 }
 
@@ -450,9 +554,9 @@ mod gang_tests {
         let small = w.add_job(JobKey::new(NAMESPACE, "small"), t);
         let big = w.add_job(JobKey::new(NAMESPACE, "big"), t);
         let late = w.add_job(JobKey::new(NAMESPACE, "late"), t);
-        w.create_pods(small, 1, 0);
-        w.create_pods(big, 4, 0);
-        w.create_pods(late, 1, 0);
+        w.scale_to(small, 1, 0);
+        w.scale_to(big, 4, 0);
+        w.scale_to(late, 1, 0);
         let mins = |j: usize| if j == 1 { 4 } else { 1 };
         assert_eq!(
             w.schedule(&mut HashMap::new(), &mins, true),
