@@ -11,6 +11,13 @@
 //! (ConfigMap, phase Running). SIGTERM ends both cleanly. Reported as ignored (with how to install the
 //! emulator) when the build found no kmock and `CI` is unset (`build.rs`); in CI (`.ci/run`
 //! installs kmock) a missing emulator fails the test.
+//!
+//! The other tests: `--dry-run`, the original manifests, the request budget of a settled cluster,
+//! readiness, a server back with other contents, 50 scale-down/scale-up cycles (no pod deleted by
+//! the daemon, no trainer failure counted by the emulator's Job controller), a Lease taken over
+//! by another replica (no write after the daemon notices), and, ignored as a known bug, a leader
+//! whose Lease renewals fail. The test's own requests carry the User-Agent [`TEST_AGENT`], so the
+//! emulator's request log tells the daemon's apart.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -21,9 +28,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use trainscale::api::{ScaleResults, TrainingJob};
@@ -76,11 +84,19 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     http_get(port, path).map(|(code, _)| code)
 }
 
+/// The User-Agent of the test's own requests: the emulator's log tells them from the daemon's
+/// (which sends none).
+const TEST_AGENT: &str = "trainscale-e2e-test";
+
 async fn client(kubeconfig: &Path) -> Client {
     let kc = Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(TEST_AGENT),
+    ));
     Client::try_from(config).unwrap()
 }
 
@@ -123,6 +139,30 @@ async fn eventually_within<T, F, Fut>(
     daemon: &mut Guard,
     started: Instant,
     what: &str,
+    probe: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    poll_within(
+        deadline,
+        Duration::from_millis(250),
+        daemon,
+        started,
+        what,
+        probe,
+    )
+    .await
+}
+
+/// [`eventually_within`], probing every `every`.
+async fn poll_within<T, F, Fut>(
+    deadline: Duration,
+    every: Duration,
+    daemon: &mut Guard,
+    started: Instant,
+    what: &str,
     mut probe: F,
 ) -> T
 where
@@ -141,7 +181,61 @@ where
             daemon.0.try_wait().unwrap().is_none(),
             "{what}: the daemon exited early"
         );
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Waits until the last watch events and debounced passes have landed: the daemon's request
+/// counts (Lease renewals aside) do not move over two one-second probes.
+async fn until_quiet(deadline: Duration, daemon: &mut Guard, started: Instant, port: u16) {
+    let mut last = request_counts(port);
+    let mut still = 0;
+    poll_within(
+        deadline,
+        Duration::from_secs(1),
+        daemon,
+        started,
+        "the daemon quiet",
+        || {
+            let now = request_counts(port);
+            let moved = counts_between(&last, &now)
+                .keys()
+                .any(|(_, resource)| resource != "leases");
+            still = if moved { 0 } else { still + 1 };
+            last = now;
+            std::future::ready((still >= 2).then_some(()))
+        },
+    )
+    .await;
+}
+
+/// Polls `probe` until it returns `Ok`, failing after `deadline` with its last error (and if the
+/// daemon died).
+async fn eventually_ok<T, F, Fut>(
+    deadline: Duration,
+    daemon: &mut Guard,
+    what: &str,
+    mut probe: F,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let started = Instant::now();
+    loop {
+        let last = match probe().await {
+            Ok(value) => return value,
+            Err(e) => e,
+        };
+        assert!(
+            started.elapsed() < deadline,
+            "{what}: not within {deadline:?}: {last}"
+        );
+        assert!(
+            daemon.0.try_wait().unwrap().is_none(),
+            "{what}: the daemon exited early"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -235,21 +329,24 @@ async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
     let emulator = spawn_emulator(&kubeconfig, emulator_flags);
 
     let port = free_port();
+    // Defaults, each unless `extra` sets the flag itself.
+    let defaults = [
+        ("--interval", "1s"),
+        ("--debounce", "200ms"),
+        ("--cooldown", "0s"),
+        ("--lease-namespace", "trainscale-system"),
+    ];
     let daemon = Command::new(env!("CARGO_BIN_EXE_trainscale"))
         .arg("run")
         .arg("--kubeconfig")
         .arg(&kubeconfig)
-        .args([
-            "--interval",
-            "1s",
-            "--debounce",
-            "200ms",
-            "--cooldown",
-            "0s",
-            "--leader-elect",
-            "--lease-namespace",
-            "trainscale-system",
-        ])
+        .args(
+            defaults
+                .iter()
+                .filter(|(flag, _)| !extra.contains(flag))
+                .flat_map(|(flag, value)| [*flag, *value]),
+        )
+        .arg("--leader-elect")
         .args(extra)
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .env("RUST_LOG", "info")
@@ -275,6 +372,13 @@ async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
 
 /// SIGTERM: a clean exit, promptly; then the emulator ends.
 async fn stop(mut cluster: Cluster) {
+    stop_daemon(&mut cluster).await;
+    // Closing the emulator's stdin ends it.
+    drop(cluster.emulator.0.stdin.take());
+}
+
+/// SIGTERM: a clean exit, promptly; the emulator stays.
+async fn stop_daemon(cluster: &mut Cluster) {
     let pid = cluster.daemon.0.id().to_string();
     assert!(
         Command::new("kill")
@@ -295,8 +399,6 @@ async fn stop(mut cluster: Cluster) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(exit.success(), "exit status {exit}");
-    // Closing the emulator's stdin ends it.
-    drop(cluster.emulator.0.stdin.take());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -755,6 +857,60 @@ async fn emulator_log(kubeconfig: &Path) -> BTreeMap<String, u64> {
         .unwrap()
 }
 
+/// The emulator's request log per User-Agent (`-`: none, as the daemon sends).
+async fn emulator_log_by_agent(kubeconfig: &Path) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let client = client(kubeconfig).await;
+    let request = http::Request::get("/_harness/requests?by=agent")
+        .body(Vec::new())
+        .unwrap();
+    client.request(request).await.unwrap()
+}
+
+/// The emulator's log of the daemon's requests: everyone's but the test's own.
+async fn daemon_log(kubeconfig: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (agent, counts) in emulator_log_by_agent(kubeconfig).await {
+        if agent != TEST_AGENT {
+            for (key, n) in counts {
+                *out.entry(key).or_default() += n;
+            }
+        }
+    }
+    out
+}
+
+/// `after - before` of two request logs, without zero rows.
+fn log_between(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
+/// The write rows (`create`, `update`, `patch`, `delete`, `deletecollection`) of a request log.
+fn writes_in(log: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    log.iter()
+        .filter(|(key, _)| {
+            key.split_once(' ')
+                .is_some_and(|(verb, _)| WRITE_VERBS.contains(&verb))
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// Trainer pod failures the emulator's Job controller counted, by `<namespace>/<job>`.
+async fn harness_failures(kubeconfig: &Path) -> BTreeMap<String, u64> {
+    let client = client(kubeconfig).await;
+    let request = http::Request::get("/_harness/failures")
+        .body(Vec::new())
+        .unwrap();
+    client.request(request).await.unwrap()
+}
+
 /// A markdown table of request counts by verb (rows) and resource.
 fn table(title: &str, counts: &BTreeMap<(String, String), u64>) -> String {
     let mut out = format!("{title}\n| verb | resource | requests |\n|---|---|---|\n");
@@ -797,6 +953,8 @@ fn small_job(name: &str) -> TrainingJob {
 /// and a patch of the Lease every 10 s) are the one traffic a steady cluster needs and are
 /// reported apart. Counted from the daemon's own
 /// `trainscale_api_requests_total` and cross-checked with the emulator's request log.
+/// The deadlines and the probe interval grow with the job count; `TRAINSCALE_E2E_JOBS=1000` was
+/// measured this way (README, Performance).
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
@@ -847,8 +1005,11 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
     }
     // Created and sized: every trainer Job at 2, every ConfigMap at 2, every job Running.
     let settle_deadline = Duration::from_secs(60 + 4 * jobs_wanted as u64);
-    eventually_within(
+    // Each probe lists every job three times: probe less often when there are many.
+    let every = Duration::from_millis(250.max(jobs_wanted as u64));
+    poll_within(
         settle_deadline,
+        every,
         daemon,
         creating,
         "all jobs sized and Running",
@@ -896,8 +1057,7 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
     )
     .await;
     let settled_after = creating.elapsed();
-    // Let the last watch events and debounced passes land.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    until_quiet(settle_deadline, daemon, creating, port).await;
     let setup = counts_between(&at_start, &request_counts(port));
 
     let log_before = emulator_log(&kubeconfig).await;
@@ -1076,4 +1236,554 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     let pid = cluster.daemon.0.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let _ = cluster.daemon.0.wait();
+}
+
+/// An elastic job for the cycle tests: a master and a pserver of 100m, 1..=4 trainers of 500m.
+fn elastic_job(name: &str) -> TrainingJob {
+    let small = serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
+                                   "limits": {"cpu": "100m", "memory": "128Mi"}});
+    let trainer = serde_json::json!({"requests": {"cpu": "500m", "memory": "128Mi"},
+                                     "limits": {"cpu": "500m", "memory": "128Mi"}});
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "image": "paddlepaddle/paddle:latest",
+            "fault_tolerant": true,
+            "master": {"resources": small},
+            "pserver": {"min-instance": 1, "max-instance": 1, "resources": small},
+            "trainer": {"min-instance": 1, "max-instance": 4, "resources": trainer},
+        },
+    }))
+    .unwrap()
+}
+
+/// Sets node-1's allocatable CPU, as a node that shrinks or grows (a merge patch of the Node).
+async fn set_node_cpu(nodes: &Api<Node>, cpu: &str) {
+    nodes
+        .patch(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"status": {"allocatable": {"cpu": cpu}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// Each named TrainingJob's trainer Job size, when every one of them is consistent: parallelism
+/// equals completions and its live trainer pods hold exactly the indexes `0..parallelism`.
+async fn consistent_sizes(jobs: &Api<Job>, pods: &Api<Pod>, names: &[&str]) -> Option<Vec<i32>> {
+    let jobs = jobs.list(&Default::default()).await.unwrap().items;
+    let pods = pods.list(&Default::default()).await.unwrap().items;
+    let mut sizes = Vec::new();
+    for name in names {
+        let trainer = format!("{name}-trainer");
+        let spec = jobs
+            .iter()
+            .find(|j| j.metadata.name.as_deref() == Some(&trainer))?
+            .spec
+            .as_ref()?;
+        let parallelism = spec.parallelism?;
+        if spec.completions != Some(parallelism) {
+            return None;
+        }
+        let mut indexes: Vec<i32> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .as_deref()
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|r| r.kind == "Job" && r.name == trainer)
+            })
+            .filter_map(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()?
+                    .get("batch.kubernetes.io/job-completion-index")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        indexes.sort_unstable();
+        if indexes != (0..parallelism).collect::<Vec<_>>() {
+            return None;
+        }
+        sizes.push(parallelism);
+    }
+    Some(sizes)
+}
+
+/// The value of the sample `name{labels}` in a Prometheus text body whose labels contain all of
+/// `labels` (`key="value"` each).
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (label_part, value) = match rest.strip_prefix('{') {
+            Some(rest) => rest.split_once("} ")?,
+            None => ("", rest.strip_prefix(' ')?),
+        };
+        let found: Vec<&str> = label_part.split(',').collect();
+        labels
+            .iter()
+            .all(|l| found.contains(l))
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// Scale-down by parallelism alone, 50 times over: node-1 shrinks from 5 CPUs (room for both
+/// jobs' 8 trainers of 500m) to 2 (room for 3) and grows back, 50 cycles. Each shrink makes the
+/// daemon lower both trainer Jobs (overload relief: 8 trainers to 3), each growth raise them back
+/// to 4; every phase ends when both Jobs are consistent (parallelism = completions, trainer pods
+/// exactly at indexes `0..parallelism`) at the expected total. Then: the daemon sent no pod
+/// `delete` or `deletecollection` in the whole run, the emulator's Job controller counted no
+/// trainer failure (a trainer removed while its Job still wanted its index), every rescale was
+/// recorded `True`, and each Job ends at the size the daemon planned (its target gauge) and at its
+/// max, with its ConfigMap and newest scale records following. Last, the failure count is shown
+/// to be live: a trainer the test itself deletes counts as one failure and is replaced.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn fifty_scale_cycles_delete_no_pod_and_fail_no_trainer() {
+    require_kmock();
+    const CYCLES: usize = 50;
+    const BIG: (&str, i32) = ("5", 8);
+    const SMALL: (&str, i32) = ("2", 3);
+    let mut cluster = start_with(
+        &["--debounce", "50ms"],
+        &["--lifetime", "300", "--period", "0.05", "--node-cpu", BIG.0],
+    )
+    .await;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let port = cluster.port;
+    let daemon = &mut cluster.daemon;
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "ml");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let names = ["a", "b"];
+    for name in names {
+        tjs.create(&PostParams::default(), &elastic_job(name))
+            .await
+            .unwrap();
+    }
+    let phase_deadline = Duration::from_secs(30);
+    let every = Duration::from_millis(50);
+    let settled = |total: i32| {
+        let (jobs, pods) = (jobs.clone(), pods.clone());
+        move || {
+            let (jobs, pods) = (jobs.clone(), pods.clone());
+            async move {
+                let sizes = consistent_sizes(&jobs, &pods, &names).await?;
+                (sizes.iter().sum::<i32>() == total).then_some(sizes)
+            }
+        }
+    };
+    poll_within(
+        DEADLINE,
+        every,
+        daemon,
+        Instant::now(),
+        "both jobs at 4 trainers",
+        settled(BIG.1),
+    )
+    .await;
+
+    let cycling = Instant::now();
+    let mut small_sizes = Vec::new();
+    for cycle in 0..CYCLES {
+        set_node_cpu(&nodes, SMALL.0).await;
+        small_sizes = poll_within(
+            phase_deadline,
+            every,
+            daemon,
+            Instant::now(),
+            &format!("cycle {cycle}: scaled down to {} trainers", SMALL.1),
+            settled(SMALL.1),
+        )
+        .await;
+        assert!(
+            small_sizes.iter().all(|&n| n >= 1),
+            "cycle {cycle}: {small_sizes:?} below min"
+        );
+        set_node_cpu(&nodes, BIG.0).await;
+        poll_within(
+            phase_deadline,
+            every,
+            daemon,
+            Instant::now(),
+            &format!("cycle {cycle}: scaled back up to {} trainers", BIG.1),
+            settled(BIG.1),
+        )
+        .await;
+    }
+    let cycled = cycling.elapsed();
+
+    // Planned = written = running: each Job at its max, as the daemon's last plan says and last
+    // saw, its ConfigMap following and its newest records those of the last cycle (the operator
+    // and the next pass may still be a moment behind the pods).
+    let sizes = consistent_sizes(&jobs, &pods, &names).await.unwrap();
+    assert_eq!(sizes, vec![4, 4]);
+    eventually_ok(
+        DEADLINE,
+        daemon,
+        "each job planned, seen and recorded at 4",
+        || {
+            let (configs, tjs, small_sizes) = (configs.clone(), tjs.clone(), small_sizes.clone());
+            async move {
+                let (_, metrics) = http_get(port, "/metrics").ok_or("no /metrics")?;
+                for (name, small) in names.iter().zip(&small_sizes) {
+                    let job = format!("job=\"{name}\"");
+                    let labels = [job.as_str(), "namespace=\"ml\""];
+                    let target = sample(&metrics, "trainscale_job_trainers_target", &labels);
+                    let current = sample(&metrics, "trainscale_job_trainers_current", &labels);
+                    if (target, current) != (Some(4.0), Some(4.0)) {
+                        return Err(format!("{name}: planned {target:?}, last seen {current:?}"));
+                    }
+                    let cm = configs.get(&format!("{name}-trainers")).await.unwrap();
+                    let trainers = cm.data.and_then(|d| d.get("trainers").cloned());
+                    if trainers.as_deref() != Some("4") {
+                        return Err(format!("{name}: ConfigMap trainers {trainers:?}"));
+                    }
+                    let records = tjs
+                        .get(name)
+                        .await
+                        .unwrap()
+                        .status
+                        .unwrap_or_default()
+                        .scale_records
+                        .scale_records;
+                    if !records.iter().all(|r| r.status == ScaleResults::True) {
+                        return Err(format!("{name}: records {records:?}"));
+                    }
+                    let newest: Vec<i32> =
+                        records.iter().rev().take(2).map(|r| r.additional).collect();
+                    if newest != vec![4 - small, small - 4] {
+                        return Err(format!("{name}: newest records {newest:?}, after {small}"));
+                    }
+                }
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    let rescales: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("trainscale_rescales_total{"))
+        .collect();
+    assert!(
+        rescales
+            .iter()
+            .all(|l| l.starts_with("trainscale_rescales_total{result=\"True\"}")),
+        "every rescale succeeded: {rescales:?}"
+    );
+    let succeeded = sample(&metrics, "trainscale_rescales_total", &["result=\"True\""]);
+    assert!(
+        succeeded.is_some_and(|n| n >= (2 * 2 * CYCLES) as f64),
+        "both jobs rescaled down and up in every cycle: {succeeded:?}"
+    );
+
+    // No pod deleted by the daemon, none failed.
+    let log = daemon_log(&kubeconfig).await;
+    let pod_deletes: Vec<(&String, &u64)> = log
+        .iter()
+        .filter(|(key, _)| key.as_str() == "delete pods" || key.as_str() == "deletecollection pods")
+        .collect();
+    assert!(
+        pod_deletes.is_empty(),
+        "the daemon deleted pods: {pod_deletes:?}"
+    );
+    let own = request_counts(port);
+    assert!(
+        !own.keys()
+            .any(|(verb, resource)| resource == "pods" && verb.starts_with("delete")),
+        "the daemon's own count: {own:?}"
+    );
+    let failures = harness_failures(&kubeconfig).await;
+    assert!(failures.is_empty(), "trainer pods failed: {failures:?}");
+    let writes = writes_in(&log);
+    assert!(
+        writes
+            .get("patch jobs")
+            .is_some_and(|&n| n >= (2 * 2 * CYCLES) as u64),
+        "{writes:?}"
+    );
+    println!("{CYCLES} cycles in {cycled:.1?}; the daemon's writes over the run: {writes:?}");
+
+    // The count is live: a trainer deleted by a client (the test) while its Job wants its index
+    // is one failure, and the Job controller brings the index back.
+    pods.delete("a-trainer-3", &Default::default())
+        .await
+        .unwrap();
+    let daemon = &mut cluster.daemon;
+    eventually_ok(
+        DEADLINE,
+        daemon,
+        "the deleted trainer counted and replaced",
+        || {
+            let (jobs, pods, kubeconfig) = (jobs.clone(), pods.clone(), kubeconfig.clone());
+            async move {
+                let failures = harness_failures(&kubeconfig).await;
+                let sizes = consistent_sizes(&jobs, &pods, &names).await;
+                if failures == BTreeMap::from([("ml/a-trainer".to_string(), 1)])
+                    && sizes == Some(vec![4, 4])
+                {
+                    Ok(())
+                } else {
+                    Err(format!("failures {failures:?}, sizes {sizes:?}"))
+                }
+            }
+        },
+    )
+    .await;
+
+    // A leader that stops hands the lease over: it clears the holder on its way out.
+    stop_daemon(&mut cluster).await;
+    let lease = Api::<Lease>::namespaced(client.clone(), "trainscale-system")
+        .get("trainscale-leader")
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the lease is released at shutdown"
+    );
+}
+
+/// A lease taken over while the daemon leads: the test rewrites the leader Lease to another
+/// holder (as a replica that found it expired would: new holder, fresh acquire and renew times,
+/// one more transition) and then renews it every 2 s as that replica. The daemon learns of it at
+/// its next renewal (kube-lease-manager renews `LEASE_DURATION - LEASE_GRACE` = 10 s after the
+/// last one and re-reads the Lease then); from then on `trainscale_leader` and
+/// `trainscale_operator_running` are 0 while `/readyz` stays 200 (a standby replica is ready), and
+/// although a new TrainingJob arrives and the node shrinks under the running job (both would make
+/// a leader write), the daemon sends no write at all, the Lease included, and nothing changes.
+/// Between the takeover and that moment its only write is the one renewal that found the other
+/// holder.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_deposed_leader_writes_nothing_after_a_takeover() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    require_kmock();
+    let mut cluster = start(&[]).await;
+    let (started, port) = (cluster.started, cluster.port);
+    let kubeconfig = cluster.kubeconfig.clone();
+    let daemon = &mut cluster.daemon;
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "trainscale-system");
+    let nodes: Api<Node> = Api::all(client.clone());
+
+    // The daemon leads and acts: mnist is created and sized.
+    tjs.create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    eventually(daemon, started, "mnist Running at 4 trainers", || {
+        let (jobs, tjs) = (jobs.clone(), tjs.clone());
+        async move {
+            let job = jobs.get_opt("mnist-trainer").await.unwrap()?;
+            let phase = tjs.get("mnist").await.unwrap().status?.phase;
+            (job.spec?.parallelism == Some(4) && phase.as_str() == "Running").then_some(())
+        }
+    })
+    .await;
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), "ml");
+    eventually(daemon, started, "ConfigMap trainers = 4", || {
+        let configs = configs.clone();
+        async move {
+            let cm = configs.get_opt("mnist-trainers").await.unwrap()?;
+            (cm.data?.get("trainers")?.as_str() == "4").then_some(())
+        }
+    })
+    .await;
+    until_quiet(DEADLINE, daemon, started, port).await;
+    let held = leases.get("trainscale-leader").await.unwrap().spec.unwrap();
+    let identity = held.holder_identity.clone().unwrap();
+    assert_ne!(identity, "other");
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert_eq!(sample(&metrics, "trainscale_leader", &[]), Some(1.0));
+
+    // Another replica takes the lease and keeps renewing it.
+    let now = || MicroTime(k8s_openapi::jiff::Timestamp::now());
+    let takeover = serde_json::json!({"spec": {
+        "holderIdentity": "other",
+        "acquireTime": now(),
+        "renewTime": now(),
+        "leaseDurationSeconds": 15,
+        "leaseTransitions": held.lease_transitions.unwrap_or(0) + 1,
+    }});
+    leases
+        .patch(
+            "trainscale-leader",
+            &PatchParams::default(),
+            &Patch::Merge(takeover),
+        )
+        .await
+        .unwrap();
+    // Counted from here: a renewal of the daemon's own that arrived first is not its concern.
+    let at_takeover = daemon_log(&kubeconfig).await;
+    let renewing = {
+        let leases = leases.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let renew = serde_json::json!({"spec": {"renewTime": now()}});
+                let _ = leases
+                    .patch(
+                        "trainscale-leader",
+                        &PatchParams::default(),
+                        &Patch::Merge(renew),
+                    )
+                    .await;
+            }
+        })
+    };
+
+    // The daemon notices at its next renewal, within 10 s.
+    let took_over = Instant::now();
+    eventually_within(
+        Duration::from_secs(20),
+        daemon,
+        took_over,
+        "the daemon no longer leads",
+        || async {
+            let (_, metrics) = http_get(port, "/metrics")?;
+            (sample(&metrics, "trainscale_leader", &[]) == Some(0.0)
+                && sample(&metrics, "trainscale_operator_running", &[]) == Some(0.0))
+            .then_some(())
+        },
+    )
+    .await;
+    let noticed_after = took_over.elapsed();
+    let at_notice = daemon_log(&kubeconfig).await;
+
+    // Changes a leader would act on: a new job (the operator would create its children) and a
+    // node too small for mnist's 4 trainers (the autoscaler would scale it down).
+    let mut second = training_job();
+    second.metadata.name = Some("second".into());
+    tjs.create(&PostParams::default(), &second).await.unwrap();
+    set_node_cpu(&nodes, "4").await;
+    // The daemon sees both (it still watches and observes every pass)...
+    eventually_within(
+        DEADLINE,
+        daemon,
+        Instant::now(),
+        "the daemon observed the changes",
+        || async {
+            let (_, metrics) = http_get(port, "/metrics")?;
+            let pending = sample(&metrics, "trainscale_jobs", &["phase=\"Pending\""]);
+            let free = sample(&metrics, "trainscale_cluster_free_cpu_millicores", &[]);
+            (pending == Some(1.0) && free == Some(0.0)).then_some(())
+        },
+    )
+    .await;
+    // ...and a few passes (--interval 1s) later has still written nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let at_end = daemon_log(&kubeconfig).await;
+    renewing.abort();
+
+    let before_notice = writes_in(&log_between(&at_takeover, &at_notice));
+    let after_notice = writes_in(&log_between(&at_notice, &at_end));
+    println!(
+        "takeover noticed after {noticed_after:.1?}; the daemon's writes until then: {before_notice:?}; after: {after_notice:?}; all its requests after: {:?}",
+        log_between(&at_notice, &at_end)
+    );
+    assert!(
+        after_notice.is_empty(),
+        "a deposed leader wrote: {after_notice:?}"
+    );
+    assert!(
+        before_notice.keys().all(|k| k == "patch leases")
+            && before_notice.get("patch leases").copied().unwrap_or(0) <= 1,
+        "before noticing, only the renewal that found the other holder: {before_notice:?}"
+    );
+    assert_eq!(http_status(port, "/readyz"), Some(200));
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert_eq!(sample(&metrics, "trainscale_leader", &[]), Some(0.0));
+    assert!(jobs.get_opt("second-trainer").await.unwrap().is_none());
+    assert!(tjs.get("second").await.unwrap().status.is_none());
+    let mnist = jobs.get("mnist-trainer").await.unwrap().spec.unwrap();
+    assert_eq!(mnist.parallelism, Some(4), "not rescaled by a non-leader");
+    let lease = leases.get("trainscale-leader").await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("other"));
+    assert_eq!(
+        lease.lease_transitions,
+        Some(held.lease_transitions.unwrap_or(0) + 1)
+    );
+
+    stop(cluster).await;
+}
+
+/// Makes the emulator answer 503 to every request for `resources` (none: the outage ends).
+async fn make_unavailable(kubeconfig: &Path, resources: &[&str]) {
+    let query: Vec<String> = resources.iter().map(|r| format!("resource={r}")).collect();
+    let request = http::Request::post(format!("/_harness/unavailable?{}", query.join("&")))
+        .body(Vec::new())
+        .unwrap();
+    let _: Vec<String> = client(kubeconfig).await.request(request).await.unwrap();
+}
+
+/// A leader that cannot renew its Lease must stop acting before the Lease expires (15 s after its
+/// last renewal), when another replica may take over: the emulator answers 503 to every Lease
+/// request while everything else works, and the daemon must report `trainscale_leader 0` within
+/// 15 s and write nothing after. Ignored: it fails today. kube-lease-manager 0.13 keeps its
+/// leader state `true` while renewals fail (the failed renewal is an error it retries with
+/// backoff; nothing turns the state false), so the daemon goes on acting as leader indefinitely
+/// (measured: still leading and creating a new job's children 45 s into the outage).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "known bug: a leader whose Lease renewals fail keeps acting (kube-lease-manager keeps is_leader true)"]
+async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
+    require_kmock();
+    let mut cluster = start(&[]).await;
+    let port = cluster.port;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert_eq!(sample(&metrics, "trainscale_leader", &[]), Some(1.0));
+
+    make_unavailable(&kubeconfig, &["leases"]).await;
+    let outage = Instant::now();
+    eventually_within(
+        Duration::from_secs(15),
+        &mut cluster.daemon,
+        outage,
+        "the daemon stops leading before its Lease expires",
+        || async {
+            let (_, metrics) = http_get(port, "/metrics")?;
+            (sample(&metrics, "trainscale_leader", &[]) == Some(0.0)).then_some(())
+        },
+    )
+    .await;
+    let at_stepping_down = daemon_log(&kubeconfig).await;
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    tjs.create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    // A few passes and operator reconciles (--interval 1s) later, still nothing written.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let writes: BTreeMap<String, u64> = writes_in(&log_between(
+        &at_stepping_down,
+        &daemon_log(&kubeconfig).await,
+    ))
+    .into_iter()
+    .filter(|(key, _)| !key.ends_with(" leases"))
+    .collect();
+    assert!(
+        writes.is_empty(),
+        "a leader without a Lease wrote: {writes:?}"
+    );
+    make_unavailable(&kubeconfig, &[]).await;
+    stop(cluster).await;
 }

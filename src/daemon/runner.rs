@@ -144,6 +144,10 @@ pub async fn run(
         task.stop().await;
         metrics::operator_running(false);
     }
+    // The lease task releases once every receiver of its state is gone: the fences of the
+    // actuator and of the operator task hold receivers too.
+    drop(daemon);
+    drop(operator);
     leadership.release().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), watching).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;

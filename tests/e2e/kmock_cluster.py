@@ -1,4 +1,4 @@
-"""A small Kubernetes API on loopback for the daemon's end-to-end smoke test.
+"""A small Kubernetes API on loopback for the daemon's end-to-end tests.
 
 Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and the
 PriorityClass `high` (value 1000), writes a
@@ -13,23 +13,55 @@ What it adds to kmock, playing the API server:
 - a missing object answers with the Status reason `NotFound` and a create of an existing one with
   `AlreadyExists`, as the API server does (kmock says `Object Not Found` / `Object Already
   Exists`; clients such as kube-rs `get_opt` key on the real reasons).
+kmock deletes at once (no grace period, no finalizers on these objects), runs no garbage collector
+(children outlive a deleted owner) and serves no `deletecollection` (it is logged, not applied).
+Two shortcuts keep it fast over long or large tests without changing any answer: kmock keeps every
+request it served and matches each new one against all of them, so a request is forgotten once
+answered; and a request naming its object is answered by key instead of a scan of every stored
+object.
 
 What it plays besides, because the emulator runs no controllers (`--controllers`, on by default),
-minimally and only for objects the operator creates (label `trainscale.io/job`):
+minimally and only for objects the operator creates (label `trainscale.io/job`), every
+`--period` seconds (default 0.2):
 - the ReplicaSet controller: pods `<rs>-<i>` for `spec.replicas`, then `status.replicas`,
   `readyReplicas`, `availableReplicas`;
 - the Job controller for Indexed Jobs: pods `<job>-<i>` with the completion-index annotation for
-  i < `spec.parallelism` (extra indexes deleted, none while suspended), then `status.active` and
-  `status.ready`;
-- the kube-scheduler and kubelet: every such pod is created already bound to node-1 and Running
+  every i < min(`spec.parallelism`, `spec.completions`), lowest missing index first, recreating an
+  index whose pod went away (at once: the real controller waits 10 s, 20 s, ... between
+  replacements); pods of other indexes are deleted, and none run while the Job is suspended; then
+  `status.active`, `status.ready` and, once a pod failed, `status.failed`. When `status.failed`
+  exceeds `spec.backoffLimit` (default 6) the Job gets the condition `Failed` with reason
+  `BackoffLimitExceeded` and loses its pods, as a real Job does;
+- the kube-scheduler and kubelet: every such pod is created already bound to the node and Running
   and Ready (nothing checks that it fits; the autoscaler's planner decides how many trainers fit).
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
 
+Pod failures of trainer Jobs. In a real cluster a running trainer pod that is deleted (by a client,
+or by the Job controller itself when `parallelism` drops below the active count) is killed, ends
+`Failed`, and the Job controller counts it in `status.failed` against `backoffLimit` when its
+completion index is below `spec.completions`; a pod of an index >= completions (removed because
+`completions` was lowered) is not counted. A pod stopped by a disruption carries the condition
+`DisruptionTarget`, which the operator's `podFailurePolicy` ignores; a plain DELETE adds no such
+condition, so it is counted. The harness counts the same way, for the Jobs it plays the controller
+of: a trainer pod that goes away counts as one failure of its Job when its index is below the
+Job's `completions` (else `parallelism`) at that moment, whoever removed it. A client's DELETE is
+judged when it arrives (the real controller judges when the pod reaches `Failed`, seconds later;
+a client that deletes a pod and then lowers `completions` is counted here, which is the stricter
+reading); pods removed while the Job is suspended, or after it failed, are not counted.
+`GET /_harness/failures` answers the counts as JSON `{"<namespace>/<job>": n}` (Jobs without
+failures are absent).
+
 Request log: every request from a client other than these fake controllers (the daemon, the test)
 is counted by verb and resource (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
 `deletecollection`; `pods`, `trainingjobs/status`, ...); `GET /_harness/requests` answers the
-counts as JSON `{"<verb> <resource>": n}`.
+counts as JSON `{"<verb> <resource>": n}`, and `GET /_harness/requests?by=agent` the same counts
+per User-Agent header (`-` when a client sends none, as the daemon does):
+`{"<agent>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
+
+Outages: `POST /_harness/unavailable?resource=leases` (repeatable) makes every request for those
+resources, but the fake controllers', answer 503 ServiceUnavailable (they are still logged), as an
+API server whose storage for them is failing; `POST /_harness/unavailable` ends the outage.
 """
 
 import argparse
@@ -74,7 +106,11 @@ _versions = itertools.count(100)
 # The fake controllers' User-Agent: their requests are not logged.
 HARNESS_AGENT = "kmock-cluster-harness"
 LOG_PATH = "/_harness/requests"
+FAILURES_PATH = "/_harness/failures"
+UNAVAILABLE_PATH = "/_harness/unavailable"
+UNAVAILABLE = set()  # resources whose requests (but the fake controllers') answer 503
 REQUESTS = collections.Counter()
+REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
 
 
 def classify(method, path, query):
@@ -112,14 +148,116 @@ def stamp(obj):
     return obj
 
 
+def header(request, name):
+    """A request header by case-insensitive name, or None."""
+    name = name.lower()
+    for key, value in request.headers.items():
+        if str(key).lower() == name:
+            return value
+    return None
+
+
+def live(emulator, resource, namespace, name):
+    """The live object, or None."""
+    try:
+        obj = emulator.objects[resource, namespace, name]
+    except KeyError:
+        return None
+    return None if obj.deleted else obj.raw
+
+
+def completion_index(pod):
+    try:
+        return int((pod["metadata"].get("annotations") or {}).get(COMPLETION_INDEX))
+    except (TypeError, ValueError):
+        return None
+
+
+def controller_uid(obj):
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
+
+
+class Failures:
+    """Trainer pod failures by Job, judged as the Job controller counts them (module docstring)."""
+
+    def __init__(self):
+        self.counts = collections.Counter()  # "<ns>/<job>" -> failures
+        self.judged = set()  # uids of pods whose going away was judged already
+        self.seen = {}  # Job uid -> {pod uid: pod} at the last reconcile
+
+    def judge(self, job, pod, counts=True):
+        """Judges `pod` (of `job`) gone: a failure if `counts` and the Job still wanted its index,
+        unless the Job is suspended or failed."""
+        self.judged.add(pod["metadata"].get("uid"))
+        spec = job.get("spec") or {}
+        if not counts or spec.get("suspend") or job_failed(job):
+            return
+        index = completion_index(pod)
+        wanted = spec.get("completions", spec.get("parallelism", 1))
+        if index is not None and index < wanted:
+            self.counts[f"{job['metadata']['namespace']}/{job['metadata']['name']}"] += 1
+
+    def of(self, job):
+        return self.counts[f"{job['metadata']['namespace']}/{job['metadata']['name']}"]
+
+
+FAILURES = Failures()
+
+
+def job_failed(job):
+    return any(c.get("type") == "Failed" and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def forget(requests, request):
+    """Drops `request` (by identity) from a kmock request list, searching from its end."""
+    for i in range(len(requests) - 1, -1, -1):
+        if requests[i] is request:
+            del requests[i]
+            return
+
+
 class StampingEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request):
+        try:
+            return await self._handle_counted(request)
+        finally:
+            # kmock keeps every request for assertions and matches each new one against all of
+            # them (quadratic: a long test slowed to seconds per request); nothing here asserts
+            # on kmock's requests, so one is forgotten once answered.
+            forget(self._requests, request)
+            for payload in self._payloads:
+                forget(payload._requests, request)
+
+    async def _handle_counted(self, request):
         if request.url.path == LOG_PATH:
+            if request.url.query.get("by") == "agent":
+                return aiohttp.web.json_response({a: dict(c) for a, c in REQUESTS_BY_AGENT.items()})
             return aiohttp.web.json_response(dict(REQUESTS))
-        if request.headers.get("User-Agent") != HARNESS_AGENT:
+        if request.url.path == FAILURES_PATH:
+            return aiohttp.web.json_response({k: n for k, n in FAILURES.counts.items() if n})
+        if request.url.path == UNAVAILABLE_PATH:
+            UNAVAILABLE.clear()
+            UNAVAILABLE.update(r for r in request.url.query.getall("resource", []) if r)
+            return aiohttp.web.json_response(sorted(UNAVAILABLE))
+        agent = header(request, "User-Agent")
+        deleted_pod = None
+        if agent != HARNESS_AGENT:
             method = str(getattr(request.method, "value", request.method)).upper()
             verb, resource = classify(method, request.url.path, request.url.query)
             REQUESTS[f"{verb} {resource}"] += 1
+            REQUESTS_BY_AGENT[agent or "-"][f"{verb} {resource}"] += 1
+            if resource.split("/")[0] in UNAVAILABLE:
+                return aiohttp.web.json_response({
+                    "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+                    "code": 503, "reason": "ServiceUnavailable",
+                    "message": f"{resource} made unavailable by the test", "details": {},
+                }, status=503)
+            if verb == "delete" and resource == "pods":
+                deleted_pod = live(self, "v1/pods", request.namespace, request.name)
         writes = (kmock.action.CREATE, kmock.action.UPDATE)
         if request.resource is not None and request.action in writes and isinstance(request.data, dict):
             stamp(request.data)
@@ -127,7 +265,24 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 meta = request.data["metadata"]
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", now())
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        if deleted_pod is not None and live(self, "v1/pods", request.namespace, request.name) is None:
+            # A client deleted a pod: a trainer of a Job that still wants its index fails.
+            owner = controller_uid(deleted_pod)
+            for job in owned(self, "batch/v1/jobs"):
+                if job["metadata"].get("uid") == owner:
+                    FAILURES.judge(job, deleted_pod)
+        return response
+
+    def _KubernetesEmulator__get_objs(self, request, strict):
+        # kmock answers every request by scanning all stored objects (every kind, deleted ones
+        # included); a request that names its object in a namespace (or, strictly, a
+        # cluster-scoped one) is answered from the store's key instead: the same result in O(1),
+        # which keeps the emulator responsive with thousands of objects.
+        if request.name is not None and (strict or request.namespace is not None):
+            obj = self.objects._objects.get((request.resource, request.namespace, request.name))
+            return [] if obj is None else [obj]
+        return super()._KubernetesEmulator__get_objs(request, strict)
 
     async def _render_error(self, exc):
         if isinstance(exc, kmock.KubernetesError) and exc.status in REASONS:
@@ -168,14 +323,6 @@ def owned(emulator, resource):
     return out
 
 
-def live_pods(emulator, namespace):
-    return {
-        name: obj.raw
-        for (res, ns, name), obj in list(emulator.objects.items())
-        if res == "v1/pods" and ns == namespace and not obj.deleted
-    }
-
-
 def pod_from(owner, name, index=None):
     """A pod of `owner`'s template, bound to the node and Running (scheduler + kubelet)."""
     template = owner["spec"]["template"]
@@ -214,9 +361,10 @@ def pod_from(owner, name, index=None):
 class Controllers:
     """The ReplicaSet and Job controllers and the scheduler, as little as the test needs."""
 
-    def __init__(self, emulator, url):
+    def __init__(self, emulator, url, period):
         self.emulator = emulator
         self.url = url
+        self.period = period
 
     async def run(self, session):
         while True:
@@ -224,7 +372,7 @@ class Controllers:
                 await self.reconcile(session)
             except Exception as e:  # keep playing; the test's deadline catches a stuck cluster
                 print(f"controllers: {e!r}", file=sys.stderr, flush=True)
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(self.period)
 
     async def call(self, session, method, path, body=None):
         headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
@@ -232,43 +380,100 @@ class Controllers:
             if r.status >= 400 and r.status != 404:
                 raise RuntimeError(f"{method} {path}: {r.status} {await r.text()}")
 
-    async def sync_pods(self, session, owner, wanted):
-        """Creates the pods named in `wanted` (name -> completion index or None), deletes the
-        owner's other pods; returns how many pods it has."""
+    async def sync_pods(self, session, owner, mine, names, wanted, on_delete=None):
+        """Creates the pods named in `wanted` (name -> completion index or None) that are missing
+        from the namespace's pod `names`, deletes the owner's other pods (`mine`: name -> pod)."""
         ns = owner["metadata"]["namespace"]
-        uid = owner["metadata"]["uid"]
-        pods = live_pods(self.emulator, ns)
-        mine = {
-            name for name, pod in pods.items()
-            if any(ref.get("uid") == uid for ref in pod["metadata"].get("ownerReferences") or [])
-        }
         for name, index in wanted.items():
-            if name not in pods:
+            if name not in names:
                 await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods",
                                 pod_from(owner, name, index))
-        for name in mine - set(wanted):
+        for name in set(mine) - set(wanted):
+            if on_delete is not None:
+                on_delete(mine[name])
             await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
-        return len(wanted)
 
     async def reconcile(self, session):
-        for rs in owned(self.emulator, "apps/v1/replicasets"):
+        # One scan of the store: pods by controller uid and pod names by namespace.
+        pods_of = collections.defaultdict(dict)
+        names = collections.defaultdict(set)
+        sets, jobs = [], []
+        for (res, ns, name), obj in list(self.emulator.objects.items()):
+            if obj.deleted:
+                continue
+            if res == "v1/pods":
+                raw = obj.raw
+                names[ns].add(name)
+                uid = controller_uid(raw)
+                if uid is not None:
+                    pods_of[uid][name] = raw
+            elif res in ("apps/v1/replicasets", "batch/v1/jobs"):
+                raw = obj.raw
+                if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
+                    (sets if res == "apps/v1/replicasets" else jobs).append(raw)
+
+        for rs in sets:
             name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
             replicas = rs["spec"].get("replicas", 1)
-            n = await self.sync_pods(session, rs, {f"{name}-{i}": None for i in range(replicas)})
+            wanted = {f"{name}-{i}": None for i in range(replicas)}
+            await self.sync_pods(session, rs, pods_of[rs["metadata"]["uid"]], names[ns], wanted)
+            n = len(wanted)
             status = {"replicas": n, "readyReplicas": n, "availableReplicas": n}
             if rs.get("status") != status:
                 await self.call(session, "PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}/status",
                                 {"status": status})
-        for job in owned(self.emulator, "batch/v1/jobs"):
-            name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
-            spec = job["spec"]
-            parallelism = 0 if spec.get("suspend") else spec.get("parallelism", 1)
-            n = await self.sync_pods(session, job, {f"{name}-{i}": i for i in range(parallelism)})
-            status = {"active": n, "ready": n}
-            current = job.get("status") or {}
-            if {k: current.get(k) for k in status} != status:
-                await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
-                                {"status": status})
+
+        live_jobs = set()
+        for job in jobs:
+            await self.sync_job(session, job, pods_of[job["metadata"]["uid"]], names)
+            live_jobs.add(job["metadata"]["uid"])
+        for uid in set(FAILURES.seen) - live_jobs:
+            del FAILURES.seen[uid]
+
+    async def sync_job(self, session, job, mine, names):
+        name, ns, uid = job["metadata"]["name"], job["metadata"]["namespace"], job["metadata"]["uid"]
+        spec = job["spec"]
+        # Pods that went away since the last look without being judged yet (nobody here deleted
+        # them; a client's DELETE is judged on arrival).
+        present = {pod["metadata"]["uid"] for pod in mine.values()}
+        for pod_uid, pod in FAILURES.seen.get(uid, {}).items():
+            if pod_uid not in present:
+                if pod_uid in FAILURES.judged:
+                    FAILURES.judged.discard(pod_uid)
+                else:
+                    FAILURES.judge(job, pod)
+        FAILURES.seen[uid] = {pod["metadata"]["uid"]: pod for pod in mine.values()}
+
+        failed = FAILURES.of(job)
+        backoff_limit = spec.get("backoffLimit", 6)
+        conditions = list((job.get("status") or {}).get("conditions") or [])
+        failing = failed > backoff_limit or job_failed(job)
+        if failing and not job_failed(job):
+            conditions.append({
+                "type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+                "lastTransitionTime": now(), "lastProbeTime": now(),
+            })
+        stopped = bool(spec.get("suspend")) or failing
+        if stopped:
+            count = 0
+        else:
+            parallelism = spec.get("parallelism", 1)
+            count = min(parallelism, spec.get("completions", parallelism))
+        wanted = {f"{name}-{i}": i for i in range(count)}
+        # Pods this controller removes fail too while their index is below completions (but not
+        # those of a suspended or failed Job): the kubelet kills them.
+        await self.sync_pods(session, job, mine, names[ns], wanted,
+                             on_delete=lambda pod: FAILURES.judge(job, pod, counts=not stopped))
+        status = {"active": count, "ready": count}
+        if failed:
+            status["failed"] = failed
+        if conditions:
+            status["conditions"] = conditions
+        current = job.get("status") or {}
+        if {k: current.get(k) for k in status} != status:
+            await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
+                            {"status": status})
 
 
 KUBECONFIG = """apiVersion: v1
@@ -301,6 +506,8 @@ async def main():
     parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of node-1")
     parser.add_argument("--node-pods", default="110", help="allocatable pods of node-1")
     parser.add_argument("--node-name", default="node-1", help="the node's name")
+    parser.add_argument("--period", type=float, default=0.2,
+                        help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
                         help="serve on this port (a second emulator replacing a first one)")
     args = parser.parse_args()
@@ -315,7 +522,7 @@ async def main():
             f.write(KUBECONFIG.format(url=url))
         tasks = []
         if args.controllers:
-            tasks.append(asyncio.create_task(Controllers(emulator, url).run(session)))
+            tasks.append(asyncio.create_task(Controllers(emulator, url, args.period).run(session)))
         print(f"READY {url}", flush=True)
         stdin_closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await asyncio.wait([stdin_closed], timeout=args.lifetime)
