@@ -6,8 +6,14 @@
 //! `cargo bench --bench replay` first replays once and prints the peak resident set (VmHWM from
 //! /proc/self/status), then lets criterion time the replay. Under `cargo test` it runs a small
 //! cluster once.
+//!
+//! `event_lag_during_pass` measures the lag of a watch event that arrives as a pass starts on
+//! that cluster: the pass plans on the store's snapshot in another thread, as the daemon's
+//! blocking task does, and the event waits in the daemon's own `EventGate` until the pass lets go
+//! of the snapshot, then is applied; the figure is the event's arrival-to-applied time.
 
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use k8s_openapi::api::batch::v1::Job;
@@ -16,7 +22,10 @@ use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use trainscale::api::guard::GuardedTrainingJob;
+use trainscale::daemon::gate::{EventGate, SharedStore, lock};
+use trainscale::daemon::pass::prepare;
 use trainscale::daemon::{Store, WatchEvent};
+use trainscale::planner::PlannerConfig;
 
 /// The allocator the `trainscale` binary runs with.
 #[global_allocator]
@@ -153,6 +162,27 @@ fn replay(scale: Scale) -> Store {
     store
 }
 
+/// One pass on the store's snapshot in another thread; an event (`pod`) arrives as it starts.
+/// Returns the event's lag: until the pass has let go and the gate has applied it.
+fn event_lag_during_pass(shared: &SharedStore, pod: Pod) -> Duration {
+    let snapshot = Arc::clone(&lock(shared));
+    let pass = std::thread::spawn(move || {
+        let work = prepare(&snapshot, &PlannerConfig::default());
+        drop(snapshot);
+        work.rescales.len()
+    });
+    let mut gate = EventGate::default();
+    gate.hold(WatchEvent::Pod(Event::Apply(pod)));
+    let _ = pass.join();
+    let applied = gate
+        .apply(shared, |store, event| {
+            store.handle(event);
+        })
+        .expect("the pass let go of the snapshot");
+    assert_eq!(applied.events, 1);
+    applied.max_lag
+}
+
 fn proc_status_kib(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
@@ -195,5 +225,15 @@ fn main() {
     // store's snapshot copies the store once (copy on write) before it is applied.
     let store = replay(scale);
     criterion.bench_function("store_copy_on_write", |b| b.iter(|| store.clone()));
+    let shared: SharedStore = Mutex::new(Arc::new(store));
+    criterion.bench_function("event_lag_during_pass", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for i in 0..iters {
+                total += event_lag_during_pass(&shared, pod(i as usize % scale.pods, scale));
+            }
+            total
+        })
+    });
     criterion.final_summary();
 }

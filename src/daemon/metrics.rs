@@ -11,6 +11,7 @@ use crate::cluster::ClusterState;
 use crate::planner::ScalePlan;
 
 pub const PASS_DURATION: &str = "trainscale_pass_duration_seconds";
+pub const WATCH_EVENT_LAG: &str = "trainscale_watch_event_lag_seconds";
 pub const JOBS: &str = "trainscale_jobs";
 pub const SKIPPED_JOBS: &str = "trainscale_jobs_skipped";
 pub const TRAINERS_CURRENT: &str = "trainscale_job_trainers_current";
@@ -32,13 +33,24 @@ pub const OPERATOR_RUNNING: &str = "trainscale_operator_running";
 pub fn install(stale_after: Duration) -> Result<PrometheusHandle, BuildError> {
     PrometheusBuilder::new()
         .idle_timeout(MetricKindMask::GAUGE, Some(stale_after))
-        .set_buckets_for_metric(
-            Matcher::Full(PASS_DURATION.to_string()),
-            &[
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ],
-        )?
+        .set_buckets_for_metric(Matcher::Full(PASS_DURATION.to_string()), SECONDS_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(WATCH_EVENT_LAG.to_string()), LAG_BUCKETS)?
         .install_recorder()
+}
+
+/// Histogram buckets of the pass duration, seconds.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Histogram buckets of the watch event lag, seconds (most events wait for nothing).
+const LAG_BUCKETS: &[f64] = &[
+    0.0001, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// How long a watch event waited to reach the store (held while a pass planned).
+pub fn watch_event_lag(lag: Duration) {
+    histogram!(WATCH_EVENT_LAG).record(lag.as_secs_f64());
 }
 
 /// Whether the operator runs on this replica (1 only on the leader, with the operator enabled).

@@ -4,6 +4,7 @@
 
 pub mod actuator;
 pub mod config;
+pub mod gate;
 pub mod http;
 pub mod leader;
 pub mod metrics;
