@@ -1557,6 +1557,191 @@ async fn fifty_scale_cycles_delete_no_pod_and_fail_no_trainer() {
     );
 }
 
+/// Ends every watch response open in the emulator (cleanly, as an API server ends a watch at its
+/// timeout); answers how many it ended.
+async fn cut_watches(kubeconfig: &Path) -> u64 {
+    let request = http::Request::post("/_harness/cut-watches")
+        .body(Vec::new())
+        .unwrap();
+    let answer: BTreeMap<String, u64> = client(kubeconfig).await.request(request).await.unwrap();
+    answer["cut"]
+}
+
+/// The sum of every sample of the metric `name` (all label sets) in a `/metrics` body.
+fn metric_total(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(rest) => rest.split_once("} ")?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.trim().parse::<f64>().ok()
+        })
+        .sum()
+}
+
+/// The `resourceVersion` of every watch request the emulator logged, in order, by resource.
+async fn watch_versions(kubeconfig: &Path) -> BTreeMap<String, Vec<String>> {
+    let request = http::Request::get("/_harness/watches")
+        .body(Vec::new())
+        .unwrap();
+    client(kubeconfig).await.request(request).await.unwrap()
+}
+
+/// The `watch` rows of a request log.
+fn watches_in(log: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    log.iter()
+        .filter(|(key, _)| key.starts_with("watch "))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// A watch stream cut mid-run: with one elastic job sized to 4 trainers, the emulator ends every
+/// open watch response (a clean end of the chunked body, as a real API server ends a watch at its
+/// timeout). kube-runtime's watcher takes a stream that ends without an error back to
+/// `InitListed { resource_version }` and re-watches from the last resourceVersion it saw
+/// (`watcher.rs`: `None => (None, State::InitListed { resource_version })`): no new list, no
+/// `Init`/`InitDone`, so the daemon's store never re-lists and `/readyz` stays 200. (Only an
+/// error, or 410 Gone, makes the daemon drop the watcher and re-list; see `daemon::watch`.) The
+/// test then shrinks node-1 to 2 CPUs, so the job must shrink to 3 trainers (master and pserver
+/// 100m each, trainers 500m), and asserts the change is planned and applied through the
+/// re-opened watches, that every kind watched before the cut was watched again (the nodes watch
+/// from node-1's resourceVersion, the last event it saw), that the daemon sent no list at all
+/// after the cut and that its watch error and restart counters did not move. The emulator does
+/// not honour the resourceVersion of a watch (kmock replays the live objects as `ADDED` on every
+/// watch), so the resumed watches also see those replays, which the store takes as no-op applies.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
+    require_kmock();
+    let mut cluster = start_with(&[], &["--period", "0.1"]).await;
+    let (port, started) = (cluster.port, cluster.started);
+    let kubeconfig = cluster.kubeconfig.clone();
+    let daemon = &mut cluster.daemon;
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "ml");
+    let nodes: Api<Node> = Api::all(client.clone());
+    tjs.create(&PostParams::default(), &elastic_job("a"))
+        .await
+        .unwrap();
+    let sized = |want: i32| {
+        let (jobs, pods) = (jobs.clone(), pods.clone());
+        move || {
+            let (jobs, pods) = (jobs.clone(), pods.clone());
+            async move { (consistent_sizes(&jobs, &pods, &["a"]).await? == vec![want]).then_some(()) }
+        }
+    };
+    eventually(daemon, started, "a sized to 4 trainers", sized(4)).await;
+
+    // Cut every open watch; the daemon's watches are the only ones.
+    let restarts = |metrics: &str| {
+        (
+            metric_total(metrics, "trainscale_watch_restarts_total"),
+            metric_total(metrics, "trainscale_watch_errors_total"),
+        )
+    };
+    let restarts_before = restarts(&http_get(port, "/metrics").unwrap().1);
+    let node_version = nodes
+        .get("node-1")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let before = daemon_log(&kubeconfig).await;
+    let watched = watches_in(&before);
+    let cut = cut_watches(&kubeconfig).await;
+    let cut_at = Instant::now();
+    println!("watches before the cut: {watched:?}; cut {cut} open watch responses");
+    assert!(
+        cut >= 6,
+        "cut {cut} watches; the daemon watches at least nodes, priorityclasses, pods, jobs, trainingjobs and paddlejobs: {watched:?}"
+    );
+
+    // Every kind watched before is watched again.
+    let rewatched = eventually_within(
+        Duration::from_secs(10),
+        daemon,
+        cut_at,
+        "every watch re-opened",
+        || {
+            let (kubeconfig, watched) = (kubeconfig.clone(), watched.clone());
+            async move {
+                let now = watches_in(&daemon_log(&kubeconfig).await);
+                watched
+                    .iter()
+                    .all(|(key, n)| now.get(key).copied().unwrap_or(0) > *n)
+                    .then_some(now)
+            }
+        },
+    )
+    .await;
+    println!(
+        "watches re-opened {:?} after the cut: {rewatched:?}",
+        cut_at.elapsed()
+    );
+    assert_eq!(http_status(port, "/readyz"), Some(200));
+    // The nodes watch resumed from the resourceVersion of the last event it saw (node-1's; the
+    // node did not change), not from a new list's.
+    let versions = watch_versions(&kubeconfig).await;
+    println!("resourceVersions of the watch requests: {versions:?}");
+    assert_eq!(
+        versions["nodes"].last(),
+        Some(&node_version),
+        "the nodes watch after the cut: {versions:?}"
+    );
+
+    // The cluster changes after the cut: the node shrinks, the job must follow.
+    set_node_cpu(&nodes, "2").await;
+    let shrinking = Instant::now();
+    eventually_within(
+        Duration::from_secs(15),
+        daemon,
+        shrinking,
+        "a shrunk to 3 trainers after the cut",
+        sized(3),
+    )
+    .await;
+    println!(
+        "shrunk to 3 trainers {:?} after the node changed",
+        shrinking.elapsed()
+    );
+    assert_eq!(http_status(port, "/readyz"), Some(200));
+
+    let after = daemon_log(&kubeconfig).await;
+    let since = log_between(&before, &after);
+    println!("the daemon's requests since the cut: {since:?}");
+    let watches_since: u64 = watches_in(&since).values().sum();
+    assert!(
+        watches_since >= cut,
+        "{cut} watches cut, {watches_since} re-opened: {since:?}"
+    );
+    let lists: Vec<(&String, &u64)> = since
+        .iter()
+        .filter(|(key, _)| key.starts_with("list "))
+        .collect();
+    assert!(
+        lists.is_empty(),
+        "the re-watches resume from their resourceVersion, yet the daemon listed: {lists:?}"
+    );
+    // Nothing failed: the watcher resumed each stream itself (a failed watch would count a
+    // watch error and a restart, and re-list).
+    let restarts_after = restarts(&http_get(port, "/metrics").unwrap().1);
+    assert_eq!(
+        restarts_after, restarts_before,
+        "(watch restarts, watch errors) moved across the cut"
+    );
+    println!("test wall time {:?}", started.elapsed());
+    stop(cluster).await;
+}
+
 /// A lease taken over while the daemon leads: the test rewrites the leader Lease to another
 /// holder (as a replica that found it expired would: new holder, fresh acquire and renew times,
 /// one more transition) and then renews it every 2 s as that replica. The daemon learns of it at

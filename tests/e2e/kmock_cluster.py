@@ -62,6 +62,15 @@ per User-Agent header (`-` when a client sends none, as the daemon does):
 Outages: `POST /_harness/unavailable?resource=leases` (repeatable) makes every request for those
 resources, but the fake controllers', answer 503 ServiceUnavailable (they are still logged), as an
 API server whose storage for them is failing; `POST /_harness/unavailable` ends the outage.
+
+Cut watches: `POST /_harness/cut-watches` ends every watch response open at that moment, cleanly
+(the chunked body is terminated, as a real API server ends a watch at its timeout or on a
+restart of its watch cache), and answers `{"cut": n}`. A client sees its watch stream end and
+re-watches (kube-rs resumes from the last resourceVersion it saw, without a new list). kmock
+ignores the resourceVersion of a watch: every new watch first replays the live objects as
+`ADDED`, then streams changes. `GET /_harness/watches` answers the `resourceVersion` parameter of
+every logged watch request, in order, by resource: `{"<resource>": ["<rv>", ...]}` (`""` when a
+watch carried none), so a test can tell a resumed watch from a fresh one.
 """
 
 import argparse
@@ -109,6 +118,10 @@ LOG_PATH = "/_harness/requests"
 FAILURES_PATH = "/_harness/failures"
 UNAVAILABLE_PATH = "/_harness/unavailable"
 UNAVAILABLE = set()  # resources whose requests (but the fake controllers') answer 503
+CUT_WATCHES_PATH = "/_harness/cut-watches"
+WATCHES = set()  # one asyncio.Event per open watch response; setting it ends that response
+WATCH_VERSIONS_PATH = "/_harness/watches"
+WATCH_VERSIONS = collections.defaultdict(list)  # resource -> resourceVersion of each logged watch
 REQUESTS = collections.Counter()
 REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
 
@@ -243,6 +256,13 @@ class StampingEmulator(kmock.KubernetesEmulator):
             UNAVAILABLE.clear()
             UNAVAILABLE.update(r for r in request.url.query.getall("resource", []) if r)
             return aiohttp.web.json_response(sorted(UNAVAILABLE))
+        if request.url.path == CUT_WATCHES_PATH:
+            open_watches = list(WATCHES)
+            for cut in open_watches:
+                cut.set()
+            return aiohttp.web.json_response({"cut": len(open_watches)})
+        if request.url.path == WATCH_VERSIONS_PATH:
+            return aiohttp.web.json_response(WATCH_VERSIONS)
         agent = header(request, "User-Agent")
         deleted_pod = None
         if agent != HARNESS_AGENT:
@@ -250,6 +270,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             verb, resource = classify(method, request.url.path, request.url.query)
             REQUESTS[f"{verb} {resource}"] += 1
             REQUESTS_BY_AGENT[agent or "-"][f"{verb} {resource}"] += 1
+            if verb == "watch":
+                WATCH_VERSIONS[resource].append(request.url.query.get("resourceVersion", ""))
             if resource.split("/")[0] in UNAVAILABLE:
                 return aiohttp.web.json_response({
                     "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
@@ -273,6 +295,36 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 if job["metadata"].get("uid") == owner:
                     FAILURES.judge(job, deleted_pod)
         return response
+
+    async def _serve_watch(self, request):
+        # kmock's watch stream runs until the client goes; this one also ends (cleanly: kmock's
+        # renderer then terminates the chunked body) once `/_harness/cut-watches` sets its event.
+        cut = asyncio.Event()
+        WATCHES.add(cut)
+        stream = aiter(super()._serve_watch(request))
+        cutting = asyncio.ensure_future(cut.wait())
+        try:
+            while True:
+                step = asyncio.ensure_future(anext(stream))
+                try:
+                    await asyncio.wait({step, cutting}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not step.done():  # cut (or this response cancelled): stop the stream
+                        step.cancel()
+                        try:
+                            await step
+                        except (asyncio.CancelledError, StopAsyncIteration):
+                            pass
+                if step.cancelled():
+                    return
+                try:
+                    item = step.result()
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            WATCHES.discard(cut)
+            cutting.cancel()
 
     def _KubernetesEmulator__get_objs(self, request, strict):
         # kmock answers every request by scanning all stored objects (every kind, deleted ones
