@@ -929,20 +929,7 @@ const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deleteco
 
 /// A small elastic job: a master, one pserver, 1..2 trainers, 100m CPU each.
 fn small_job(name: &str) -> TrainingJob {
-    let small = serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
-                                   "limits": {"cpu": "100m", "memory": "128Mi"}});
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {
-            "image": "paddlepaddle/paddle:latest",
-            "fault_tolerant": true,
-            "master": {"resources": small},
-            "pserver": {"min-instance": 1, "max-instance": 1, "resources": small},
-            "trainer": {"min-instance": 1, "max-instance": 2, "resources": small},
-        },
-    }))
-    .unwrap()
+    elastic_job_of(name, 2, "100m")
 }
 
 /// The request budget of a settled cluster: `TRAINSCALE_E2E_JOBS` (default 20) TrainingJobs are
@@ -1240,10 +1227,16 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
 
 /// An elastic job for the cycle tests: a master and a pserver of 100m, 1..=4 trainers of 500m.
 fn elastic_job(name: &str) -> TrainingJob {
+    elastic_job_of(name, 4, "500m")
+}
+
+/// A fault-tolerant job in `ml`: a master and a pserver of 100m, 1..=`max` trainers of
+/// `trainer_cpu` each.
+fn elastic_job_of(name: &str, max: i32, trainer_cpu: &str) -> TrainingJob {
     let small = serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
                                    "limits": {"cpu": "100m", "memory": "128Mi"}});
-    let trainer = serde_json::json!({"requests": {"cpu": "500m", "memory": "128Mi"},
-                                     "limits": {"cpu": "500m", "memory": "128Mi"}});
+    let trainer = serde_json::json!({"requests": {"cpu": trainer_cpu, "memory": "128Mi"},
+                                     "limits": {"cpu": trainer_cpu, "memory": "128Mi"}});
     serde_json::from_value(serde_json::json!({
         "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
         "metadata": {"name": name, "namespace": "ml"},
@@ -1252,7 +1245,7 @@ fn elastic_job(name: &str) -> TrainingJob {
             "fault_tolerant": true,
             "master": {"resources": small},
             "pserver": {"min-instance": 1, "max-instance": 1, "resources": small},
-            "trainer": {"min-instance": 1, "max-instance": 4, "resources": trainer},
+            "trainer": {"min-instance": 1, "max-instance": max, "resources": trainer},
         },
     }))
     .unwrap()
