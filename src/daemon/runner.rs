@@ -145,8 +145,7 @@ pub async fn run(
         task.stop().await;
         metrics::operator_running(false);
     }
-    // The lease task releases once every receiver of its state is gone: the fences of the
-    // actuator and of the operator task hold receivers too.
+    // The actuator's and the operator's fences go before the Lease does.
     drop(daemon);
     drop(operator);
     leadership.release().await;

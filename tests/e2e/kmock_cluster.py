@@ -9,7 +9,9 @@ What it adds to kmock, playing the API server:
 - kmock does not stamp resourceVersions; the kube-rs watcher needs one on every object, so every
   write is stamped here with an increasing resourceVersion;
 - created objects get a `uid` and `creationTimestamp` when they have none (ownerReferences to a
-  TrainingJob need its uid);
+  TrainingJob need its uid), and the namespace of the URL when their body names none (kmock
+  filters a namespaced watch by the object's own namespace: kube-lease-manager creates the Lease
+  without one, and the daemon watches its Lease);
 - a missing object answers with the Status reason `NotFound` and a create of an existing one with
   `AlreadyExists`, as the API server does (kmock says `Object Not Found` / `Object Already
   Exists`; clients such as kube-rs `get_opt` key on the real reasons).
@@ -287,6 +289,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 meta = request.data["metadata"]
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", now())
+                if request.namespace:
+                    meta.setdefault("namespace", request.namespace)
         response = await super()._handle(request)
         if deleted_pod is not None and live(self, "v1/pods", request.namespace, request.name) is None:
             # A client deleted a pod: a trainer of a Job that still wants its index fails.
