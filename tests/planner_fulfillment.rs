@@ -350,3 +350,31 @@ fn cpu_trainers_leave_gpu_nodes_to_gpu_jobs() {
     );
     assert_eq!((g.target, g.named(&s).placements[0].node), (4, "gpu"));
 }
+
+/// Pods above a job's parallelism are on their way out (the Job controller removes them): the
+/// room they hold is not an overload to shrink for, and they are not the job's trainers.
+#[test]
+fn pods_the_controller_is_removing_are_no_overload() {
+    let trainer = Resources::new(1000, GIB, 0);
+    let mut state = ClusterState::new();
+    add_node(&mut state, "n", 3000, 16, 0);
+    let key = key("shrunk");
+    state.set_training_job(key.clone(), Some(job_info(1, 4, trainer)));
+    // Parallelism just went 4 -> 2: indexes 2 and 3 still run and overfill the node by one.
+    state.set_trainer_job(key.clone(), Some(Some(2)));
+    for index in 0..4u32 {
+        state.set_pod(
+            ("ns".into(), format!("shrunk-{index}")),
+            Some(trainscale::testkit::trainer_pod(
+                &key,
+                Some("n".into()),
+                trainer,
+                Some(index),
+            )),
+        );
+    }
+    let p = plan(&state, &fulfillment());
+    let job = p.job(&key).unwrap();
+    assert_eq!((job.current, job.target), (2, 2), "{job:?}");
+    assert!(job.removals.is_empty() && job.placements.is_empty());
+}

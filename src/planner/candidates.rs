@@ -52,6 +52,9 @@ pub struct Candidate<'a> {
     slot: &'a JobSlot,
     /// The controller positions, built the first time they are needed.
     positions: Option<Vec<Option<NodeId>>>,
+    /// Bound pods per node that hold no position (see `trainers_in_positions`): the Job
+    /// controller is removing them, so the room they hold comes free without any shrink.
+    pub leaving: NodeCounts,
 }
 
 /// What one [`Candidate::shrink`] did, for [`Candidate::unshrink`].
@@ -366,6 +369,20 @@ fn trainers_in_positions(
     (bound, Cow::Owned(on_node), Some(positions))
 }
 
+/// The slot's bound trainers per node that `on_node` (its trainers holding a position) leaves out.
+fn leaving(slot: &JobSlot, on_node: &Cow<'_, BTreeMap<NodeId, u32>>) -> NodeCounts {
+    let mut out = NodeCounts::new();
+    if let Cow::Owned(kept) = on_node {
+        for (node, n) in &slot.trainers.bound_by_node {
+            let gone = n.saturating_sub(kept.get(node).copied().unwrap_or(0));
+            if gone > 0 {
+                out.insert(*node, gone);
+            }
+        }
+    }
+    out
+}
+
 /// Valid TrainingJobs that have not finished, in namespace/name order.
 pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     // Sized up front: growing a vector of 5,000 candidates copied it a dozen times.
@@ -377,6 +394,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .enumerate()
             .map(|(rank, (key, slot, info))| {
                 let (bound, on_node, positions) = trainers_in_positions(slot);
+                let leaving = leaving(slot, &on_node);
                 Candidate {
                     key,
                     rank,
@@ -396,6 +414,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     kept: slot.current(),
                     slot,
                     positions,
+                    leaving,
                 }
             }),
     );

@@ -156,9 +156,27 @@ fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
 /// never below min, until the node fits or nothing more may go. A job shrinks from its top
 /// position, wherever that trainer runs (the Job controller removes the highest indexes), so a
 /// job may give up trainers elsewhere before the one on this node goes.
+///
+/// Room held by pods the Job controller is removing already (above their job's parallelism)
+/// counts as free here: it comes back without a shrink, and shrinking for it would take more
+/// than the node lacks.
 fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
-    for node in index.overloaded() {
-        while index.free(node).is_some_and(|f| f.any_negative()) {
+    let overloaded = index.overloaded();
+    if overloaded.is_empty() {
+        return;
+    }
+    let mut leaving: HashMap<NodeId, Resources, RandomState> = HashMap::default();
+    for j in jobs.iter().filter(|j| !j.leaving.is_empty()) {
+        for (node, n) in j.leaving.iter() {
+            *leaving.entry(*node).or_insert(Resources::ZERO) += j.trainer().times(i64::from(*n));
+        }
+    }
+    for node in overloaded {
+        let coming = leaving.get(&node).copied().unwrap_or(Resources::ZERO);
+        while index
+            .free(node)
+            .is_some_and(|f| (f + coming).any_negative())
+        {
             let victim = jobs
                 .iter()
                 .enumerate()
