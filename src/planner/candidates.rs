@@ -370,14 +370,12 @@ fn trainers_in_positions(
 }
 
 /// The slot's bound trainers per node that `on_node` (its trainers holding a position) leaves out.
-fn leaving(slot: &JobSlot, on_node: &Cow<'_, BTreeMap<NodeId, u32>>) -> NodeCounts {
+fn leaving(slot: &JobSlot, on_node: &BTreeMap<NodeId, u32>) -> NodeCounts {
     let mut out = NodeCounts::new();
-    if let Cow::Owned(kept) = on_node {
-        for (node, n) in &slot.trainers.bound_by_node {
-            let gone = n.saturating_sub(kept.get(node).copied().unwrap_or(0));
-            if gone > 0 {
-                out.insert(*node, gone);
-            }
+    for (node, n) in &slot.trainers.bound_by_node {
+        let gone = n.saturating_sub(on_node.get(node).copied().unwrap_or(0));
+        if gone > 0 {
+            out.insert(*node, gone);
         }
     }
     out
@@ -394,7 +392,11 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .enumerate()
             .map(|(rank, (key, slot, info))| {
                 let (bound, on_node, positions) = trainers_in_positions(slot);
-                let leaving = leaving(slot, &on_node);
+                let leaving = if positions.is_some() {
+                    leaving(slot, &on_node)
+                } else {
+                    NodeCounts::new()
+                };
                 Candidate {
                     key,
                     rank,
