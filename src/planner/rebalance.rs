@@ -80,6 +80,10 @@ fn take_one(
     budget: &mut usize,
     nodes: &mut Vec<(u32, NodeId, u32)>,
 ) -> bool {
+    // A taker that gave trainers earlier in this round may not grow back (see `ceiling`).
+    if jobs[t].planned >= jobs[t].ceiling() {
+        return false;
+    }
     let floor = jobs[t].fulfillment_at(jobs[t].planned);
     let want = jobs[t].trainer();
     let priority = jobs[t].priority;

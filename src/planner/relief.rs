@@ -178,7 +178,10 @@ fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<St
         match step {
             Step::Unplace(d, node) => {
                 let give = jobs[d].trainer();
-                if index.free(node).is_some_and(|f| give.fits_in(&f)) {
+                // Not past a shrink of the same donor that stays: that would regrow it.
+                if jobs[d].planned < jobs[d].ceiling()
+                    && index.free(node).is_some_and(|f| give.fits_in(&f))
+                {
                     jobs[d].place(node);
                     index.adjust(node, give, -1);
                 }
