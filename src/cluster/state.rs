@@ -149,7 +149,7 @@ impl JobSlot {
 
 /// Where a live, bound trainer pod stands in its job's controller order (see
 /// [`JobSlot::controller_positions`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Position {
     job: JobKey,
     index: Option<u32>,
@@ -159,19 +159,24 @@ struct Position {
 
 impl Position {
     fn of(pod: &PodInfo) -> Option<Position> {
-        match (&pod.owner, &pod.node) {
-            (Some((job, Role::Trainer)), Some(node))
-                if !pod.terminating && pod.phase != PodPhase::Finished =>
-            {
-                Some(Position {
-                    job: job.clone(),
-                    index: pod.index,
-                    created: pod.created,
-                    node: node.clone(),
-                })
-            }
-            _ => None,
+        position_parts(pod).map(|(job, index, created, node)| Position {
+            job: job.clone(),
+            index,
+            created,
+            node: node.to_string(),
+        })
+    }
+}
+
+/// A [`Position`]'s parts, borrowed from the pod (comparing them costs no copy).
+fn position_parts(pod: &PodInfo) -> Option<(&JobKey, Option<u32>, i64, &str)> {
+    match (&pod.owner, &pod.node) {
+        (Some((job, Role::Trainer)), Some(node))
+            if !pod.terminating && pod.phase != PodPhase::Finished =>
+        {
+            Some((job, pod.index, pod.created, node))
         }
+        _ => None,
     }
 }
 
@@ -337,15 +342,15 @@ impl ClusterState {
 
     /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
     pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
-        let old_position = self.pods.get(&key).and_then(Position::of);
-        let new_position = info.as_ref().and_then(Position::of);
-        let moved = if old_position == new_position {
+        // Most pod events (status) leave the position as it is: compare before copying anything.
+        let old_parts = self.pods.get(&key).and_then(position_parts);
+        let moved = if old_parts == info.as_ref().and_then(position_parts) {
             None
         } else {
-            if let Some(p) = old_position {
+            if let Some(p) = self.pods.get(&key).and_then(Position::of) {
                 self.unposition(&key.1, p);
             }
-            new_position
+            info.as_ref().and_then(Position::of)
         };
         let old = match info {
             Some(new) => {

@@ -52,9 +52,6 @@ pub struct Candidate<'a> {
     slot: &'a JobSlot,
     /// The controller positions, built the first time they are needed.
     positions: Option<Vec<Option<NodeId>>>,
-    /// Bound pods per node that hold no position (see `trainers_in_positions`): the Job
-    /// controller is removing them, so the room they hold comes free without any shrink.
-    pub leaving: NodeCounts,
 }
 
 /// What one [`Candidate::shrink`] did, for [`Candidate::unshrink`].
@@ -154,6 +151,24 @@ impl<'a> Candidate<'a> {
         } else {
             self.max
         }
+    }
+
+    /// Bound pods per node that hold no position (see `trainers_in_positions`): the Job
+    /// controller is removing them, so the room they hold comes free without any shrink.
+    pub fn leaving(&self) -> impl Iterator<Item = (NodeId, u32)> + '_ {
+        // Borrowed counts are the slot's own: every bound pod holds a position.
+        let strays = matches!(self.on_node, Cow::Owned(_));
+        self.slot
+            .trainers
+            .bound_by_node
+            .iter()
+            .filter(move |_| strays)
+            .filter_map(move |(node, n)| {
+                let kept = self.on_node.get(node).copied().unwrap_or(0);
+                let held = kept + self.removed.get(node).copied().unwrap_or(0);
+                let gone = n.saturating_sub(held);
+                (gone > 0).then_some((*node, gone))
+            })
     }
 
     /// The controller positions (built once).
@@ -271,7 +286,9 @@ impl<'a> Candidate<'a> {
             let positions = self
                 .positions
                 .unwrap_or_else(|| self.slot.controller_positions());
-            controller_removals(index, &positions, target)
+            controller_removals(&positions, target, |id| {
+                Some(index.rank(id)).filter(|rank| *rank != u32::MAX)
+            })
         } else {
             Vec::new()
         };
@@ -293,11 +310,12 @@ impl<'a> Candidate<'a> {
 
 /// What lowering `parallelism` to `target` removes, by the Job controller's rule: the positions
 /// at and above `target` (`positions` from [`JobSlot::controller_positions`]), pending ones as
-/// one entry with node `None`, first, then bound ones per node in name order.
-pub fn controller_removals(
-    index: &NodeIndex,
+/// one entry with node `None`, first, then bound ones per node in `order` (a node's sort key;
+/// `None` for a node the plan cannot name, whose entry is left out).
+pub fn controller_removals<K: Ord>(
     positions: &[Option<NodeId>],
     target: i32,
+    order: impl Fn(NodeId) -> Option<K>,
 ) -> Vec<Removal> {
     let from = (target.max(0) as usize).min(positions.len());
     let mut pending = 0;
@@ -308,14 +326,20 @@ pub fn controller_removals(
             None => pending += 1,
         }
     }
-    let mut out = Vec::with_capacity(bound.len() + 1);
+    let mut named: Vec<(K, NodeId, u32)> = bound
+        .into_tuple_vec()
+        .into_iter()
+        .filter_map(|(node, n)| Some((order(node)?, node, n)))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut out = Vec::with_capacity(named.len() + 1);
     if pending > 0 {
         out.push(Removal {
             node: None,
             trainers: pending,
         });
     }
-    out.extend(by_name(index, bound, |node, trainers| Removal {
+    out.extend(named.into_iter().map(|(_, node, trainers)| Removal {
         node: Some(node),
         trainers,
     }));
@@ -369,18 +393,6 @@ fn trainers_in_positions(
     (bound, Cow::Owned(on_node), Some(positions))
 }
 
-/// The slot's bound trainers per node that `on_node` (its trainers holding a position) leaves out.
-fn leaving(slot: &JobSlot, on_node: &BTreeMap<NodeId, u32>) -> NodeCounts {
-    let mut out = NodeCounts::new();
-    for (node, n) in &slot.trainers.bound_by_node {
-        let gone = n.saturating_sub(on_node.get(node).copied().unwrap_or(0));
-        if gone > 0 {
-            out.insert(*node, gone);
-        }
-    }
-    out
-}
-
 /// Valid TrainingJobs that have not finished, in namespace/name order.
 pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     // Sized up front: growing a vector of 5,000 candidates copied it a dozen times.
@@ -392,11 +404,6 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .enumerate()
             .map(|(rank, (key, slot, info))| {
                 let (bound, on_node, positions) = trainers_in_positions(slot);
-                let leaving = if positions.is_some() {
-                    leaving(slot, &on_node)
-                } else {
-                    NodeCounts::new()
-                };
                 Candidate {
                     key,
                     rank,
@@ -416,7 +423,6 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     kept: slot.current(),
                     slot,
                     positions,
-                    leaving,
                 }
             }),
     );

@@ -15,9 +15,10 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use super::candidates::controller_removals;
 use super::{JobPlan, PlannerConfig, Reason, Removal};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
-use crate::cluster::{ClusterState, JobInfo, JobSlot, NodeId};
+use crate::cluster::{ClusterState, JobInfo, JobSlot};
 
 #[cfg(test)]
 mod tests;
@@ -313,31 +314,10 @@ fn reason(current: i32, target: i32, max: i32) -> Reason {
 /// removes them (pending ones as one entry first, then bound ones per node by name).
 fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
     let positions = slot.controller_positions();
-    let from = positions.len().saturating_sub(count as usize);
-    let mut pending = 0;
-    let mut bound: Vec<(&str, NodeId, u32)> = Vec::new();
-    for position in &positions[from..] {
-        match position.and_then(|id| state.node(id).map(|node| (&*node.name, id))) {
-            Some((name, id)) => match bound.iter_mut().find(|(_, b, _)| *b == id) {
-                Some(entry) => entry.2 += 1,
-                None => bound.push((name, id, 1)),
-            },
-            None => pending += 1,
-        }
-    }
-    bound.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::with_capacity(bound.len() + 1);
-    if pending > 0 {
-        out.push(Removal {
-            node: None,
-            trainers: pending,
-        });
-    }
-    out.extend(bound.into_iter().map(|(_, id, n)| Removal {
-        node: Some(id),
-        trainers: n,
-    }));
-    out
+    let target = positions.len().saturating_sub(count as usize);
+    controller_removals(&positions, target as i32, |id| {
+        state.node(id).map(|node| &*node.name)
+    })
 }
 
 /// The plan of one candidate moved by `diff`; a job that is not elastic is `unchanged`.

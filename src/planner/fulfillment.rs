@@ -166,9 +166,9 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
         return;
     }
     let mut leaving: HashMap<NodeId, Resources, RandomState> = HashMap::default();
-    for j in jobs.iter().filter(|j| !j.leaving.is_empty()) {
-        for (node, n) in j.leaving.iter() {
-            *leaving.entry(*node).or_insert(Resources::ZERO) += j.trainer().times(i64::from(*n));
+    for j in jobs.iter() {
+        for (node, n) in j.leaving() {
+            *leaving.entry(node).or_insert(Resources::ZERO) += j.trainer().times(i64::from(n));
         }
     }
     for node in overloaded {
