@@ -1,5 +1,6 @@
 //! The cluster model: nodes, pods, PriorityClasses and jobs of every kind, kept up to date one object at a time.
 
+pub mod filters;
 pub mod kinds;
 pub mod objects;
 pub mod report;
