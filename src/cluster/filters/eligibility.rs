@@ -92,7 +92,7 @@ impl Eligibility {
                 if check_static(&constraints, traits).is_ok() {
                     class.put(n, true);
                 } else {
-                    class.ineligible += 1;
+                    class.ineligible = class.ineligible.saturating_add(1);
                 }
             }
         }
@@ -155,7 +155,7 @@ impl Eligibility {
                 Some(t) => {
                     let ok = check_static(&class.constraints, t).is_ok();
                     if !ok {
-                        class.ineligible += 1;
+                        class.ineligible = class.ineligible.saturating_add(1);
                     }
                     ok
                 }
@@ -290,6 +290,9 @@ mod tests {
         assert!(e.eligible(a, 70));
         assert!(!e.eligible(a, 2), "unknown node");
         assert!(!e.eligible(a, u32::MAX));
+        assert!(!e.eligible(12345, 0), "unknown class");
+        assert!(!e.all_eligible(12345));
+        assert_eq!(e.why_not(12345, 0), None);
         assert!(!e.all_eligible(a));
         assert_eq!(e.eligible_nodes(a).collect::<Vec<_>>(), vec![0, 70]);
         assert_eq!(e.why_not(a, 1), Some(Unfit::NodeAffinity));
@@ -367,5 +370,69 @@ mod tests {
         }
         assert!(e.all_eligible(a));
         assert!(!e.all_eligible(b));
+    }
+
+    mod random {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Node(u32, Option<(u8, bool)>),
+            Acquire(Option<u8>),
+            Release(usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (0u32..140, proptest::option::of((0u8..3, any::<bool>())))
+                    .prop_map(|(n, t)| Op::Node(n, t)),
+                proptest::option::of(0u8..3).prop_map(Op::Acquire),
+                (0usize..16).prop_map(Op::Release),
+            ]
+        }
+
+        proptest! {
+            /// After any sequence of changes, the stored answers equal `check_static` computed afresh.
+            #[test]
+            fn matches_brute_force(ops in proptest::collection::vec(op(), 1..120)) {
+                let mut e = Eligibility::new();
+                let mut held: Vec<PodClassId> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Node(n, t) => e.set_node(n, t.map(|(zone, cordoned)| {
+                            Arc::new(NodeTraits {
+                                unschedulable: cordoned,
+                                ..(*node(&format!("n{n}"), &zone.to_string())).clone()
+                            })
+                        })),
+                        Op::Acquire(zone) => held.push(e.acquire(match zone {
+                            Some(z) => in_zone(&z.to_string()),
+                            None => Arc::new(PodConstraints::default()),
+                        })),
+                        Op::Release(i) => {
+                            if !held.is_empty() {
+                                let class = held.swap_remove(i % held.len());
+                                e.release(class);
+                            }
+                        }
+                    }
+                    for &class in &held {
+                        let Some(c) = e.constraints(class).cloned() else {
+                            return Err(TestCaseError::fail("held class forgotten"));
+                        };
+                        let mut all = true;
+                        for n in 0..140u32 {
+                            let want = e.traits(n).is_some_and(|t| check_static(&c, t).is_ok());
+                            all &= want || e.traits(n).is_none();
+                            prop_assert_eq!(e.eligible(class, n), want);
+                        }
+                        prop_assert_eq!(e.all_eligible(class), all);
+                        let holders = held.iter().filter(|&&h| h == class).count() as u32;
+                        prop_assert_eq!(e.holders(class), holders);
+                    }
+                }
+            }
+        }
     }
 }
