@@ -167,7 +167,7 @@ fn replay(scale: Scale) -> Store {
 fn event_lag_during_pass(shared: &SharedStore, pod: Pod) -> Duration {
     let snapshot = Arc::clone(&lock(shared));
     let pass = std::thread::spawn(move || {
-        let work = prepare(&snapshot, &PlannerConfig::default());
+        let work = prepare(&snapshot, &PlannerConfig::default(), None);
         drop(snapshot);
         work.rescales.len()
     });

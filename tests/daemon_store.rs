@@ -188,7 +188,7 @@ fn a_job_without_its_trainer_job_waits() {
                              "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}}});
     init(vec![tj(fresh)], WatchEvent::TrainingJob, &mut store);
     let key = JobKey::new("ml", "fresh");
-    let work = prepare(&store, &PlannerConfig::default());
+    let work = prepare(&store, &PlannerConfig::default(), None);
     assert!(work.rescales.iter().all(|r| r.key != key));
     assert!(work.rescales.iter().all(|r| r.trainer_job.is_some()));
     assert!(

@@ -253,6 +253,24 @@ pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
     Some((JobKey::of_kind(kind, namespace, name), parallelism))
 }
 
+/// The scheduling constraints of a trainer Job's pods, from its pod template. A template the
+/// filters cannot read counts as unconstrained here; binding its pods reports the error on each.
+pub fn trainer_constraints(job: &Job) -> Arc<crate::cluster::filters::PodConstraints> {
+    let read = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|spec| {
+            crate::cluster::filters::PodConstraints::read(
+                spec,
+                &meta_ref("Job", &job.metadata),
+                "spec.template.spec",
+            )
+            .ok()
+        });
+    Arc::new(read.unwrap_or_default())
+}
+
 /// What the planner needs of a job, whatever its kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {

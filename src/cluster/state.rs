@@ -11,12 +11,18 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
+use super::filters::{Eligibility, NodeTraits, PodClassId, PodConstraints};
 use super::kinds::{JobAdapter, priority_field};
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
+    trainer_constraints,
 };
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
+
+mod reservations;
+
+pub use reservations::Reservation;
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
 pub type NodeId = u32;
@@ -89,6 +95,9 @@ pub struct JobSlot {
     /// Whether a trainer Job exists.
     pub has_trainer_job: bool,
     pub trainers: TrainerPods,
+    /// The eligibility class of the trainer pods (from the trainer Job's pod template); `None`:
+    /// every schedulable node takes them (no trainer Job read yet, or a simulated one).
+    pub class: Option<PodClassId>,
 }
 
 impl JobSlot {
@@ -143,6 +152,7 @@ impl JobSlot {
             && self.invalid.is_none()
             && self.warnings.is_empty()
             && !self.has_trainer_job
+            && self.class.is_none()
             && self.trainers == TrainerPods::default()
     }
 }
@@ -195,6 +205,10 @@ pub struct ClusterState {
     /// Requests of unbound live pods.
     pending_requests: Resources,
     priority_classes: PriorityClasses,
+    /// Room held for planned trainers no watch event shows bound yet, by (job, position).
+    reservations: BTreeMap<(JobKey, u32), Reservation>,
+    /// Node traits and, per pod class, the nodes its static filters pass.
+    eligibility: Eligibility,
 }
 
 impl ClusterState {
@@ -259,9 +273,12 @@ impl ClusterState {
 
     /// Adds or updates a Node. A malformed node is removed and its error returned.
     pub fn apply_node(&mut self, node: &Node) -> Result<(), FieldError> {
-        match read_node(node) {
-            Ok((name, info)) => {
+        match read_node(node).and_then(|read| Ok((read, NodeTraits::read(node)?))) {
+            Ok(((name, info), traits)) => {
                 self.set_node(&name, Some(info));
+                if let Some(id) = self.node_id_of(&name) {
+                    self.eligibility.set_node(id, Some(Arc::new(traits)));
+                }
                 Ok(())
             }
             Err(e) => {
@@ -281,6 +298,15 @@ impl ClusterState {
                 if let Some(slot) = self.slots[id as usize].as_mut() {
                     slot.info = Some(info);
                 }
+                // A node given without its object (simulator, tests): no labels, no taints.
+                if self.eligibility.traits(id).is_none() {
+                    let traits = NodeTraits {
+                        name: name.to_string(),
+                        ready: true,
+                        ..NodeTraits::default()
+                    };
+                    self.eligibility.set_node(id, Some(Arc::new(traits)));
+                }
             }
             None => self.delete_node(name),
         }
@@ -288,12 +314,30 @@ impl ClusterState {
 
     /// Removes a Node. Pods bound to it keep their accounting until they are deleted.
     pub fn delete_node(&mut self, name: &str) {
+        self.unreserve_node(name);
         if let Some(&id) = self.node_ids.get(name) {
             if let Some(slot) = self.slots[id as usize].as_mut() {
                 slot.info = None;
             }
+            self.eligibility.set_node(id, None);
             self.release_node_if_unused(id);
         }
+    }
+
+    /// The filters' view of a node (labels, taints, pod limit, extended resources).
+    pub fn node_traits(&self, id: NodeId) -> Option<&NodeTraits> {
+        self.eligibility.traits(id).map(|t| &**t)
+    }
+
+    /// Which nodes each pod class may use.
+    pub fn eligibility(&self) -> &Eligibility {
+        &self.eligibility
+    }
+
+    /// Whether trainers of a job of class `class` may go to node `id` (static filters only);
+    /// `None` takes every node.
+    pub fn eligible(&self, class: Option<PodClassId>, id: NodeId) -> bool {
+        class.is_none_or(|c| self.eligibility.eligible(c, id))
     }
 
     /// The id of a known node name.
@@ -342,6 +386,13 @@ impl ClusterState {
 
     /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
     pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
+        // A live trainer bound at a reserved position takes over the reservation's room.
+        if !self.reservations.is_empty()
+            && let Some((job, Some(index), _, _)) = info.as_ref().and_then(position_parts)
+        {
+            let job = job.clone();
+            self.unreserve(&job, index);
+        }
         // Most pod events (status) leave the position as it is: compare before copying anything.
         let old_parts = self.pods.get(&key).and_then(position_parts);
         let moved = if old_parts == info.as_ref().and_then(position_parts) {
@@ -508,6 +559,7 @@ impl ClusterState {
 
     /// Removes a job.
     pub fn delete_job(&mut self, key: &JobKey) {
+        self.unreserve_from(key, 0);
         if let Some(slot) = self.jobs.get_mut(key) {
             slot.info = None;
             slot.invalid = None;
@@ -589,13 +641,26 @@ impl ClusterState {
     /// Adds or updates a batch/v1 Job; only trainer Jobs are kept.
     pub fn apply_batch_job(&mut self, job: &Job) {
         if let Some((key, parallelism)) = read_trainer_job(job) {
+            self.set_trainer_class(&key, Some(trainer_constraints(job)));
             self.set_trainer_job(key, Some(parallelism));
         }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the eligibility class of a job's trainers.
+    pub fn set_trainer_class(&mut self, key: &JobKey, constraints: Option<Arc<PodConstraints>>) {
+        let new = constraints.map(|c| self.eligibility.acquire(c));
+        let slot = self.job_slot_mut(key);
+        let old = std::mem::replace(&mut slot.class, new);
+        if let Some(old) = old {
+            self.eligibility.release(old);
+        }
+        self.drop_job_if_empty(key);
     }
 
     /// Removes a batch/v1 Job.
     pub fn delete_batch_job(&mut self, job: &Job) {
         if let Some((key, _)) = read_trainer_job(job) {
+            self.set_trainer_class(&key, None);
             self.set_trainer_job(key, None);
         }
     }
@@ -603,8 +668,19 @@ impl ClusterState {
     /// Sets (`Some(parallelism)`) or removes (`None`) the trainer Job of `key`.
     pub fn set_trainer_job(&mut self, key: JobKey, job: Option<Option<i32>>) {
         let slot = self.jobs.entry(key.clone()).or_default();
+        let before = slot.trainer_job_parallelism;
         slot.has_trainer_job = job.is_some();
         slot.trainer_job_parallelism = job.flatten();
+        // Positions at or above a lowered size will not be created: their room goes back. (A
+        // raise or an unchanged size keeps them: the raise may be the one they were made for.)
+        let lowered = match (job, before) {
+            (None, _) => Some(0),
+            (Some(Some(now)), Some(before)) if now < before => Some(now.max(0) as u32),
+            _ => None,
+        };
+        if let Some(keep) = lowered {
+            self.unreserve_from(&key, keep);
+        }
         self.drop_job_if_empty(&key);
     }
 

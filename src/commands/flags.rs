@@ -44,6 +44,26 @@ pub fn cooldown(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::ZERO, MAX_COOLDOWN)
 }
 
+/// Longest `--reservation-ttl`: an hour.
+pub const MAX_RESERVATION_TTL: Duration = Duration::from_secs(3600);
+
+/// `--reservation-ttl`: 1s up to [`MAX_RESERVATION_TTL`].
+pub fn reservation_ttl(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_RESERVATION_TTL)
+}
+
+/// `--scheduler-name`: "" (off) or a name as `spec.schedulerName` takes it: at most 253
+/// characters, no whitespace or control characters.
+pub fn scheduler_name(text: &str) -> Result<String, String> {
+    if text.len() > 253 {
+        return Err(format!("{} characters; at most 253", text.len()));
+    }
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("{text:?} has whitespace or control characters"));
+    }
+    Ok(text.to_string())
+}
+
 /// `--max-load-desired`: a number in (0, 1].
 pub fn max_load_desired(text: &str) -> Result<f64, String> {
     let value: f64 = text
@@ -88,6 +108,11 @@ mod tests {
         assert!(debounce("2h").is_err());
         assert_eq!(debounce("200ms"), Ok(Duration::from_millis(200)));
         assert_eq!(cooldown("0s"), Ok(Duration::ZERO));
+        assert!(reservation_ttl("0s").is_err());
+        assert!(reservation_ttl("2h").is_err());
+        assert_eq!(reservation_ttl("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(scheduler_name(""), Ok(String::new()));
+        assert!(scheduler_name("my scheduler").is_err());
         assert!(cooldown("8days").is_err());
         assert!(cooldown("soon").unwrap_err().contains("not a duration"));
     }

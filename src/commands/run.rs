@@ -46,6 +46,14 @@ pub struct RunArgs {
     /// Minimum time between two rescales of one job, at most 7 days.
     #[arg(long, env = "TRAINSCALE_COOLDOWN", default_value = "60s", value_parser = flags::cooldown)]
     pub cooldown: Duration,
+    /// Bind the pending pods whose `spec.schedulerName` is this name to the planned nodes (the
+    /// operator names it on the pods of jobs that name no scheduler); "" turns the scheduler
+    /// role off.
+    #[arg(long, env = "TRAINSCALE_SCHEDULER_NAME", default_value = "trainscale", value_parser = flags::scheduler_name)]
+    pub scheduler_name: String,
+    /// How long room planned for a trainer pod not created yet stays held (e.g. 60s), 1s..1h.
+    #[arg(long, env = "TRAINSCALE_RESERVATION_TTL", default_value = "60s", value_parser = flags::reservation_ttl)]
+    pub reservation_ttl: Duration,
     /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
     #[arg(long, env = "TRAINSCALE_NAMESPACE")]
     pub namespace: Option<String>,
@@ -132,11 +140,16 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         lease_namespace,
         identity: identity(),
         dry_run: args.dry_run,
-        operator: args.operator.then_some(args.operator_config),
+        scheduler_name: Some(args.scheduler_name.clone()).filter(|n| !n.is_empty()),
+        reservation_ttl: args.reservation_ttl,
+        operator: args.operator.then(|| OperatorConfig {
+            scheduler_name: Some(args.scheduler_name).filter(|n| !n.is_empty()),
+            ..args.operator_config
+        }),
         ..DaemonConfig::default()
     };
     let handle = daemon::metrics::install(config.interval * 3).context("installing metrics")?;
-    tracing::info!(policy = config.policy.as_str(), interval = ?config.interval, debounce = ?config.debounce, namespace = ?config.namespace, leader_elect = config.leader_elect, dry_run = config.dry_run, operator = config.operator.is_some(), "starting");
+    tracing::info!(policy = config.policy.as_str(), interval = ?config.interval, debounce = ?config.debounce, namespace = ?config.namespace, leader_elect = config.leader_elect, scheduler_name = ?config.scheduler_name, dry_run = config.dry_run, operator = config.operator.is_some(), "starting");
     daemon::run(client, config, Some(handle), shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)

@@ -29,6 +29,10 @@ pub struct DaemonConfig {
     pub dry_run: bool,
     /// Upper bound on one job's writes (patch, retries, status, event).
     pub apply_timeout: Duration,
+    /// Bind the pending pods naming this scheduler to the planned nodes; `None`: size only.
+    pub scheduler_name: Option<String>,
+    /// How long room planned for a trainer pod not created yet stays held.
+    pub reservation_ttl: Duration,
     /// Run the operator (creating and finishing TrainingJobs' objects) beside the autoscaler,
     /// only while leader; `None`: autoscaler only. Not started under `dry_run`.
     pub operator: Option<OperatorConfig>,
@@ -50,6 +54,8 @@ impl Default for DaemonConfig {
             identity: "trainscale".to_string(),
             dry_run: false,
             apply_timeout: Duration::from_secs(30),
+            scheduler_name: Some("trainscale".to_string()),
+            reservation_ttl: Duration::from_secs(60),
             operator: None,
         }
     }

@@ -27,6 +27,10 @@ pub const WATCH_ERRORS: &str = "trainscale_watch_errors_total";
 pub const LEADER: &str = "trainscale_leader";
 pub const READY: &str = "trainscale_ready";
 pub const OPERATOR_RUNNING: &str = "trainscale_operator_running";
+pub const BINDS: &str = "trainscale_binds_total";
+pub const BIND_LATENCY: &str = "trainscale_pod_bind_latency_seconds";
+pub const RESERVATIONS: &str = "trainscale_reservations";
+pub const UNSCHEDULABLE_PODS: &str = "trainscale_unschedulable_pods";
 
 /// Installs the global Prometheus recorder. Per-job gauges not refreshed for `stale_after`
 /// (deleted jobs) disappear from the output.
@@ -35,6 +39,7 @@ pub fn install(stale_after: Duration) -> Result<PrometheusHandle, BuildError> {
         .idle_timeout(MetricKindMask::GAUGE, Some(stale_after))
         .set_buckets_for_metric(Matcher::Full(PASS_DURATION.to_string()), SECONDS_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(WATCH_EVENT_LAG.to_string()), LAG_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(BIND_LATENCY.to_string()), SECONDS_BUCKETS)?
         .install_recorder()
 }
 
@@ -72,6 +77,22 @@ pub fn api_error(verb: &'static str) {
 /// resource (`pods`, `trainingjobs/status`, …).
 pub fn api_request(verb: &'static str, resource: String) {
     counter!(API_REQUESTS, "verb" => verb, "resource" => resource).increment(1);
+}
+
+/// Counts a bind by result (`bound`, `moot`, `failed`, `not_sent`).
+pub fn bind(result: &'static str) {
+    counter!(BINDS, "result" => result).increment(1);
+}
+
+/// Records the time from the watch first showing a pod unbound to its binding.
+pub fn bind_latency(latency: Duration) {
+    histogram!(BIND_LATENCY).record(latency.as_secs_f64());
+}
+
+/// Sets the scheduler role's gauges: reservations held, pods it cannot place.
+pub fn scheduling(reservations: usize, unschedulable: usize) {
+    gauge!(RESERVATIONS).set(reservations as f64);
+    gauge!(UNSCHEDULABLE_PODS).set(unschedulable as f64);
 }
 
 /// Counts a rescale by result (`True`, `False`, `Unknown`).

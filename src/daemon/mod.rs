@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod pass;
 pub mod requests;
 mod runner;
+pub mod scheduling;
 pub mod store;
 pub mod watch;
 

@@ -1,10 +1,11 @@
-//! One pass's work, computed under the store lock without I/O: the plan, the rescales it calls
-//! for (with victims resolved to pod names), invalid jobs and warnings to report.
+//! One pass's work, computed on a store snapshot without I/O: the plan, the rescales it calls
+//! for, the pods to bind, invalid jobs and warnings to report.
 
 use crate::api::JobKey;
 use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
+use super::scheduling::{Assignments, assign};
 use super::store::{InvalidJob, Store};
 
 /// What a pass has to do.
@@ -19,6 +20,8 @@ pub struct PassWork {
     pub warned: Vec<InvalidJob>,
     /// Jobs the plan would resize that have no trainer Job yet; not written.
     pub waiting: Vec<JobKey>,
+    /// The scheduler role's binds, reservations and unschedulable pods (when it is on).
+    pub assignments: Assignments,
 }
 
 /// Plans and resolves the plan against the store.
@@ -27,8 +30,14 @@ pub struct PassWork {
 /// another operator creates it) is not rescaled but listed in `waiting`: there is nothing to patch,
 /// and a `False` scale record every pass would only be noise. Its planned room stays reserved for
 /// this pass.
-pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
+///
+/// With a `scheduler` name, the pass also assigns the pending pods naming it to the planned
+/// nodes (see [`super::scheduling::assign`]).
+pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -> PassWork {
     let plan = plan(store.state(), config);
+    let assignments = scheduler
+        .map(|name| assign(store.state(), store.scheduling(), &plan, name))
+        .unwrap_or_default();
     let (rescales, waiting): (Vec<Rescale>, Vec<Rescale>) = plan
         .jobs
         .iter()
@@ -41,6 +50,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig) -> PassWork {
         invalid: store.unreported_invalid(),
         warned: store.unreported_warnings(),
         waiting,
+        assignments,
         plan: plan.into_owned(),
     }
 }

@@ -11,17 +11,20 @@ use tokio::sync::{Notify, watch};
 use tokio::time::MissedTickBehavior;
 
 use super::DaemonError;
-use super::actuator::Actuator;
+use super::actuator::{Actuator, Outcome, Rescale};
 use super::config::DaemonConfig;
 use super::gate::{EventGate, SharedStore, lock};
 use super::http::{self, Health};
 use super::leader::{Fence, LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
+use super::scheduling::{BindOutcome, Binder};
 use super::store::{Store, WatchEvent};
 use super::watch::{WatchError, watch_all};
+use crate::api::{JobKey, ScaleResults};
 use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
+use k8s_openapi::jiff::Timestamp;
 
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(
@@ -89,7 +92,12 @@ pub async fn run(
         metrics::operator_running(task.is_running());
     }
 
+    let binder = config
+        .scheduler_name
+        .as_deref()
+        .map(|name| Binder::new(client.clone(), name, &config.identity, leadership.fence()));
     let daemon = Daemon {
+        binder,
         actuator: Actuator::new(client, &config.identity)
             .with_fence(leadership.fence())
             .with_health(health.clone()),
@@ -260,6 +268,8 @@ fn apply_watch_item(
 
 struct Daemon {
     actuator: Actuator,
+    /// The scheduler role's writer; `None` when it is off.
+    binder: Option<Binder>,
     store: Arc<SharedStore>,
     health: Arc<Health>,
     /// Told when a pass lets go of its snapshot (held watch events may then be applied).
@@ -268,12 +278,108 @@ struct Daemon {
     config: DaemonConfig,
 }
 
+/// Seconds since the epoch (0 if the clock is before it).
+fn unix_seconds() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 impl Daemon {
+    /// Holds the room of every planned position (pods about to be bound, and pods not created
+    /// yet) in the store, so the next pass plans around it.
+    fn hold_reservations(&self, work: &PassWork, now: i64) {
+        let reserves = &work.assignments.reserves;
+        if reserves.is_empty() {
+            return;
+        }
+        let expires = now.saturating_add(self.config.reservation_ttl.as_secs() as i64);
+        let mut store = lock(&self.store);
+        let state = Arc::make_mut(&mut store).state_mut();
+        for r in reserves {
+            state.reserve(&r.job, r.index, &r.node, r.requests, expires);
+        }
+    }
+
+    /// A rescale that did not happen creates no pods: the positions it reserved go back.
+    fn release_failed_growth(&self, work: &PassWork, outcomes: &[(JobKey, Outcome)]) {
+        let failed: Vec<&Rescale> = work
+            .rescales
+            .iter()
+            .filter(|r| r.target > r.current)
+            .filter(|r| {
+                outcomes
+                    .iter()
+                    .find(|(k, _)| *k == r.key)
+                    .is_none_or(|(_, o)| o.result != ScaleResults::True)
+            })
+            .collect();
+        if failed.is_empty() || work.assignments.reserves.is_empty() {
+            return;
+        }
+        let mut store = lock(&self.store);
+        let state = Arc::make_mut(&mut store).state_mut();
+        for r in failed {
+            state.unreserve_from(&r.key, r.current.max(0) as u32);
+        }
+    }
+
+    /// The scheduler role's writes: binds (a failed one gives its room back; the next pass
+    /// retries from fresh state), then the unschedulable pods' condition and Event.
+    async fn schedule(&self, work: &PassWork) {
+        let Some(binder) = &self.binder else {
+            return;
+        };
+        let a = &work.assignments;
+        if a.binds.is_empty() && a.unschedulable.iter().all(|u| u.unchanged) {
+            return;
+        }
+        let outcomes = binder.bind_all(&a.binds).await;
+        let mut bound = 0;
+        let mut failed = 0;
+        let mut give_back = Vec::new();
+        for (b, outcome) in a.binds.iter().zip(&outcomes) {
+            match outcome {
+                BindOutcome::Bound => {
+                    bound += 1;
+                    metrics::bind_latency(b.seen.elapsed());
+                }
+                other => {
+                    if matches!(other, BindOutcome::Failed(_)) {
+                        failed += 1;
+                        tracing::warn!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, outcome = ?other, "bind failed; retried next pass");
+                    }
+                    if let Some(position) = &b.position {
+                        give_back.push(position.clone());
+                    }
+                }
+            }
+        }
+        if !give_back.is_empty() {
+            let mut store = lock(&self.store);
+            let state = Arc::make_mut(&mut store).state_mut();
+            for (job, index) in &give_back {
+                state.unreserve(job, *index);
+            }
+        }
+        let now = Timestamp::now();
+        for u in &a.unschedulable {
+            binder.report_unschedulable(u, now).await;
+        }
+        let reserved = lock(&self.store).state().reservations().count();
+        metrics::scheduling(reserved, a.unschedulable.len());
+        tracing::info!(
+            bound,
+            failed,
+            reserved,
+            unschedulable = a.unschedulable.len(),
+            "bindings"
+        );
+    }
+
     fn planner_config(&self) -> PlannerConfig {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = unix_seconds();
         PlannerConfig {
             policy: self.config.policy,
             max_load_desired: self.config.max_load_desired,
@@ -291,8 +397,19 @@ impl Daemon {
         metrics::leader(leader);
         // The lock is held only to take a snapshot (an `Arc`): events keep flowing while the pass
         // plans on it off the async runtime.
+        let now = unix_seconds();
         let snapshot = {
-            let store = lock(&self.store);
+            let mut store = lock(&self.store);
+            // Lapsed reservations give their room back before the pass plans.
+            if store
+                .state()
+                .reservations()
+                .any(|(_, _, r)| r.expires <= now)
+            {
+                Arc::make_mut(&mut store)
+                    .state_mut()
+                    .expire_reservations(now);
+            }
             metrics::ready(store.synced());
             if !store.synced() || store.relisting() {
                 tracing::debug!("pass skipped: caches not synced");
@@ -301,10 +418,11 @@ impl Daemon {
             Arc::clone(&store)
         };
         let config = self.planner_config();
+        let scheduler = self.config.scheduler_name.clone();
         let planned = tokio::task::spawn_blocking(move || {
             metrics::observe_state(snapshot.state());
             metrics::skipped_jobs(&snapshot.skipped_counts());
-            leader.then(|| prepare(&snapshot, &config))
+            leader.then(|| prepare(&snapshot, &config, scheduler.as_deref()))
         })
         .await;
         self.released.notify_one();
@@ -351,10 +469,17 @@ impl Daemon {
             for r in &work.rescales {
                 tracing::info!(job = %r.key, current = r.current, target = r.target, reason = ?r.reason, "dry run: would rescale");
             }
+            for b in &work.assignments.binds {
+                tracing::info!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, "dry run: would bind");
+            }
         } else {
-            self.actuator
+            self.hold_reservations(&work, now);
+            let outcomes = self
+                .actuator
                 .apply_all(&work.rescales, self.config.apply_timeout, &self.stop)
                 .await;
+            self.release_failed_growth(&work, &outcomes);
+            self.schedule(&work).await;
         }
         metrics::pass_duration(started.elapsed());
     }

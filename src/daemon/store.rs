@@ -16,8 +16,10 @@ use kube::runtime::watcher::Event;
 use crate::api::guard::{Guarded, GuardedPaddleJob, GuardedTrainingJob};
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, priority_field};
-use crate::cluster::objects::read_trainer_job;
+use crate::cluster::objects::{read_trainer_job, trainer_constraints};
 use crate::cluster::{ClusterState, Role};
+
+use super::scheduling::SchedulingPods;
 
 /// The kinds the daemon watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,6 +163,8 @@ pub struct Store {
     /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
     reported_warnings: HashMap<JobKey, (String, Vec<FieldError>)>,
     restarts: u64,
+    /// Unbound pods and bound host ports, for the scheduler role.
+    scheduling: SchedulingPods,
 }
 
 impl Store {
@@ -190,6 +194,16 @@ impl Store {
     /// The planning view.
     pub fn state(&self) -> &ClusterState {
         &self.state
+    }
+
+    /// The planning view, to change outside watch events (the scheduler role's reservations).
+    pub fn state_mut(&mut self) -> &mut ClusterState {
+        &mut self.state
+    }
+
+    /// The pods the scheduler role looks at.
+    pub fn scheduling(&self) -> &SchedulingPods {
+        &self.scheduling
     }
 
     /// Whether every kind has completed its first list.
@@ -354,6 +368,7 @@ impl Store {
             Kind::ForeignPod if self.own_pod(namespace) => {}
             Kind::Pod | Kind::ForeignPod => {
                 self.unindex_pod(namespace, name);
+                self.scheduling.forget(&(namespace.clone(), name.clone()));
                 self.state.delete_pod(namespace, name);
             }
             Kind::Job => {
@@ -403,6 +418,7 @@ impl Store {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         self.unindex_pod(&namespace, &name);
+        self.scheduling.apply(pod);
         if let Err(e) = self.state.apply_pod(pod) {
             tracing::warn!(error = %e, "skipping malformed Pod");
             return;
@@ -450,6 +466,8 @@ impl Store {
                 .or_default()
                 .insert(obj_key.clone());
             self.batch_jobs.insert(obj_key, (key.clone(), reference));
+            self.state
+                .set_trainer_class(&key, Some(trainer_constraints(job)));
             self.refresh_trainer_job(&key);
         }
     }
@@ -460,6 +478,7 @@ impl Store {
                 set.remove(obj_key);
                 if set.is_empty() {
                     self.batch_jobs_of.remove(&key);
+                    self.state.set_trainer_class(&key, None);
                 }
             }
             self.refresh_trainer_job(&key);

@@ -32,6 +32,10 @@ pub struct OperatorConfig {
     /// Release the pods of finished jobs (scale master/pservers to 0, delete trainer pods).
     #[arg(long, env = "TRAINSCALE_AUTOCLEAN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
     pub autoclean: bool,
+    /// Name trainscale schedules as (`run --scheduler-name`): put on the pods of jobs that name
+    /// no scheduler of their own. `None`: pods keep the default scheduler.
+    #[arg(skip)]
+    pub scheduler_name: Option<String>,
 }
 
 impl Default for OperatorConfig {
@@ -41,6 +45,7 @@ impl Default for OperatorConfig {
             kueue: false,
             restart_limit: 5,
             autoclean: false,
+            scheduler_name: None,
         }
     }
 }

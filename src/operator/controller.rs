@@ -473,7 +473,12 @@ pub async fn reconcile_kind(
         write_status(ctx, subject, &prev, &next).await?;
         return Ok(Action::await_change());
     }
-    report_warnings(ctx, subject, &rename(findings.warnings)).await;
+    let mut warnings = findings.warnings;
+    let sched = super::pod::scheduling(job, &ctx.config);
+    if ctx.config.scheduler_name.is_some() && !sched.co_scheduled {
+        warnings.extend(super::pod::own_scheduler_blockers(job));
+    }
+    report_warnings(ctx, subject, &rename(warnings)).await;
 
     let observed = match create_and_observe(subject, ctx, &ns).await {
         Ok(Some(obs)) => obs,

@@ -62,6 +62,9 @@ impl Role {
 pub struct Scheduling {
     /// `spec.schedulerName`, overridden by `annotations.scheduler`, else the PodGroup kind's default.
     pub scheduler_name: Option<String>,
+    /// A batch scheduler (named by the job or the PodGroup mode) gang-schedules the pods; not
+    /// set for trainscale's own name.
+    pub co_scheduled: bool,
     /// The PodGroup pods join: `spec.podGroupName`, else the job's name when PodGroups are created.
     pub group: Option<String>,
     /// From the TrainingJob annotation `trainscale.io/priority-class-name`.
@@ -71,7 +74,7 @@ pub struct Scheduling {
 impl Scheduling {
     /// Whether the pods are gang-scheduled by a batch scheduler.
     pub fn co_scheduled(&self) -> bool {
-        self.scheduler_name.is_some() || self.group.is_some()
+        self.co_scheduled || self.group.is_some()
     }
 }
 
@@ -87,9 +90,18 @@ pub fn scheduling(job: &TrainingJob, config: &OperatorConfig) -> Scheduling {
         PodGroupMode::SchedulerPlugins => Some(SCHEDULER_PLUGINS_SCHEDULER.to_string()),
         PodGroupMode::None => None,
     };
-    let scheduler_name = non_empty(&job.spec.annotations.scheduler)
+    let named = non_empty(&job.spec.annotations.scheduler)
         .or_else(|| non_empty(&job.spec.scheduler_name))
         .or(default_scheduler);
+    let co_scheduled = named.is_some();
+    // A job naming no scheduler gets trainscale's, unless its pods use what trainscale does not
+    // evaluate (they keep the default scheduler; `own_scheduler_blockers` says why).
+    let scheduler_name = named.or_else(|| {
+        config
+            .scheduler_name
+            .clone()
+            .filter(|_| own_scheduler_blockers(job).is_empty())
+    });
     let group = non_empty(&job.spec.pod_group_name)
         .or_else(|| (config.podgroups != PodGroupMode::None).then(|| job.name_any()));
     let priority_class = job
@@ -98,9 +110,37 @@ pub fn scheduling(job: &TrainingJob, config: &OperatorConfig) -> Scheduling {
         .and_then(|s| non_empty(s));
     Scheduling {
         scheduler_name,
+        co_scheduled,
         group,
         priority_class,
     }
+}
+
+/// Why trainscale cannot bind a job's pods itself: the volumes whose binding it does not evaluate
+/// (`persistentVolumeClaim`, `ephemeral`), as warnings naming each volume. Such a job's pods keep
+/// the default scheduler and trainscale sizes the job only.
+pub fn own_scheduler_blockers(job: &TrainingJob) -> Vec<FieldError> {
+    job.spec
+        .volumes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let what = if v.persistent_volume_claim.is_some() {
+                "persistentVolumeClaim"
+            } else if v.ephemeral.is_some() {
+                "ephemeral"
+            } else {
+                return None;
+            };
+            Some(FieldError::new(
+                job.object_ref(),
+                format!("spec.volumes[{i}]"),
+                format!(
+                    "a {what} volume needs volume binding, which trainscale does not evaluate: the job's pods keep the default scheduler and trainscale only sizes the job"
+                ),
+            ))
+        })
+        .collect()
 }
 
 /// Container ports of pservers and trainers (reference §4.2 `podPorts`).

@@ -16,6 +16,7 @@ use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::NodeId;
+use crate::cluster::filters::PodClassId;
 
 /// A step may plan up to this share of the free room in each resource.
 const ROOM_SHARE_NUM: i128 = 3;
@@ -40,11 +41,14 @@ pub fn bulk_fill(
         .collect();
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
     // its repairs) decides the whole pass. Largest shapes first, as they fail first.
-    let distinct: HashSet<Resources, RandomState> =
-        queued.iter().map(|&i| jobs[i].trainer()).collect();
-    let mut shapes: Vec<Resources> = distinct.into_iter().collect();
+    let distinct: HashSet<Shape, RandomState> =
+        queued.iter().map(|&i| shape_of(&jobs[i])).collect();
+    let mut shapes: Vec<Shape> = distinct.into_iter().collect();
     shapes.sort_unstable_by_key(|t| shape_order(*t));
-    if shapes.iter().any(|t| index.best_fit(*t).is_none()) {
+    if shapes
+        .iter()
+        .any(|(t, class)| index.best_fit(*t, *class).is_none())
+    {
         return;
     }
     // Every job of a step reaches the same level or none does, so the order only shapes the
@@ -67,7 +71,7 @@ pub fn bulk_fill(
             (trainers > 0).then_some(Quota {
                 job: w.job,
                 trainers: trainers as u32,
-                shape: w.trainer,
+                shape: (w.trainer, w.class),
             })
         }));
         let total: i64 = quotas.iter().map(|q| i64::from(q.trainers)).sum();
@@ -121,13 +125,13 @@ fn record(jobs: &mut [Candidate], placed: Placed) {
 fn by_shape_then_key(
     jobs: &[Candidate],
     queued: &[usize],
-    shapes: &[Resources],
+    shapes: &[Shape],
     queueing: Queueing,
 ) -> Vec<usize> {
     let bucket_of: Vec<usize> = queued
         .iter()
         .map(|&i| {
-            let shape = shape_order(jobs[i].trainer());
+            let shape = shape_order(shape_of(&jobs[i]));
             shapes
                 .binary_search_by_key(&shape, |s| shape_order(*s))
                 .unwrap_or(0)
@@ -156,9 +160,17 @@ fn by_shape_then_key(
     keys.iter().map(|std::cmp::Reverse(key)| key.job).collect()
 }
 
-/// Largest trainer shapes first: GPU, then memory, then CPU.
-fn shape_order(t: Resources) -> std::cmp::Reverse<(i64, i64, i64)> {
-    std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli))
+/// A trainer shape and the class of nodes it may go to: jobs share a bulk run only when both
+/// are equal.
+type Shape = (Resources, Option<PodClassId>);
+
+fn shape_of(j: &Candidate) -> Shape {
+    (j.trainer(), j.class)
+}
+
+/// Largest trainer shapes first: GPU, then memory, then CPU; then by class.
+fn shape_order((t, class): Shape) -> std::cmp::Reverse<(i64, i64, i64, Option<PodClassId>)> {
+    std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli, class))
 }
 
 /// What a queued job needs per level, copied out of its candidate so a level search reads one
@@ -171,6 +183,7 @@ struct Want {
     max: i64,
     planned: i64,
     trainer: Resources,
+    class: Option<PodClassId>,
 }
 
 impl Want {
@@ -182,6 +195,7 @@ impl Want {
             max: i64::from(j.ceiling()),
             planned: i64::from(j.planned),
             trainer: j.trainer(),
+            class: j.class,
         }
     }
 
@@ -224,7 +238,7 @@ fn highest_level(wants: &[Want], from: i64, free: Resources) -> Option<i64> {
 struct Quota {
     job: usize,
     trainers: u32,
-    shape: Resources,
+    shape: Shape,
 }
 
 /// Trainers placed by a step: `(job, node, trainers)`.
@@ -257,10 +271,10 @@ fn place_quotas(
     let Scratch { chunks, taken } = scratch;
     taken.clear();
     for run in quotas.chunk_by(|a, b| a.shape == b.shape) {
-        let want = run[0].shape;
+        let (want, class) = run[0].shape;
         let run_total: i64 = run.iter().map(|q| i64::from(q.trainers)).sum();
         chunks.clear();
-        let filled = index.fill(want, run_total, chunks);
+        let filled = index.fill(want, class, run_total, chunks);
         taken.extend(chunks.iter().map(|&(node, n)| (node, want.times(n))));
         if filled < run_total {
             for &(node, room) in taken.iter().rev() {

@@ -9,6 +9,7 @@ use litemap::LiteMap;
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::{JobKey, Resources, fulfillment_of};
+use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, JobSlot, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
@@ -28,6 +29,8 @@ pub struct Candidate<'a> {
     pub max: i32,
     pub priority: i32,
     pub trainer: Resources,
+    /// The trainers' eligibility class: the nodes they may go to (`None`: every node).
+    pub class: Option<PodClassId>,
     pub created: i64,
     pub last_scale: Option<i64>,
     /// The trainer count the job has asked for (its trainer Job's parallelism).
@@ -411,6 +414,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     max: info.max,
                     priority: info.priority,
                     trainer: info.trainer,
+                    class: slot.class,
                     created: info.created,
                     last_scale: info.last_scale,
                     current: slot.current(),

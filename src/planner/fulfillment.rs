@@ -16,6 +16,7 @@ use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
 use super::summary::FreeAfter;
 use super::{JobPlan, PlannerConfig, Reason};
 use crate::api::Resources;
+use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, NodeId};
 
 /// Water-filling and fair-share rounds before the pass settles for what it has; every round
@@ -204,7 +205,7 @@ fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling:
             continue;
         }
         while j.planned < j.current.min(j.ceiling()) {
-            let Some(node) = index.best_fit(j.trainer()) else {
+            let Some(node) = index.best_fit(j.trainer(), j.class) else {
                 break;
             };
             index.adjust(node, j.trainer(), -1);
@@ -226,17 +227,19 @@ fn water_fill(
     let ties = queueing.ties;
     let mut queue = FillQueue::new();
     // Whether a trainer shape fits on some node of `only_onto`; many jobs share a shape.
-    let mut fits_onto: HashMap<Resources, bool, RandomState> = HashMap::default();
+    let mut fits_onto: HashMap<(Resources, Option<PodClassId>), bool, RandomState> =
+        HashMap::default();
     for (i, j) in jobs.iter().enumerate() {
         if !queueing.queues(jobs, i) {
             continue;
         }
         if let Some(nodes) = only_onto
             && no_fit[i]
-            && !*fits_onto.entry(j.trainer()).or_insert_with(|| {
-                nodes
-                    .iter()
-                    .any(|n| index.free(*n).is_some_and(|f| j.trainer().fits_in(&f)))
+            && !*fits_onto.entry((j.trainer(), j.class)).or_insert_with(|| {
+                nodes.iter().any(|n| {
+                    index.allowed(j.class, *n)
+                        && index.free(*n).is_some_and(|f| j.trainer().fits_in(&f))
+                })
             })
         {
             continue;
@@ -244,12 +247,17 @@ fn water_fill(
         no_fit[i] = false;
         queue.push(queueing.key(jobs, i));
     }
-    // Shapes that fit nowhere; free room only shrinks here, so anything at least as big fails too.
-    let mut failed: Vec<Resources> = Vec::new();
+    // Shapes that fit nowhere, per node class; free room only shrinks here, so anything at least
+    // as big fails too on the same class of nodes.
+    let mut failed: Vec<(Resources, Option<PodClassId>)> = Vec::new();
     let mut chunks = Vec::new();
     while let Some(Key { job: i, .. }) = queue.pop() {
-        let want = jobs[i].trainer();
-        if failed.iter().any(|f| f.fits_in(&want)) || !place_one(jobs, index, i, repairs) {
+        let want = (jobs[i].trainer(), jobs[i].class);
+        if failed
+            .iter()
+            .any(|(f, class)| *class == want.1 && f.fits_in(&want.0))
+            || !place_one(jobs, index, i, repairs)
+        {
             remember_failed(&mut failed, want);
             no_fit[i] = true;
             continue;
@@ -275,14 +283,17 @@ fn water_fill(
     }
 }
 
-/// Adds a shape that fit nowhere, keeping only the smallest such shapes (a shape at least as big
-/// as one of them fails too).
-fn remember_failed(failed: &mut Vec<Resources>, shape: Resources) {
-    if failed.iter().any(|f| f.fits_in(&shape)) {
+/// Adds a shape that fit nowhere on its class of nodes, keeping only the smallest such shapes
+/// per class (a shape at least as big as one of them fails too).
+fn remember_failed(
+    failed: &mut Vec<(Resources, Option<PodClassId>)>,
+    (shape, class): (Resources, Option<PodClassId>),
+) {
+    if failed.iter().any(|(f, c)| *c == class && f.fits_in(&shape)) {
         return;
     }
-    failed.retain(|f| !shape.fits_in(f));
-    failed.push(shape);
+    failed.retain(|(f, c)| *c != class || !shape.fits_in(f));
+    failed.push((shape, class));
 }
 
 /// Places `count` trainers of job `i` best-fit, as many per node as fit there (with the repairs
@@ -296,11 +307,11 @@ fn place_batch(
     repairs: &mut Repairs,
     chunks: &mut Vec<(NodeId, i64)>,
 ) -> bool {
-    let want = jobs[i].trainer();
+    let (want, class) = (jobs[i].trainer(), jobs[i].class);
     let mut left = i64::from(count.max(0));
     while left > 0 {
         chunks.clear();
-        left -= index.fill(want, left, chunks);
+        left -= index.fill(want, class, left, chunks);
         for &(node, n) in chunks.iter() {
             jobs[i].place_many(node, n as u32);
         }

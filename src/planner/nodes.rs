@@ -2,6 +2,7 @@
 
 use super::sorted_blocks::{Cursor, SortedBlocks};
 use crate::api::Resources;
+use crate::cluster::filters::{Eligibility, PodClassId};
 use crate::cluster::{ClusterState, NodeId};
 
 /// How many fitting nodes a search looks at for one that strands nothing before taking the tightest.
@@ -9,7 +10,9 @@ const GOOD_FIT_SCAN: usize = 32;
 
 /// Schedulable nodes by free resources; placements and releases update it in O(log n).
 #[derive(Debug, Clone)]
-pub struct NodeIndex {
+pub struct NodeIndex<'s> {
+    /// Which nodes each trainer class may use (kube-scheduler's static filters).
+    eligibility: &'s Eligibility,
     /// Free resources by node id; `None` for ids that are not schedulable nodes.
     free: Vec<Option<Resources>>,
     /// Position of each node id in name order (the deterministic tie-break).
@@ -28,9 +31,9 @@ pub struct NodeIndex {
     batch: (Vec<u128>, Vec<u128>),
 }
 
-impl NodeIndex {
+impl<'s> NodeIndex<'s> {
     /// Indexes the schedulable nodes of a state by their free resources.
-    pub fn new(state: &ClusterState) -> Self {
+    pub fn new(state: &'s ClusterState) -> Self {
         let unbounded = Resources::new(i64::MIN, i64::MIN, i64::MIN);
         Self::with_floor(state, unbounded)
     }
@@ -38,7 +41,7 @@ impl NodeIndex {
     /// [`NodeIndex::new`] for placing trainers of these shapes only: nodes that cannot host the
     /// smallest of them in some resource are left out of the search (searches for smaller needs
     /// would miss them).
-    pub fn for_shapes(state: &ClusterState, shapes: impl Iterator<Item = Resources>) -> Self {
+    pub fn for_shapes(state: &'s ClusterState, shapes: impl Iterator<Item = Resources>) -> Self {
         let floor = shapes.reduce(|a, b| {
             Resources::new(
                 a.cpu_milli.min(b.cpu_milli),
@@ -49,9 +52,10 @@ impl NodeIndex {
         Self::with_floor(state, floor.unwrap_or(Resources::ZERO))
     }
 
-    fn with_floor(state: &ClusterState, floor: Resources) -> Self {
+    fn with_floor(state: &'s ClusterState, floor: Resources) -> Self {
         let bound = state.node_id_bound();
         let mut index = NodeIndex {
+            eligibility: state.eligibility(),
             free: vec![None; bound],
             rank: vec![u32::MAX; bound],
             by_rank: Vec::with_capacity(bound),
@@ -82,6 +86,11 @@ impl NodeIndex {
     /// Whether a node with this free room is in the search set.
     fn searchable(&self, free: Resources) -> bool {
         self.floor.fits_in(&free)
+    }
+
+    /// Whether trainers of `class` may go to node `id` (`None` takes every node).
+    pub fn allowed(&self, class: Option<PodClassId>, id: NodeId) -> bool {
+        class.is_none_or(|c| self.eligibility.eligible(c, id))
     }
 
     /// Free resources of a schedulable node.
@@ -160,14 +169,14 @@ impl NodeIndex {
     #[cfg(test)]
     pub fn best_fit_except(&mut self, need: Resources, except: NodeId) -> Option<NodeId> {
         let Some(free) = self.free(except) else {
-            return self.best_fit(need);
+            return self.best_fit(need, None);
         };
         if !self.searchable(free) {
-            return self.best_fit(need);
+            return self.best_fit(need, None);
         }
         let held = entry(free, self.rank(except));
         self.set.remove(held);
-        let found = self.best_fit(need);
+        let found = self.best_fit(need, None);
         self.set.insert(held);
         found
     }
@@ -177,8 +186,9 @@ impl NodeIndex {
     /// GPU trainers go to the node with the fewest free GPUs that fits, preferring one left either
     /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
-    pub fn best_fit(&self, need: Resources) -> Option<NodeId> {
-        BestFits::new(self, need).next()
+    /// Only nodes `class` may use are considered.
+    pub fn best_fit(&self, need: Resources, class: Option<PodClassId>) -> Option<NodeId> {
+        BestFits::new(self, need, class).next()
     }
 
     /// Places up to `count` trainers of `need` exactly as repeated [`NodeIndex::best_fit`] calls
@@ -188,10 +198,16 @@ impl NodeIndex {
     ///
     /// One scan serves the whole batch: a node filled to the brim no longer fits and its new
     /// entry sorts below the scan, so the next best fit is further along the same scan.
-    pub fn fill(&mut self, need: Resources, count: i64, chunks: &mut Vec<(NodeId, i64)>) -> i64 {
+    pub fn fill(
+        &mut self,
+        need: Resources,
+        class: Option<PodClassId>,
+        count: i64,
+        chunks: &mut Vec<(NodeId, i64)>,
+    ) -> i64 {
         let first = chunks.len();
         let mut left = count;
-        let mut fits = BestFits::new(self, need);
+        let mut fits = BestFits::new(self, need, class);
         while left > 0 {
             let Some(node) = fits.next() else { break };
             let room = self.free(node).unwrap_or(Resources::ZERO);
@@ -231,8 +247,10 @@ impl NodeIndex {
 /// fits) once returned: the first is [`NodeIndex::best_fit`], each next one what `best_fit`
 /// returns after the previous node was filled.
 struct BestFits<'a> {
-    index: &'a NodeIndex,
+    index: &'a NodeIndex<'a>,
     need: Resources,
+    /// The trainer class whose nodes are searched (`None`: all).
+    class: Option<PodClassId>,
     bounds: Option<NeedBounds>,
     /// GPU level the cursor is on.
     level: i64,
@@ -245,12 +263,13 @@ struct BestFits<'a> {
 }
 
 impl<'a> BestFits<'a> {
-    fn new(index: &'a NodeIndex, need: Resources) -> Self {
+    fn new(index: &'a NodeIndex<'a>, need: Resources, class: Option<PodClassId>) -> Self {
         debug_assert!(index.floor.fits_in(&need), "search below the index floor");
         let level = need.gpu.max(0);
         BestFits {
             index,
             need,
+            class,
             bounds: NeedBounds::of(need),
             level,
             cursor: index.set.cursor(pack(level, need.cpu_milli, i64::MIN, 0)),
@@ -312,6 +331,9 @@ impl Iterator for BestFits<'_> {
                 continue;
             };
             let id = self.index.by_rank[rank_of(packed) as usize];
+            if !self.index.allowed(self.class, id) {
+                continue;
+            }
             if strands_nothing {
                 return Some(id);
             }
@@ -489,14 +511,14 @@ mod tests {
             for (pick, count, give_back) in ops {
                 let need = shapes[pick % shapes.len()];
                 let (mut a, mut b) = (Vec::new(), Vec::new());
-                prop_assert_eq!(full.fill(need, count, &mut a), floored.fill(need, count, &mut b));
+                prop_assert_eq!(full.fill(need, None, count, &mut a), floored.fill(need, None, count, &mut b));
                 prop_assert_eq!(&a, &b);
                 if give_back && let Some(&(node, n)) = a.first() {
                     full.adjust(node, need.times(n), 1);
                     floored.adjust(node, need.times(n), 1);
                 }
                 for shape in &shapes {
-                    prop_assert_eq!(full.best_fit(*shape), floored.best_fit(*shape));
+                    prop_assert_eq!(full.best_fit(*shape, None), floored.best_fit(*shape, None));
                     if let Some(&(node, _)) = a.first() {
                         prop_assert_eq!(
                             full.best_fit_except(*shape, node),
@@ -532,7 +554,7 @@ mod tests {
         let mut expected = Vec::new();
         let mut left = count;
         while left > 0 {
-            let Some(node) = one_by_one.best_fit(need) else {
+            let Some(node) = one_by_one.best_fit(need, None) else {
                 break;
             };
             let room = one_by_one.free(node).unwrap_or(Resources::ZERO);
@@ -543,11 +565,11 @@ mod tests {
         }
         let mut swept = NodeIndex::new(s);
         let mut chunks = Vec::new();
-        let placed = swept.fill(need, count, &mut chunks);
+        let placed = swept.fill(need, None, count, &mut chunks);
         prop_assert_eq!(&chunks, &expected);
         prop_assert_eq!(placed, count - left);
         prop_assert_eq!(swept.schedulable(), one_by_one.schedulable());
-        prop_assert_eq!(swept.best_fit(need), one_by_one.best_fit(need));
+        prop_assert_eq!(swept.best_fit(need, None), one_by_one.best_fit(need, None));
         Ok(())
     }
 
@@ -578,7 +600,7 @@ mod tests {
         let mut idx = NodeIndex::new(&s);
         let (a, b) = (s.node_id_of("a").unwrap(), s.node_id_of("b").unwrap());
         let mut chunks = Vec::new();
-        let placed = idx.fill(Resources::new(1000, 1 << 30, 1), 4, &mut chunks);
+        let placed = idx.fill(Resources::new(1000, 1 << 30, 1), None, 4, &mut chunks);
         assert_eq!(chunks, vec![(b, 2), (a, 1)]);
         assert_eq!(placed, 3);
         assert_eq!(idx.free(a), Some(Resources::new(0, 63 << 30, 1)));
@@ -592,10 +614,16 @@ mod tests {
         ]);
         let idx = NodeIndex::new(&s);
         let huge = s.node_id_of("huge");
-        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 200)), huge);
-        assert_eq!(idx.best_fit(Resources::new(2_500_000, 1 << 30, 0)), huge);
-        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 301)), None);
-        assert_eq!(idx.best_fit(Resources::new(3_000_001, 1 << 30, 1)), None);
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 200), None), huge);
+        assert_eq!(
+            idx.best_fit(Resources::new(2_500_000, 1 << 30, 0), None),
+            huge
+        );
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 301), None), None);
+        assert_eq!(
+            idx.best_fit(Resources::new(3_000_001, 1 << 30, 1), None),
+            None
+        );
     }
 
     fn state(nodes: &[(&str, Resources)]) -> ClusterState {
@@ -621,12 +649,12 @@ mod tests {
         ]);
         let idx = NodeIndex::new(&s);
         let b = s.node_id_of("b");
-        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 2)), b);
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 2), None), b);
         assert_eq!(
-            idx.best_fit(Resources::new(1000, 1 << 30, 3)),
+            idx.best_fit(Resources::new(1000, 1 << 30, 3), None),
             s.node_id_of("a")
         );
-        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 9)), None);
+        assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 9), None), None);
     }
 
     #[test]
@@ -637,12 +665,12 @@ mod tests {
         ]);
         let idx = NodeIndex::new(&s);
         assert_eq!(
-            idx.best_fit(Resources::new(1000, 1 << 30, 0)),
+            idx.best_fit(Resources::new(1000, 1 << 30, 0), None),
             s.node_id_of("cpu")
         );
         // Too big for the CPU node: falls back to the GPU node.
         assert_eq!(
-            idx.best_fit(Resources::new(6000, 1 << 30, 0)),
+            idx.best_fit(Resources::new(6000, 1 << 30, 0), None),
             s.node_id_of("gpu")
         );
     }
@@ -656,7 +684,7 @@ mod tests {
         ]);
         let idx = NodeIndex::new(&s);
         assert_eq!(
-            idx.best_fit(Resources::new(1000, 1 << 30, 1)),
+            idx.best_fit(Resources::new(1000, 1 << 30, 1), None),
             s.node_id_of("b")
         );
     }
@@ -666,13 +694,13 @@ mod tests {
         let s = state(&[("a", Resources::new(4000, 4 << 30, 0))]);
         let mut idx = NodeIndex::new(&s);
         let a = s.node_id_of("a").unwrap();
-        assert_eq!(idx.best_fit(Resources::new(1000, 5 << 30, 0)), None);
+        assert_eq!(idx.best_fit(Resources::new(1000, 5 << 30, 0), None), None);
         let t = Resources::new(1000, 2 << 30, 0);
         idx.adjust(a, t, -1);
         idx.adjust(a, t, -1);
-        assert_eq!(idx.best_fit(t), None);
+        assert_eq!(idx.best_fit(t, None), None);
         idx.adjust(a, t, 1);
-        assert_eq!(idx.best_fit(t), Some(a));
+        assert_eq!(idx.best_fit(t, None), Some(a));
         assert_eq!(idx.free(a), Some(Resources::new(3000, 2 << 30, 0)));
     }
 }

@@ -10,6 +10,7 @@ use super::fill_queue::{Queueing, lowest_first};
 use super::nodes::NodeIndex;
 use crate::api::{Resources, fulfillment_of};
 use crate::cluster::NodeId;
+use crate::cluster::filters::PodClassId;
 
 /// One round of moves; returns whether anything moved.
 pub fn rebalance(
@@ -86,6 +87,7 @@ fn take_one(
     }
     let floor = jobs[t].fulfillment_at(jobs[t].planned);
     let want = jobs[t].trainer();
+    let class = jobs[t].class;
     let priority = jobs[t].priority;
     for &d in donors {
         if sorted && jobs[d].fulfillment_at(jobs[d].planned) <= floor {
@@ -112,6 +114,9 @@ fn take_one(
                 return false;
             }
             *budget -= 1;
+            if !index.allowed(class, node) {
+                continue;
+            }
             let Some(mut room) = index.free(node) else {
                 continue;
             };
@@ -135,7 +140,7 @@ fn take_one(
             return true;
         }
         // Running trainers go only from the top, as lowering parallelism removes them.
-        let Some((steps, node)) = top_run(&mut jobs[d], index, want, floor, budget) else {
+        let Some((steps, node)) = top_run(&mut jobs[d], index, (want, class), floor, budget) else {
             continue;
         };
         for _ in 0..steps {
@@ -156,7 +161,7 @@ fn take_one(
 fn top_run(
     donor: &mut Candidate,
     index: &NodeIndex,
-    want: Resources,
+    (want, class): (Resources, Option<PodClassId>),
     floor: f64,
     budget: &mut usize,
 ) -> Option<(usize, NodeId)> {
@@ -201,9 +206,10 @@ fn top_run(
         planned -= 1;
         let n = freed.entry(node).or_insert(0);
         *n += 1;
-        if index
-            .free(node)
-            .is_some_and(|free| want.fits_in(&(free + give.times(i64::from(*n)))))
+        if index.allowed(class, node)
+            && index
+                .free(node)
+                .is_some_and(|free| want.fits_in(&(free + give.times(i64::from(*n)))))
         {
             return Some((steps, node));
         }

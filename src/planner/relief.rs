@@ -11,6 +11,7 @@ use super::nodes::NodeIndex;
 use super::relocate::{Repairs, place_gang};
 use crate::api::Resources;
 use crate::cluster::NodeId;
+use crate::cluster::filters::PodClassId;
 
 /// Admits jobs below min as whole gangs, in priority then age order, reclaiming trainers from
 /// more fulfilled elastic jobs of no higher priority when that makes the gang fit. Returns which
@@ -59,6 +60,7 @@ fn reclaim_for(
     need: i32,
 ) -> bool {
     let want = jobs[s].trainer();
+    let class = jobs[s].class;
     let priority = jobs[s].priority;
     let gang = want.times(i64::from(need));
     let mut steps: Vec<Step> = Vec::new();
@@ -76,6 +78,13 @@ fn reclaim_for(
                 may_give(jobs, d)
                     && jobs[d].planned > jobs[d].min
                     && !(jobs[d].on_node.is_empty() && jobs[d].placed.is_empty())
+                    // Only room on nodes the gang may use helps it.
+                    && (class.is_none()
+                        || jobs[d]
+                            .on_node
+                            .keys()
+                            .chain(jobs[d].placed.keys())
+                            .any(|n| index.allowed(class, *n)))
             })
             .max_by(|&a, &b| {
                 let (ja, jb) = (&jobs[a], &jobs[b]);
@@ -89,7 +98,7 @@ fn reclaim_for(
                 if jobs[d].placed.is_empty() {
                     return Some((d, 0, false));
                 }
-                most_useful_node(&jobs[d], index, jobs[d].trainer(), want)
+                most_useful_node(&jobs[d], index, jobs[d].trainer(), want, class)
                     .map(|node| (d, node, true))
             });
         let step = match donor {
@@ -154,10 +163,11 @@ fn most_useful_node(
     index: &NodeIndex,
     give: Resources,
     want: Resources,
+    class: Option<PodClassId>,
 ) -> Option<NodeId> {
     let rate = |id: NodeId| {
         let after = index.free(id).unwrap_or(Resources::ZERO) + give;
-        let fits = want.fits_in(&after);
+        let fits = index.allowed(class, id) && want.fits_in(&after);
         (
             fits,
             after.gpu,

@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::NodeId;
+use crate::cluster::filters::PodClassId;
 
 /// Most trainers placed this pass that a full repack will take on.
 const REPACK_LIMIT: usize = 64;
@@ -61,13 +62,37 @@ pub fn place_one(
     repairs: &mut Repairs,
 ) -> bool {
     let want = jobs[i].trainer();
-    if let Some(node) = index.best_fit(want) {
+    if let Some(best) = index.best_fit(want, jobs[i].class) {
+        let node = home_as_good_as(&jobs[i], index, best).unwrap_or(best);
         index.adjust(node, want, -1);
         jobs[i].place(node);
         return true;
     }
     repairs.left > 0
         && (relocate_for(jobs, index, i, repairs) || repack_for(jobs, index, i, repairs))
+}
+
+/// A node the job already has trainers on (bound or placed this pass) that is as good a fit as
+/// `best`: the trainer fits there and leaves as many free GPUs as at `best` (so it strands no
+/// more), first in name order. Workers of one job on one node synchronise faster than across
+/// nodes; among equal fits, that decides.
+fn home_as_good_as(job: &Candidate, index: &NodeIndex, best: NodeId) -> Option<NodeId> {
+    if job.on_node.contains_key(&best) || job.placed.contains_key(&best) {
+        return None;
+    }
+    let want = job.trainer();
+    let level = index.free(best)?.gpu;
+    job.on_node
+        .keys()
+        .chain(job.placed.keys())
+        .copied()
+        .filter(|&n| index.allowed(job.class, n))
+        .filter(|&n| {
+            index
+                .free(n)
+                .is_some_and(|f| want.fits_in(&f) && f.gpu == level)
+        })
+        .min_by_key(|&n| index.rank(n))
 }
 
 /// Places `count` trainers of job `i`, all or none (moves made along the way stay; they are valid).
@@ -119,6 +144,9 @@ fn relocate_for(
             if !repairs.spend(1) {
                 return false;
             }
+            if !index.allowed(jobs[i].class, node) {
+                continue;
+            }
             let Some(mut room) = index.free(node) else {
                 continue;
             };
@@ -156,7 +184,7 @@ fn try_move(
     let mut landed = Vec::new();
     for _ in 0..moving {
         // `want` did not fit `node` before, so nothing moved can land there again.
-        match index.best_fit(shape) {
+        match index.best_fit(shape, jobs[k].class) {
             Some(other) => {
                 index.adjust(other, shape, -1);
                 jobs[k].place(other);
@@ -219,7 +247,7 @@ fn repack_for(
         items.sort_by_key(|(k, r)| (Reverse(order(r)), *k));
         let mut all = true;
         for (k, r) in &items {
-            match index.best_fit(*r) {
+            match index.best_fit(*r, jobs[*k].class) {
                 Some(node) => {
                     index.adjust(node, *r, -1);
                     jobs[*k].place(node);
@@ -235,7 +263,8 @@ fn repack_for(
         }
         release_all(jobs, index);
     }
-    if let Some(nodes) = exact_pack(index, &items) {
+    let classes: Vec<_> = items.iter().map(|(k, _)| jobs[*k].class).collect();
+    if let Some(nodes) = exact_pack(index, &items, &classes) {
         for ((k, r), node) in items.iter().zip(nodes) {
             index.adjust(node, *r, -1);
             jobs[*k].place(node);
@@ -268,17 +297,34 @@ fn release_all(jobs: &mut [Candidate], index: &mut NodeIndex) {
 
 /// An exact packing of `items` onto the schedulable nodes by depth-first search, for small
 /// instances only (see the `EXACT_*` bounds); `None` when there is none or the search is too big.
-fn exact_pack(index: &NodeIndex, items: &[(usize, Resources)]) -> Option<Vec<NodeId>> {
+/// `classes[i]` is the node class item `i` may use.
+fn exact_pack(
+    index: &NodeIndex,
+    items: &[(usize, Resources)],
+    classes: &[Option<PodClassId>],
+) -> Option<Vec<NodeId>> {
     let nodes = index.schedulable();
     if items.len() > EXACT_ITEMS || nodes.len() > EXACT_NODES {
         return None;
     }
+    let allowed: Vec<Vec<bool>> = classes
+        .iter()
+        .map(|c| nodes.iter().map(|(id, _)| index.allowed(*c, *id)).collect())
+        .collect();
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| Reverse((items[i].1.gpu, items[i].1.memory, items[i].1.cpu_milli, i)));
     let mut free: Vec<Resources> = nodes.iter().map(|(_, f)| *f).collect();
     let mut chosen = vec![0usize; items.len()];
     let mut steps = 0;
-    if !search(&order, items, &mut free, &mut chosen, 0, &mut steps) {
+    if !search(
+        &order,
+        items,
+        &allowed,
+        &mut free,
+        &mut chosen,
+        0,
+        &mut steps,
+    ) {
         return None;
     }
     Some(chosen.iter().map(|&n| nodes[n].0).collect())
@@ -287,6 +333,7 @@ fn exact_pack(index: &NodeIndex, items: &[(usize, Resources)]) -> Option<Vec<Nod
 fn search(
     order: &[usize],
     items: &[(usize, Resources)],
+    allowed: &[Vec<bool>],
     free: &mut [Resources],
     chosen: &mut [usize],
     depth: usize,
@@ -301,13 +348,14 @@ fn search(
         if *steps > EXACT_STEPS {
             return false;
         }
-        // Nodes with the same free room are interchangeable: try the first only.
-        if !need.fits_in(&free[n]) || free[..n].contains(&free[n]) {
+        // Allowed nodes with the same free room are interchangeable: try the first only.
+        let ok = &allowed[item];
+        if !ok[n] || !need.fits_in(&free[n]) || (0..n).any(|m| ok[m] && free[m] == free[n]) {
             continue;
         }
         free[n] -= need;
         chosen[item] = n;
-        let done = search(order, items, free, chosen, depth + 1, steps);
+        let done = search(order, items, allowed, free, chosen, depth + 1, steps);
         free[n] += need;
         if done {
             return true;

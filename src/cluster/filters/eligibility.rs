@@ -16,7 +16,7 @@ use super::pod::PodConstraints;
 pub type PodClassId = u32;
 
 /// One live class.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Class {
     constraints: Arc<PodConstraints>,
     /// How many holders acquired it and have not released it.
@@ -53,7 +53,7 @@ impl Class {
 
 /// Eligibility of every live pod class on every known node: a bitset over node ids per class,
 /// and per class the count of ineligible nodes.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Eligibility {
     classes: Vec<Option<Class>>,
     /// Ids of forgotten classes, reused before new ones.

@@ -36,6 +36,15 @@ pub struct PodConstraints {
 }
 
 impl PodConstraints {
+    /// Only the extended-resource requests of a pod spec (see [`PodConstraints::extended`]).
+    pub fn read_extended(
+        spec: &PodSpec,
+        object: &str,
+        field_prefix: &str,
+    ) -> Result<Extended, FieldError> {
+        extended_requests(spec, object, field_prefix)
+    }
+
     /// Reads a pod spec. `object` names it (`Pod ns/x`, `TrainingJob ns/y`) and `field_prefix`
     /// is the spec's path (`spec`, `spec.trainer.replicaSpec.spec.template.spec`); an unknown
     /// operator or effect, or a bad quantity, is an error naming the field.

@@ -1,0 +1,488 @@
+//! From a plan to bindings: which pending pod goes to which node, which planned positions hold
+//! room for pods not created yet, and which pods cannot be placed and why. Pure: the state, the
+//! unbound pods and the plan in; decisions out.
+//!
+//! A job's pending trainers take its planned placements in position order (identical trainers
+//! are interchangeable); a position whose pod does not exist yet is reserved on its node. A job
+//! below its min-instance is a gang: its pods are bound only when every position up to min is
+//! bound, reserved-and-present or placed-and-present; otherwise its placements are only
+//! reserved. Every bind is checked against the node as kube-scheduler would (static filters with
+//! the pod's own spec, room, pod count, host ports, extended resources); a planned node that
+//! fails is replaced by the best node that passes, or the pod is reported unschedulable.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::pods::{PodKey, SchedulingPods, UnboundPod};
+use crate::api::{JobKey, Resources};
+use crate::cluster::filters::{PodConstraints, Unfit, check_static, unavailable_message};
+use crate::cluster::{ClusterState, NodeId, Role};
+use crate::planner::ScalePlan;
+
+/// A pod to bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub pod: PodKey,
+    pub uid: Option<String>,
+    pub node: String,
+    /// The trainer position it fills, held as a reservation until its update arrives.
+    pub position: Option<(JobKey, u32)>,
+    pub requests: Resources,
+    /// When the watch first showed the pod unbound.
+    pub seen: std::time::Instant,
+}
+
+/// Room to hold for a planned trainer position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reserve {
+    pub job: JobKey,
+    pub index: u32,
+    pub node: String,
+    pub requests: Resources,
+}
+
+/// A pod that cannot be bound, and kube-scheduler's words for why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unschedulable {
+    pub pod: PodKey,
+    pub uid: Option<String>,
+    pub message: String,
+    /// The pod's `PodScheduled` condition already says this: nothing to write.
+    pub unchanged: bool,
+}
+
+/// What a pass's scheduler role does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Assignments {
+    pub binds: Vec<Bind>,
+    pub reserves: Vec<Reserve>,
+    pub unschedulable: Vec<Unschedulable>,
+}
+
+/// Decides the bindings of one pass for the pods naming scheduler `name`.
+pub fn assign(
+    state: &ClusterState,
+    pods: &SchedulingPods,
+    plan: &ScalePlan,
+    name: &str,
+) -> Assignments {
+    let mut out = Assignments::default();
+    let mut trainers: BTreeMap<&JobKey, BTreeMap<u32, (&PodKey, &UnboundPod)>> = BTreeMap::new();
+    let mut others: Vec<(&PodKey, &UnboundPod)> = Vec::new();
+    for (key, pod) in pods.unbound_for(name) {
+        let info = state.pod(&key.0, &key.1);
+        match info.and_then(|i| i.owner.as_ref().zip(i.index)) {
+            Some(((job, Role::Trainer), index))
+                if plan.job(job).is_some() && schedules_job(state, job, name) =>
+            {
+                trainers.entry(job).or_default().insert(index, (key, pod));
+            }
+            _ => others.push((key, pod)),
+        }
+    }
+    let mut room = Room::new(state, pods);
+    for job in &plan.jobs {
+        if !schedules_job(state, &job.key, name) {
+            continue;
+        }
+        let waiting = trainers.remove(&*job.key).unwrap_or_default();
+        let placements: Vec<NodeId> = job
+            .placements
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(p.node, p.trainers as usize))
+            .collect();
+        if waiting.is_empty() && placements.is_empty() {
+            continue;
+        }
+        assign_job(
+            state,
+            &mut room,
+            job.key.as_ref(),
+            job.min,
+            job.target,
+            job.trainer,
+            &placements,
+            waiting,
+            &mut out,
+        );
+    }
+    for (key, pod) in others {
+        let requests = state
+            .pod(&key.0, &key.1)
+            .map_or(Resources::ZERO, |p| p.requests);
+        match place_one(&mut room, pod, requests) {
+            Ok(node) => out.binds.push(Bind {
+                pod: key.clone(),
+                uid: pod.uid.clone(),
+                node,
+                position: None,
+                requests,
+                seen: pod.seen,
+            }),
+            Err(message) => out.unschedulable.push(unschedulable(key, pod, message)),
+        }
+    }
+    out
+}
+
+/// Whether scheduler `name` binds a job's trainers: its trainer Job's pod template names it and
+/// uses nothing trainscale does not evaluate. Other jobs are sized only (their pods, if one
+/// names `name` anyway, are refused one by one with the reason).
+fn schedules_job(state: &ClusterState, job: &JobKey, name: &str) -> bool {
+    state
+        .job(job)
+        .and_then(|slot| slot.class)
+        .and_then(|class| state.eligibility().constraints(class))
+        .is_some_and(|c| c.scheduler_name.as_deref() == Some(name) && c.unsupported.is_empty())
+}
+
+/// One job's trainers: bind the present, reserve the missing, report the unplaced.
+#[allow(clippy::too_many_arguments)]
+fn assign_job(
+    state: &ClusterState,
+    room: &mut Room,
+    job: &JobKey,
+    min: i32,
+    target: i32,
+    trainer: Resources,
+    placements: &[NodeId],
+    waiting: BTreeMap<u32, (&PodKey, &UnboundPod)>,
+    out: &mut Assignments,
+) {
+    let Some(slot) = state.job(job) else {
+        return;
+    };
+    let positions = slot.controller_positions();
+    let target = target.max(0) as u32;
+    let mut planned = placements.iter();
+    let mut binds = Vec::new();
+    let mut reserves = Vec::new();
+    let mut unplaced = Vec::new();
+    let mut present = 0u32;
+    for index in 0..target {
+        let at = positions.get(index as usize).copied().flatten();
+        let reserved = state.reservation(job, index).map(|r| r.node().to_string());
+        let pod = waiting.get(&index);
+        match (at, reserved, pod) {
+            // A reserved position whose pod now exists: bind it where the room is held.
+            (Some(_), Some(node), Some((key, pod))) => {
+                let requests = pod_requests(state, key, trainer);
+                match room.check_held(&node, pod) {
+                    Ok(()) => binds.push(bind(key, pod, node, job, index, requests)),
+                    Err(_) => unplaced.push((*key, *pod)),
+                }
+                present += 1;
+            }
+            // Bound, or reserved and still to be created.
+            (Some(_), _, _) => present += u32::from(reserved_is_bound(state, job, index)),
+            (None, _, pod) => {
+                let Some(&node_id) = planned.next() else {
+                    if let Some((key, pod)) = pod {
+                        unplaced.push((*key, *pod));
+                    }
+                    continue;
+                };
+                let Some(node) = state.node(node_id).map(|n| n.name.to_string()) else {
+                    continue;
+                };
+                match pod {
+                    Some((key, pod)) => {
+                        let requests = pod_requests(state, key, trainer);
+                        match room.take_planned(&node, pod, requests) {
+                            Ok(node) => {
+                                binds.push(bind(key, pod, node, job, index, requests));
+                                present += 1;
+                            }
+                            Err(_) => unplaced.push((*key, *pod)),
+                        }
+                    }
+                    None => {
+                        room.take(&node, trainer);
+                        reserves.push(Reserve {
+                            job: job.clone(),
+                            index,
+                            node,
+                            requests: trainer,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    // A gang below min: all of it present and placed, or none of it bound yet.
+    if present < min.max(0) as u32 {
+        for b in binds.drain(..) {
+            if let Some((job, index)) = b.position {
+                reserves.push(Reserve {
+                    job,
+                    index,
+                    node: b.node,
+                    requests: b.requests,
+                });
+            }
+        }
+    }
+    out.reserves.extend(binds.iter().filter_map(|b| {
+        b.position.as_ref().map(|(job, index)| Reserve {
+            job: job.clone(),
+            index: *index,
+            node: b.node.clone(),
+            requests: b.requests,
+        })
+    }));
+    out.binds.extend(binds);
+    out.reserves.extend(reserves);
+    for (key, pod) in unplaced {
+        let requests = pod_requests(state, key, trainer);
+        let message = room.diagnose(pod, requests);
+        out.unschedulable.push(unschedulable(key, pod, message));
+    }
+}
+
+/// Whether the position is held by a bound pod (not only a reservation).
+fn reserved_is_bound(state: &ClusterState, job: &JobKey, index: u32) -> bool {
+    state.reservation(job, index).is_none()
+}
+
+fn pod_requests(state: &ClusterState, key: &PodKey, trainer: Resources) -> Resources {
+    state.pod(&key.0, &key.1).map_or(trainer, |p| p.requests)
+}
+
+fn bind(
+    key: &PodKey,
+    pod: &UnboundPod,
+    node: String,
+    job: &JobKey,
+    index: u32,
+    requests: Resources,
+) -> Bind {
+    Bind {
+        pod: key.clone(),
+        uid: pod.uid.clone(),
+        node,
+        position: Some((job.clone(), index)),
+        requests,
+        seen: pod.seen,
+    }
+}
+
+fn unschedulable(key: &PodKey, pod: &UnboundPod, message: String) -> Unschedulable {
+    let unchanged = pod
+        .condition
+        .as_ref()
+        .is_some_and(|c| c.status == "False" && c.reason == UNSCHEDULABLE && c.message == message);
+    Unschedulable {
+        pod: key.clone(),
+        uid: pod.uid.clone(),
+        message,
+        unchanged,
+    }
+}
+
+/// The `PodScheduled=False` reason kube-scheduler writes.
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+
+/// The message for a pod whose spec uses what trainscale does not evaluate.
+pub fn unsupported_message(features: &[&str]) -> String {
+    format!(
+        "trainscale does not evaluate {}; set spec.schedulerName to default-scheduler (or leave it empty) for such pods",
+        features.join(", ")
+    )
+}
+
+/// Node room as the pass hands it out: the state's free room, taken from as pods are bound or
+/// positions reserved, with the pod count and host ports of each node.
+struct Room<'s> {
+    state: &'s ClusterState,
+    pods: &'s SchedulingPods,
+    /// Per touched node: free room, pods placed this pass, host ports taken this pass.
+    taken: HashMap<String, Taken>,
+}
+
+#[derive(Default)]
+struct Taken {
+    resources: Resources,
+    pods: i64,
+    ports: Vec<crate::cluster::filters::HostPort>,
+    extended: BTreeMap<String, i64>,
+}
+
+impl<'s> Room<'s> {
+    fn new(state: &'s ClusterState, pods: &'s SchedulingPods) -> Self {
+        Room {
+            state,
+            pods,
+            taken: HashMap::new(),
+        }
+    }
+
+    /// Takes room for a reservation on a planned node (the plan already checked it fits).
+    fn take(&mut self, node: &str, requests: Resources) {
+        let t = self.taken.entry(node.to_string()).or_default();
+        t.resources += requests;
+        t.pods += 1;
+    }
+
+    /// Binds a pod on its planned node if that node passes every filter, else on the best node
+    /// that does.
+    fn take_planned(
+        &mut self,
+        node: &str,
+        pod: &UnboundPod,
+        requests: Resources,
+    ) -> Result<String, String> {
+        match self.fits(node, pod, requests, false) {
+            Ok(()) => {
+                self.commit(node, pod, requests, false);
+                Ok(node.to_string())
+            }
+            Err(_) => place_one(self, pod, requests),
+        }
+    }
+
+    /// Whether a pod fits where its position's room is held already (filters other than room).
+    fn check_held(&mut self, node: &str, pod: &UnboundPod) -> Result<(), Unfit> {
+        self.fits(node, pod, Resources::ZERO, true)?;
+        self.commit(node, pod, Resources::ZERO, true);
+        Ok(())
+    }
+
+    /// kube-scheduler's filters for one pod on one node, against the room left this pass.
+    /// `held`: the room and pod slot are held for it already (a reservation).
+    fn fits(
+        &self,
+        node: &str,
+        pod: &UnboundPod,
+        requests: Resources,
+        held: bool,
+    ) -> Result<(), Unfit> {
+        // A spec that does not read, or uses what trainscale does not evaluate, fits nowhere
+        // (`diagnose` says why).
+        let constraints = match &pod.constraints {
+            Ok(c) if c.unsupported.is_empty() => c,
+            _ => return Err(Unfit::NodeAffinity),
+        };
+        let id = self.state.node_id_of(node).ok_or(Unfit::NotReady)?;
+        let slot = self.state.node(id).ok_or(Unfit::NotReady)?;
+        let traits = self.state.node_traits(id).ok_or(Unfit::NotReady)?;
+        check_static(constraints, traits)?;
+        let taken = self.taken.get(node);
+        let free = slot.free() - taken.map_or(Resources::ZERO, |t| t.resources);
+        if !held {
+            if let Some(max) = traits.max_pods {
+                let used = i64::from(slot.pods) + taken.map_or(0, |t| t.pods);
+                if used + 1 > max {
+                    return Err(Unfit::TooManyPods);
+                }
+            }
+            if requests.cpu_milli > free.cpu_milli {
+                return Err(Unfit::Insufficient("cpu".into()));
+            }
+            if requests.memory > free.memory {
+                return Err(Unfit::Insufficient("memory".into()));
+            }
+            if requests.gpu > free.gpu {
+                return Err(Unfit::Insufficient(
+                    crate::api::GPU_RESOURCE_NAMES[0].into(),
+                ));
+            }
+        }
+        for (resource, amount) in &constraints.extended {
+            let have = traits.extended.get(resource).copied().unwrap_or(0);
+            let used = self.pods.extended_on(node, resource)
+                + taken
+                    .and_then(|t| t.extended.get(resource))
+                    .copied()
+                    .unwrap_or(0);
+            if *amount > have - used {
+                return Err(Unfit::Insufficient(resource.clone()));
+            }
+        }
+        if !constraints.host_ports.is_empty() {
+            let bound: Vec<_> = self.pods.ports_on(node).cloned().collect();
+            let mine = taken.map(|t| t.ports.as_slice()).unwrap_or_default();
+            if crate::cluster::filters::ports_conflict(&constraints.host_ports, &bound)
+                || crate::cluster::filters::ports_conflict(&constraints.host_ports, mine)
+            {
+                return Err(Unfit::HostPorts);
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, node: &str, pod: &UnboundPod, requests: Resources, held: bool) {
+        let t = self.taken.entry(node.to_string()).or_default();
+        if !held {
+            t.resources += requests;
+            t.pods += 1;
+        }
+        if let Ok(c) = &pod.constraints {
+            t.ports.extend(c.host_ports.iter().cloned());
+            for (resource, amount) in &c.extended {
+                *t.extended.entry(resource.clone()).or_insert(0) += amount;
+            }
+        }
+    }
+
+    /// kube-scheduler's FailedScheduling message for a pod no node takes.
+    fn diagnose(&self, pod: &UnboundPod, requests: Resources) -> String {
+        let constraints = match &pod.constraints {
+            Ok(c) => c,
+            Err(e) => return format!("the pod's spec cannot be read: {e}"),
+        };
+        if !constraints.unsupported.is_empty() {
+            return unsupported_message(&constraints.unsupported);
+        }
+        let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+        let mut total = 0;
+        for (_, slot) in self.state.nodes() {
+            if slot.info.is_none() {
+                continue;
+            }
+            total += 1;
+            if let Err(why) = self.fits(&slot.name, pod, requests, false) {
+                *reasons.entry(why.to_string()).or_insert(0) += 1;
+            }
+        }
+        unavailable_message(total, &reasons)
+    }
+}
+
+/// The best node for a single pod, like kube-scheduler's filters then a best fit (fewest free
+/// GPUs, then least free CPU, then name): the node's name, or why none fits.
+fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<String, String> {
+    if let Ok(c) = &pod.constraints
+        && !c.unsupported.is_empty()
+    {
+        return Err(unsupported_message(&c.unsupported));
+    }
+    let mut best: Option<(Resources, Arc<str>)> = None;
+    for (_, slot) in room.state.nodes() {
+        if slot.info.is_none() || room.fits(&slot.name, pod, requests, false).is_err() {
+            continue;
+        }
+        let free = slot.free()
+            - room
+                .taken
+                .get(&*slot.name)
+                .map_or(Resources::ZERO, |t| t.resources);
+        let better = best.as_ref().is_none_or(|(b, _)| {
+            (free.gpu, free.cpu_milli, free.memory) < (b.gpu, b.cpu_milli, b.memory)
+        });
+        if better {
+            best = Some((free, Arc::clone(&slot.name)));
+        }
+    }
+    match best {
+        Some((_, node)) => {
+            room.commit(&node, pod, requests, false);
+            Ok(node.to_string())
+        }
+        None => Err(room.diagnose(pod, requests)),
+    }
+}
+
+/// Whether the constraints name what trainscale does not evaluate.
+pub fn unsupported(constraints: &PodConstraints) -> bool {
+    !constraints.unsupported.is_empty()
+}

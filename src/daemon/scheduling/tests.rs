@@ -1,0 +1,335 @@
+//! The scheduler role's decisions on small hand-made clusters: where pods go, what is held,
+//! what is refused and why.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use super::assign::{Assignments, assign};
+use super::pods::SchedulingPods;
+use crate::api::{JobKey, Resources};
+use crate::cluster::ClusterState;
+use crate::planner::{PlannerConfig, plan};
+use crate::testkit::job_info;
+
+const GIB: i64 = 1 << 30;
+const NAME: &str = "trainscale";
+
+/// A node of `cpu` cores, 64 GiB, `gpus` GPUs, with extra `spec` and `status` fields merged in.
+fn node(name: &str, cpu: i64, gpus: i64, labels: Value, spec: Value, pods: Option<i64>) -> Node {
+    let mut allocatable =
+        json!({"cpu": cpu.to_string(), "memory": "64Gi", "nvidia.com/gpu": gpus.to_string()});
+    if let Some(pods) = pods {
+        allocatable["pods"] = json!(pods.to_string());
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"allocatable": allocatable,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }))
+    .unwrap()
+}
+
+/// A trainer pod template spec of 1 CPU, 1 GiB and `gpus` GPUs, with extra fields merged in.
+fn template(gpus: i64, extra: Value) -> Value {
+    let mut spec = json!({
+        "schedulerName": NAME,
+        "containers": [{"name": "t", "image": "x", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": gpus.to_string()},
+            "limits": {"nvidia.com/gpu": gpus.to_string()}}}],
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    spec
+}
+
+fn trainer_job(job: &str, parallelism: i32, spec: &Value) -> Job {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{job}-trainer"), "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+                "name": job, "uid": "u", "controller": true}]},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "completionMode": "Indexed", "template": {"spec": spec}},
+    }))
+    .unwrap()
+}
+
+fn trainer_pod(job: &str, index: u32, spec: &Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{job}-trainer-{index}"), "namespace": "ns", "uid": format!("uid-{job}-{index}"),
+            "labels": {"paddle-job": job, "batch.kubernetes.io/job-completion-index": index.to_string()},
+            "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
+/// A cluster being built: state and the scheduler's pods.
+#[derive(Default)]
+struct Cluster {
+    state: ClusterState,
+    pods: SchedulingPods,
+}
+
+impl Cluster {
+    fn node(&mut self, node: Node) -> &mut Self {
+        self.state.apply_node(&node).unwrap();
+        self
+    }
+
+    /// A job of `min..=max` trainers of `gpus` GPUs, its trainer Job at `parallelism`, and
+    /// pending pods at `indexes`.
+    fn job(
+        &mut self,
+        name: &str,
+        (min, max): (i32, i32),
+        parallelism: i32,
+        indexes: &[u32],
+        spec: &Value,
+    ) -> JobKey {
+        let key = JobKey::new("ns", name);
+        let gpus = spec["containers"][0]["resources"]["requests"]["nvidia.com/gpu"]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or(0);
+        let trainer = Resources::new(1000, GIB, gpus);
+        self.state
+            .set_training_job(key.clone(), Some(job_info(min, max, trainer, 0)));
+        self.state
+            .apply_batch_job(&trainer_job(name, parallelism, spec));
+        for &i in indexes {
+            self.pod(&trainer_pod(name, i, spec));
+        }
+        key
+    }
+
+    fn pod(&mut self, pod: &Pod) {
+        self.state.apply_pod(pod).unwrap();
+        self.pods.apply(pod);
+    }
+
+    fn assign(&self) -> Assignments {
+        let config = PlannerConfig::default();
+        let plan = plan(&self.state, &config);
+        assign(&self.state, &self.pods, &plan, NAME)
+    }
+}
+
+fn bound_to(a: &Assignments) -> Vec<(String, String)> {
+    let mut out: Vec<_> = a
+        .binds
+        .iter()
+        .map(|b| (b.pod.1.clone(), b.node.clone()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn pending_trainers_go_where_the_plan_placed_them() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 4, json!({}), json!({}), None));
+    c.node(node("b", 16, 4, json!({}), json!({}), None));
+    let spec = template(2, json!({}));
+    c.job("j", (1, 4), 4, &[0, 1, 2, 3], &spec);
+    let a = c.assign();
+    // Two 2-GPU trainers fill a 4-GPU node: two per node, every position held.
+    let nodes: Vec<String> = bound_to(&a).into_iter().map(|(_, n)| n).collect();
+    assert_eq!(nodes.iter().filter(|n| *n == "a").count(), 2);
+    assert_eq!(nodes.iter().filter(|n| *n == "b").count(), 2);
+    assert_eq!(a.reserves.len(), 4);
+    assert!(a.unschedulable.is_empty());
+}
+
+#[test]
+fn a_gang_below_min_is_bound_whole_or_only_held() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 8, json!({}), json!({}), None));
+    let spec = template(1, json!({}));
+    let key = c.job("g", (3, 3), 3, &[0, 1], &spec);
+    let a = c.assign();
+    assert!(a.binds.is_empty(), "two of three pods exist: nothing bound");
+    assert_eq!(a.reserves.len(), 3, "the whole gang's room is held");
+    for r in &a.reserves {
+        c.state.reserve(&r.job, r.index, &r.node, r.requests, 100);
+    }
+    // The third pod arrives: the gang binds whole, on the room held for it.
+    c.pod(&trainer_pod("g", 2, &spec));
+    let a = c.assign();
+    assert_eq!(a.binds.len(), 3);
+    assert!(a.binds.iter().all(|b| b.node == "a"));
+    assert_eq!(
+        c.state
+            .reservations()
+            .filter(|(k, _, _)| **k == key)
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn a_position_not_created_yet_is_reserved_and_its_room_not_handed_out_twice() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 2, json!({}), json!({}), None));
+    let spec = template(2, json!({}));
+    // Parallelism 1, no pod yet: its room is held.
+    c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    assert_eq!(a.reserves.len(), 1);
+    let r = &a.reserves[0];
+    c.state.reserve(&r.job, r.index, &r.node, r.requests, 100);
+    // Another job's pod now finds the node full.
+    c.job("y", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert!(a.binds.iter().all(|b| !b.pod.1.starts_with("y-")));
+    let refused = a
+        .unschedulable
+        .iter()
+        .find(|u| u.pod.1 == "y-trainer-0")
+        .unwrap();
+    assert_eq!(
+        refused.message,
+        "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    );
+}
+
+#[test]
+fn each_filter_excludes_its_node() {
+    // Five nodes, each failing one filter, and one that passes all of them.
+    let mut c = Cluster::default();
+    c.node(node(
+        "a-tainted",
+        64,
+        8,
+        json!({"zone": "z1", "size": "8"}),
+        json!({"taints": [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]}),
+        None,
+    ));
+    c.node(node(
+        "b-other-zone",
+        64,
+        8,
+        json!({"zone": "z2", "size": "8"}),
+        json!({}),
+        None,
+    ));
+    c.node(node(
+        "c-too-small",
+        64,
+        8,
+        json!({"zone": "z1", "size": "2"}),
+        json!({}),
+        None,
+    ));
+    c.node(node(
+        "d-no-room-for-pods",
+        64,
+        8,
+        json!({"zone": "z1", "size": "8"}),
+        json!({}),
+        Some(0),
+    ));
+    c.node(node(
+        "e-cordoned",
+        64,
+        8,
+        json!({"zone": "z1", "size": "8"}),
+        json!({"unschedulable": true}),
+        None,
+    ));
+    c.node(node(
+        "f-ok",
+        64,
+        8,
+        json!({"zone": "z1", "size": "8"}),
+        json!({}),
+        None,
+    ));
+    let spec = template(
+        1,
+        json!({
+            "nodeSelector": {"zone": "z1"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "size", "operator": "Gt", "values": ["4"]},
+                    {"key": "zone", "operator": "In", "values": ["z1", "z3"]},
+                    {"key": "gone", "operator": "DoesNotExist"},
+                    {"key": "zone", "operator": "Exists"},
+                    {"key": "zone", "operator": "NotIn", "values": ["z9"]},
+                    {"key": "size", "operator": "Lt", "values": ["100"]}]}]}}},
+        }),
+    );
+    c.job("j", (1, 4), 4, &[0, 1, 2, 3], &spec);
+    let a = c.assign();
+    assert_eq!(a.binds.len(), 4);
+    assert!(a.binds.iter().all(|b| b.node == "f-ok"), "{a:?}");
+}
+
+#[test]
+fn host_ports_and_the_pod_limit_move_a_pod_off_its_planned_node() {
+    let mut c = Cluster::default();
+    // Node a holds a bound pod on host port 7164 and has room for one more pod only.
+    c.node(node("a", 64, 8, json!({}), json!({}), Some(2)));
+    c.node(node("b", 64, 8, json!({}), json!({}), None));
+    let holder: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "holder", "namespace": "other"},
+        "spec": {"nodeName": "a", "containers": [{"name": "c", "ports": [{"containerPort": 7164, "hostPort": 7164}]}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    c.pod(&holder);
+    let spec = template(
+        1,
+        json!({"hostNetwork": true, "containers": [{"name": "t", "image": "x",
+        "ports": [{"containerPort": 7164}],
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]}),
+    );
+    c.job("h", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("h-trainer-0".to_string(), "b".to_string())]
+    );
+    // Without the port, the pod limit: a takes one more pod, not two.
+    let plain = template(0, json!({}));
+    c.job("p", (2, 2), 2, &[0, 1], &plain);
+    let a = c.assign();
+    let on_a = a.binds.iter().filter(|b| b.node == "a").count();
+    assert!(on_a <= 1, "{a:?}");
+}
+
+#[test]
+fn a_pod_with_pod_anti_affinity_is_refused_with_a_message_naming_it() {
+    let mut c = Cluster::default();
+    c.node(node("a", 64, 8, json!({}), json!({}), None));
+    let spec = template(
+        1,
+        json!({"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}}),
+    );
+    c.job("aa", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert!(a.binds.is_empty());
+    let u = &a.unschedulable[0];
+    assert!(u.message.contains("podAntiAffinity"), "{}", u.message);
+    assert!(!u.unchanged);
+}
+
+#[test]
+fn a_pod_naming_another_scheduler_is_left_alone() {
+    let mut c = Cluster::default();
+    c.node(node("a", 64, 8, json!({}), json!({}), None));
+    let mut spec = template(1, json!({}));
+    spec["schedulerName"] = json!("volcano");
+    c.job("v", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert!(a.binds.is_empty() && a.unschedulable.is_empty());
+    // Sized all the same: the plan still holds its room.
+    assert_eq!(a.reserves.len(), 0);
+}
