@@ -55,6 +55,7 @@ fn bench(c: &mut Criterion) {
         bound_per_job: 10,
         other_pods_per_node: 9,
         seed: 7,
+        constrained: false,
     });
     assert!(state.pod_count() >= 100_000, "{}", state.pod_count());
     let pod = trainer_pod(&node_name(4242));

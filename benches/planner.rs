@@ -11,6 +11,37 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
+/// The L cluster with kube-scheduler's filters in play: every tenth node tainted, one job in ten
+/// selecting a zone and one in ten tolerating the taint (see `testkit::constrain`).
+fn bench_constrained(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan_constrained");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    let (nodes, jobs) = (10_000, 5_000);
+    let shape = ClusterShape::constrained_bench(nodes, jobs);
+    for (state_name, state) in [
+        ("steady", steady(shape, PLANNER_BENCH_CHURN)),
+        ("cold", generate(shape)),
+    ] {
+        for policy in [Policy::Fulfillment, Policy::Static] {
+            let config = PlannerConfig {
+                policy,
+                ..PlannerConfig::default()
+            };
+            let id = BenchmarkId::new(
+                policy.as_str(),
+                format!(
+                    "L {state_name} constrained ({nodes} nodes, {jobs} jobs, {} pods)",
+                    state.pod_count()
+                ),
+            );
+            group.bench_with_input(id, &state, |b, s| b.iter(|| plan(black_box(s), &config)));
+        }
+    }
+    group.finish();
+}
+
 /// The allocator the `trainscale` binary runs with.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -46,5 +77,5 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_constrained);
 criterion_main!(benches);

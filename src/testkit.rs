@@ -17,6 +17,9 @@ pub struct ClusterShape {
     /// Other (non-trainer) pods per node.
     pub other_pods_per_node: usize,
     pub seed: u64,
+    /// Nodes carry zone labels and every tenth a `NoSchedule` taint; every job has a trainer
+    /// class, one in five with a zone selector or the taint's toleration (see [`constrain`]).
+    pub constrained: bool,
 }
 
 impl ClusterShape {
@@ -28,6 +31,16 @@ impl ClusterShape {
             bound_per_job: 40,
             other_pods_per_node: 2,
             seed: 42,
+            constrained: false,
+        }
+    }
+
+    /// [`ClusterShape::planner_bench`] with node taints, labels and job selectors (see
+    /// [`constrain`]).
+    pub fn constrained_bench(nodes: usize, jobs: usize) -> Self {
+        ClusterShape {
+            constrained: true,
+            ..Self::planner_bench(nodes, jobs)
         }
     }
 }
@@ -167,7 +180,62 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
             }),
         );
     }
+    if shape.constrained {
+        constrain(&mut state);
+    }
     state
+}
+
+/// The taint [`constrain`] puts on every tenth node.
+const BENCH_TAINT: (&str, &str) = ("dedicated", "inference");
+
+/// Gives the nodes zone labels `z0`..`z3` (node `n` in zone `n % 4`) and every tenth node a
+/// `dedicated=inference:NoSchedule` taint, and every job a trainer class: one in ten selects a
+/// zone, one in ten tolerates the taint, the rest have no constraints (and so avoid tainted
+/// nodes). Bound trainers stay where they are, as after a taint added to a running node.
+pub fn constrain(state: &mut ClusterState) {
+    use crate::cluster::filters::{
+        NodeTraits, PodConstraints, Taint, TaintEffect, Toleration, TolerationEffect,
+        TolerationOperator,
+    };
+    use std::sync::Arc;
+    let names: Vec<String> = state.nodes().map(|(_, n)| n.name.to_string()).collect();
+    for (n, name) in names.iter().enumerate() {
+        let mut traits = NodeTraits {
+            name: name.clone(),
+            ready: true,
+            ..NodeTraits::default()
+        };
+        traits
+            .labels
+            .insert("zone".to_string(), format!("z{}", n % 4));
+        if n % 10 == 9 {
+            traits.taints.push(Taint {
+                key: BENCH_TAINT.0.to_string(),
+                value: BENCH_TAINT.1.to_string(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
+        state.set_node_traits(name, traits);
+    }
+    let keys: Vec<JobKey> = state.jobs().map(|(k, _, _)| k.clone()).collect();
+    for (j, key) in keys.iter().enumerate() {
+        let mut c = PodConstraints::default();
+        match j % 10 {
+            3 => {
+                c.node_selector
+                    .insert("zone".to_string(), format!("z{}", j % 4));
+            }
+            7 => c.tolerations.push(Toleration {
+                key: Some(BENCH_TAINT.0.to_string()),
+                operator: TolerationOperator::Equal,
+                value: Some(BENCH_TAINT.1.to_string()),
+                effect: Some(TolerationEffect::NoSchedule),
+            }),
+            _ => {}
+        }
+        state.set_trainer_class(key, Some(Arc::new(c)));
+    }
 }
 
 /// The name of generated node `n`.
@@ -311,6 +379,10 @@ pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
         );
         state.set_training_job(key.clone(), Some(info));
         state.set_trainer_job(key.clone(), Some(Some(min)));
+        if shape.constrained {
+            let class = crate::cluster::filters::PodConstraints::default();
+            state.set_trainer_class(&key, Some(std::sync::Arc::new(class)));
+        }
         for t in 0..min {
             add_trainer(&mut state, &key, &format!("new-{a:05}-{t}"), None, trainer);
         }

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use trainscale::api::{JobKind, PaddleJob, TrainingJob};
-use trainscale::operator::pod::{Role, command, role_ports, scheduling};
+use trainscale::operator::pod::{Role, command, own_scheduler_blockers, role_ports, scheduling};
 use trainscale::operator::podgroup::{format_quantity, min_member, min_resources};
 use trainscale::operator::{OperatorConfig, PodGroupMode, desired};
 
@@ -60,6 +60,42 @@ fn scheduler_annotation_overrides_spec_and_podgroups_default_the_group() {
     assert_eq!(s.scheduler_name.as_deref(), Some("volcano"));
     assert_eq!(s.group.as_deref(), Some("a"));
     assert!(!scheduling(&plain, &OperatorConfig::default()).co_scheduled());
+}
+
+#[test]
+fn jobs_naming_no_scheduler_get_trainscale_unless_their_volumes_need_binding() {
+    let config = OperatorConfig {
+        scheduler_name: Some("trainscale".into()),
+        ..Default::default()
+    };
+    let plain = job("metadata: {name: a}\nspec: {}\n");
+    let s = scheduling(&plain, &config);
+    assert_eq!(s.scheduler_name.as_deref(), Some("trainscale"));
+    // trainscale's own name is no batch scheduler: no gang scheduling follows from it.
+    assert!(!s.co_scheduled());
+    let desired = desired(&plain, JobKind::TrainingJob, &config).unwrap();
+    let template = desired.trainer.spec.unwrap().template.spec.unwrap();
+    assert_eq!(template.scheduler_name.as_deref(), Some("trainscale"));
+    // A job naming Volcano keeps it.
+    let volcano = job("metadata: {name: a}\nspec: {schedulerName: volcano}\n");
+    assert_eq!(
+        scheduling(&volcano, &config).scheduler_name.as_deref(),
+        Some("volcano")
+    );
+    // A persistentVolumeClaim volume needs volume binding: default scheduler, and a warning.
+    let pvc = job(
+        "metadata: {name: a}\nspec:\n  volumes: [{name: data, persistentVolumeClaim: {claimName: d}}]\n",
+    );
+    assert_eq!(scheduling(&pvc, &config).scheduler_name, None);
+    let blockers = own_scheduler_blockers(&pvc);
+    assert_eq!(blockers.len(), 1);
+    assert_eq!(blockers[0].field, "spec.volumes[0]");
+    assert!(blockers[0].problem.contains("default scheduler"));
+    // With the scheduler role off, nothing is named.
+    assert_eq!(
+        scheduling(&plain, &OperatorConfig::default()).scheduler_name,
+        None
+    );
 }
 
 #[test]

@@ -324,6 +324,13 @@ impl ClusterState {
         }
     }
 
+    /// Sets the filters' view of a known node (labels, taints...), as a Node object would.
+    pub fn set_node_traits(&mut self, name: &str, traits: NodeTraits) {
+        if let Some(id) = self.node_id_of(name) {
+            self.eligibility.set_node(id, Some(Arc::new(traits)));
+        }
+    }
+
     /// The filters' view of a node (labels, taints, pod limit, extended resources).
     pub fn node_traits(&self, id: NodeId) -> Option<&NodeTraits> {
         self.eligibility.traits(id).map(|t| &**t)
