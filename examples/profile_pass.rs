@@ -31,7 +31,12 @@ fn main() {
     } else {
         (10_000, 5_000)
     };
-    let shape = ClusterShape::planner_bench(nodes, jobs);
+    // `constrained`: taints, zone labels and job selectors (`testkit::constrain`).
+    let shape = if has("constrained") {
+        ClusterShape::constrained_bench(nodes, jobs)
+    } else {
+        ClusterShape::planner_bench(nodes, jobs)
+    };
     // `after-steady`: build the settled state first and keep it, as the bench does before its
     // cold state (the cold state's memory then lies where the bench's does).
     let _settled = has("after-steady").then(|| steady(shape, PLANNER_BENCH_CHURN));

@@ -5,9 +5,13 @@
 //!
 //! A step plans at most [`ROOM_SHARE_NUM`]/[`ROOM_SHARE_DEN`] of the free CPU, memory and GPU.
 //! When a job of the step cannot place its share, the whole step is undone and bulk filling
-//! stops: no job is left below a level others reached in bulk.
+//! stops: no job is left below a level others reached in bulk. The exception is a trainer class
+//! confined to some nodes (a selector, affinity or taints leave it fewer than all): when its
+//! nodes run out, its jobs leave bulk filling for exact water-filling (which gives them room
+//! first wherever they are least fulfilled) and the step is tried again without them. Classes
+//! confined to the fewest nodes are placed first in each step.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
@@ -40,22 +44,41 @@ pub fn bulk_fill(
         .filter(|&i| queueing.queues(jobs, i))
         .collect();
     // When some queued trainer fits nowhere, room is already tight: exact water-filling (with
-    // its repairs) decides the whole pass. Largest shapes first, as they fail first.
+    // its repairs) decides the whole pass. Largest shapes first, as they fail first. A trainer
+    // class confined to some nodes that fits nowhere only says its nodes are full: its jobs are
+    // left to water-filling, the others still go in bulk.
     let distinct: HashSet<Shape, RandomState> =
         queued.iter().map(|&i| shape_of(&jobs[i])).collect();
+    let everywhere = index.allowed_count(None);
+    // Counting a class's nodes reads its whole bitset: once per class, not per comparison.
+    let mut allowed: HashMap<Option<PodClassId>, usize, RandomState> = HashMap::default();
+    for (_, class) in &distinct {
+        allowed
+            .entry(*class)
+            .or_insert_with(|| index.allowed_count(*class));
+    }
+    let order_of = |shape: Shape| shape_order(shape, allowed.get(&shape.1).copied().unwrap_or(0));
     let mut shapes: Vec<Shape> = distinct.into_iter().collect();
-    shapes.sort_unstable_by_key(|t| shape_order(*t));
-    if shapes
-        .iter()
-        .any(|(t, class)| index.best_fit(*t, *class).is_none())
-    {
-        return;
+    shapes.sort_unstable_by_key(|t| order_of(*t));
+    let mut left_out: Vec<Shape> = Vec::new();
+    for &(t, class) in &shapes {
+        if index.best_fit(t, class).is_none() {
+            if allowed.get(&class).is_none_or(|n| *n >= everywhere) {
+                return;
+            }
+            left_out.push((t, class));
+        }
     }
     // Every job of a step reaches the same level or none does, so the order only shapes the
-    // packing: largest trainers first (first-fit decreasing), which also fails a step early;
-    // equal shapes keep exact water-filling's order (least fulfilled first).
-    let order = by_shape_then_key(jobs, &queued, &shapes, queueing);
-    let mut wants: Vec<Want> = order.iter().map(|&i| Want::of(i, &jobs[i])).collect();
+    // packing: trainers that may use the fewest nodes first (so others do not fill those
+    // first), then largest trainers first (first-fit decreasing), which also fails a step
+    // early; equal shapes keep exact water-filling's order (least fulfilled first).
+    let order = by_shape_then_key(jobs, &queued, &shapes, &order_of, queueing);
+    let mut wants: Vec<Want> = order
+        .iter()
+        .map(|&i| Want::of(i, &jobs[i]))
+        .filter(|w| !left_out.contains(&(w.trainer, w.class)))
+        .collect();
     let mut level = 0;
     let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
     let mut placed = Placed::new();
@@ -80,8 +103,15 @@ pub fn bulk_fill(
         }
         // Each placement record holds at least one trainer: sized once, not grown by copying.
         placed.reserve(total as usize);
-        if !place_quotas(index, &quotas, &mut placed, &mut scratch) {
-            break;
+        if let Err(failed) = place_quotas(index, &quotas, &mut placed, &mut scratch) {
+            // A class confined to some nodes that ran out of them leaves bulk filling (its jobs
+            // go to water-filling) and the step is tried again without it; any other failure
+            // ends bulk filling.
+            if allowed.get(&failed.1).is_none_or(|n| *n >= everywhere) {
+                break;
+            }
+            wants.retain(|w| (w.trainer, w.class) != failed);
+            continue;
         }
         for w in &mut wants {
             w.planned += i64::from(w.quota(next));
@@ -126,14 +156,15 @@ fn by_shape_then_key(
     jobs: &[Candidate],
     queued: &[usize],
     shapes: &[Shape],
+    order_of: &dyn Fn(Shape) -> ShapeOrder,
     queueing: Queueing,
 ) -> Vec<usize> {
     let bucket_of: Vec<usize> = queued
         .iter()
         .map(|&i| {
-            let shape = shape_order(shape_of(&jobs[i]));
+            let shape = order_of(shape_of(&jobs[i]));
             shapes
-                .binary_search_by_key(&shape, |s| shape_order(*s))
+                .binary_search_by_key(&shape, |s| order_of(*s))
                 .unwrap_or(0)
         })
         .collect();
@@ -168,9 +199,21 @@ fn shape_of(j: &Candidate) -> Shape {
     (j.trainer(), j.class)
 }
 
-/// Largest trainer shapes first: GPU, then memory, then CPU; then by class.
-fn shape_order((t, class): Shape) -> std::cmp::Reverse<(i64, i64, i64, Option<PodClassId>)> {
-    std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli, class))
+/// The order of shapes in a step (see [`shape_order`]).
+type ShapeOrder = (
+    usize,
+    std::cmp::Reverse<(i64, i64, i64)>,
+    Option<PodClassId>,
+);
+
+/// Shapes whose class may use the fewest nodes (`allowed`) first, then the largest: GPU, then
+/// memory, then CPU; then by class.
+fn shape_order((t, class): Shape, allowed: usize) -> ShapeOrder {
+    (
+        allowed,
+        std::cmp::Reverse((t.gpu, t.memory, t.cpu_milli)),
+        class,
+    )
 }
 
 /// What a queued job needs per level, copied out of its candidate so a level search reads one
@@ -254,8 +297,8 @@ struct Scratch {
 }
 
 /// Places the quotas best-fit in per-node chunks, in order, appending the placements to
-/// `placed`; all or nothing: false (the index and `placed` as they were) when some quota does
-/// not fit.
+/// `placed`; all or nothing: the shape of the first run that does not fit (the index and
+/// `placed` as they were) when some quota does not fit.
 ///
 /// Adjacent jobs with the same trainer shape are placed as one run: each chunk fills the best-fit
 /// node as far as the run still needs, the jobs taking their shares of it in order. One job after
@@ -266,7 +309,7 @@ fn place_quotas(
     quotas: &[Quota],
     placed: &mut Placed,
     scratch: &mut Scratch,
-) -> bool {
+) -> Result<(), Shape> {
     let before = placed.len();
     let Scratch { chunks, taken } = scratch;
     taken.clear();
@@ -281,7 +324,7 @@ fn place_quotas(
                 index.adjust(node, room, 1);
             }
             placed.truncate(before);
-            return false;
+            return Err(run[0].shape);
         }
         // The run's jobs take their shares of its chunks in order.
         let mut shares = run.iter().map(|q| (q.job, q.trainers));
@@ -304,5 +347,5 @@ fn place_quotas(
             }
         }
     }
-    true
+    Ok(())
 }

@@ -1,5 +1,10 @@
 //! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+use foldhash::fast::RandomState;
+
 use super::sorted_blocks::{Cursor, SortedBlocks};
 use crate::api::Resources;
 use crate::cluster::filters::{Eligibility, PodClassId};
@@ -29,6 +34,10 @@ pub struct NodeIndex<'s> {
     grown: Vec<NodeId>,
     /// Buffers for [`NodeIndex::fill`]'s batched set updates: entries out, entries in.
     batch: (Vec<u128>, Vec<u128>),
+    /// Searches that found no node since room was last given back: free room only shrinks
+    /// meanwhile, so they would fail again. A class confined to full nodes would otherwise scan
+    /// past every node with room it may not use, search after search.
+    failed: RefCell<HashSet<(Resources, Option<PodClassId>), RandomState>>,
 }
 
 impl<'s> NodeIndex<'s> {
@@ -63,6 +72,7 @@ impl<'s> NodeIndex<'s> {
             floor,
             grown: Vec::new(),
             batch: (Vec::new(), Vec::new()),
+            failed: RefCell::default(),
         };
         let mut entries = Vec::with_capacity(bound);
         for (id, slot) in state.nodes() {
@@ -91,6 +101,11 @@ impl<'s> NodeIndex<'s> {
     /// Whether trainers of `class` may go to node `id` (`None` takes every node).
     pub fn allowed(&self, class: Option<PodClassId>, id: NodeId) -> bool {
         class.is_none_or(|c| self.eligibility.eligible(c, id))
+    }
+
+    /// How many nodes trainers of `class` may use (`None`: every node id).
+    pub fn allowed_count(&self, class: Option<PodClassId>) -> usize {
+        class.map_or(self.free.len(), |c| self.eligibility.eligible_count(c))
     }
 
     /// Free resources of a schedulable node.
@@ -148,6 +163,7 @@ impl<'s> NodeIndex<'s> {
             }
             if sign >= 0 {
                 self.grown.push(id);
+                self.failed.get_mut().clear();
             }
         }
     }
@@ -188,7 +204,14 @@ impl<'s> NodeIndex<'s> {
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
     /// Only nodes `class` may use are considered.
     pub fn best_fit(&self, need: Resources, class: Option<PodClassId>) -> Option<NodeId> {
-        BestFits::new(self, need, class).next()
+        if self.failed.borrow().contains(&(need, class)) {
+            return None;
+        }
+        let found = BestFits::new(self, need, class).next();
+        if found.is_none() {
+            self.failed.borrow_mut().insert((need, class));
+        }
+        found
     }
 
     /// Places up to `count` trainers of `need` exactly as repeated [`NodeIndex::best_fit`] calls
@@ -207,6 +230,9 @@ impl<'s> NodeIndex<'s> {
     ) -> i64 {
         let first = chunks.len();
         let mut left = count;
+        if count > 0 && self.failed.get_mut().contains(&(need, class)) {
+            return 0;
+        }
         let mut fits = BestFits::new(self, need, class);
         while left > 0 {
             let Some(node) = fits.next() else { break };
@@ -239,6 +265,10 @@ impl<'s> NodeIndex<'s> {
         self.set.remove_sorted(&out);
         self.set.insert_sorted(&into);
         self.batch = (out, into);
+        // Trainers were left over: every node returned is full for this need, and no other fits.
+        if left > 0 {
+            self.failed.get_mut().insert((need, class));
+        }
         count - left
     }
 }

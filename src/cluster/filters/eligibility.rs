@@ -195,6 +195,12 @@ impl Eligibility {
         self.class(class).is_some_and(|c| c.ineligible == 0)
     }
 
+    /// How many nodes are eligible for this class (0 for an unknown class).
+    pub fn eligible_count(&self, class: PodClassId) -> usize {
+        self.class(class)
+            .map_or(0, |c| c.nodes.iter().map(|w| w.count_ones() as usize).sum())
+    }
+
     /// How many holders a live class has (0 for an unknown id).
     pub fn holders(&self, class: PodClassId) -> u32 {
         self.class(class).map_or(0, |c| c.holders)
