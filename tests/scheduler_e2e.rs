@@ -465,11 +465,11 @@ struct NodeKind {
     tainted: bool,
 }
 
-/// 35 nodes, `node-00` .. `node-34` in this order, plus the emulator's own `node-35`
+/// 37 nodes, `node-00` .. `node-36` in this order, plus the emulator's own `node-37`
 /// (1 CPU, 2Gi, 110 pods). Names sort tainted and pod-limited nodes first, so a binder that ignores
 /// either limit and takes nodes in name order, or the roomiest first, breaks it.
-const NODE_KINDS: [NodeKind; 6] = [
-    // Tainted `dedicated=big:NoSchedule` (3 of 36: ~8 %): the only nodes with room for the
+const NODE_KINDS: [NodeKind; 7] = [
+    // Tainted `dedicated=big:NoSchedule` (3 of 38: ~8 %): the only nodes with room for the
     // tolerating GPU trainers (72Gi each), and room left for anyone who ignores the taint.
     NodeKind {
         count: 3,
@@ -503,6 +503,15 @@ const NODE_KINDS: [NodeKind; 6] = [
         cpu: "32",
         memory: "64Gi",
         gpu: "4",
+        pods: "110",
+        tainted: false,
+    },
+    // Large CPU-only nodes: the roomiest untainted nodes, and no GPU.
+    NodeKind {
+        count: 2,
+        cpu: "96",
+        memory: "384Gi",
+        gpu: "0",
         pods: "110",
         tainted: false,
     },
@@ -576,7 +585,7 @@ fn system_pod(name: &str, node: &str, cpu: &str, memory: &str) -> Pod {
 }
 
 /// The system pods: one of 500m/512Mi on each pod-limited node (node-03 .. node-06), one of
-/// 1 CPU/1Gi on every other CPU-only node (node-23, -25, ..., -33).
+/// 1 CPU/1Gi on every other small CPU-only node (node-25, -27, ..., -35).
 fn system_pods() -> Vec<Pod> {
     let mut out = Vec::new();
     for i in 3..7 {
@@ -587,7 +596,7 @@ fn system_pods() -> Vec<Pod> {
             "512Mi",
         ));
     }
-    for i in (23..35).step_by(2) {
+    for i in (25..37).step_by(2) {
         out.push(system_pod(
             &format!("agent-{i:02}"),
             &format!("node-{i:02}"),
@@ -1068,13 +1077,16 @@ async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
 // ---------------------------------------------------------------------------------------------
 // The acceptance test.
 
-/// Issue 19's acceptance test (see the module docs). The cluster: the 35 nodes of
+/// Issue 19's acceptance test (see the module docs). The cluster: the 37 nodes of
 /// [`NODE_KINDS`] (3 tainted `dedicated=big:NoSchedule`, 4 with 8 pods allocatable, 16 with
-/// 4 GPUs) and the emulator's own small `node-35`; 10 system pods already bound; the 20 jobs of
-/// [`JOB_KINDS`] (200 trainers; 3 jobs tolerate the taint, 2 of them only fit on the tainted
-/// nodes). Total room holds all 200 trainers, whatever order a binder that respects every limit
-/// takes them in, but a binder that ignores any one limit breaks it or leaves pods it cannot
-/// place (checked by simulation when the cluster was designed).
+/// 4 GPUs, 2 large CPU-only, 12 small ones either CPU- or memory-poor) and the emulator's own small
+/// `node-37`; 10 system pods already bound; the 20 jobs of [`JOB_KINDS`] (200 trainers; 3 jobs
+/// tolerate the taint, 2 of them only fit on the tainted nodes). Total room holds all 200
+/// trainers whatever order a greedy binder that respects every limit takes them in (first fit,
+/// least or most allocated, random; simulated over 64 pod orders when the cluster was designed),
+/// while such a binder that ignores one limit breaks it or gets stuck in most of those orders
+/// (GPUs always; a stand-in binder run through this test was caught ignoring taints, GPUs, pods,
+/// CPU or memory with first fit).
 ///
 /// What it expects of the daemon, started after the 200 pending pods exist with
 /// `--operator=false` (and the defaults `--scheduler-name trainscale`, `--log-format text`):
@@ -1103,7 +1115,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
             "--lifetime",
             "240",
             "--node-name",
-            "node-35",
+            "node-37",
             "--node-cpu",
             "1",
             "--node-memory",
@@ -1251,7 +1263,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
         .into_iter()
         .map(|n| serde_json::to_value(n).expect("a node as JSON"))
         .collect();
-    assert_eq!(nodes_json.len(), 36);
+    assert_eq!(nodes_json.len(), 38);
     let mut used: BTreeMap<String, Amounts> = BTreeMap::new();
     let mut all_pods = pods_json(&client, NS).await;
     all_pods.extend(pods_json(&client, "kube-system").await);
@@ -1297,10 +1309,13 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
             ("pods", u.pods, allocatable.pods),
         ] {
             if u > a {
-                problems.push(format!(
-                    "{name}: {what} requested {} > allocatable {} (thousandths)",
-                    u, a
-                ));
+                // Thousandths of a core are millicores; of the others, whole units.
+                let (u, a) = if what == "cpu" {
+                    (format!("{u}m"), format!("{a}m"))
+                } else {
+                    (format!("{}", u / 1000), format!("{}", a / 1000))
+                };
+                problems.push(format!("{name}: {what} requested {u} > allocatable {a}"));
             }
         }
     }
@@ -1314,7 +1329,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
         .iter()
         .filter(|(name, _, tainted)| *tainted && used.contains_key(name))
         .count();
-    println!("nodes used: {} of 36 ({tainted_used} tainted)", used.len());
+    println!("nodes used: {} of 38 ({tainted_used} tainted)", used.len());
 
     // Measurements, printed.
     let ours: Vec<&Binding> = bindings.iter().filter(|b| b.namespace == NS).collect();

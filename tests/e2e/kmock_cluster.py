@@ -34,12 +34,14 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `status.active`, `status.ready` and, once a pod failed, `status.failed`. When `status.failed`
   exceeds `spec.backoffLimit` (default 6) the Job gets the condition `Failed` with reason
   `BackoffLimitExceeded` and loses its pods, as a real Job does;
-- the kube-scheduler and kubelet: every such pod whose template names no `schedulerName` (or
-  `default-scheduler`) is created already bound to the node and Running and Ready (nothing checks
-  that it fits; the autoscaler's planner decides how many trainers fit). A pod whose template names
-  any other scheduler (`trainscale`) is created pending: no `nodeName`, phase `Pending`, no
-  conditions, for that scheduler to bind through `pods/binding`; once bound, the next round starts
-  it (the kubelet: a merge patch of its status to Running and Ready, keeping `PodScheduled`).
+- the kube-scheduler (and the other schedulers of `--schedulers`, default `default-scheduler`,
+  `volcano` and `scheduler-plugins-scheduler`: those the operator's `--podgroups` modes name) and
+  the kubelet: every such pod whose template names no `schedulerName`, or one of those, is created
+  already bound to the node and Running and Ready (nothing checks that it fits; the autoscaler's
+  planner decides how many trainers fit). A pod whose template names any other scheduler
+  (`trainscale`) is created pending: no `nodeName`, phase `Pending`, no conditions, for that
+  scheduler to bind through `pods/binding`; once bound, the next round starts it (the kubelet: a
+  merge patch of its status to Running and Ready, keeping `PodScheduled`).
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
@@ -143,9 +145,11 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Status reasons of the real API server, by code, for the object-level errors kmock raises.
 REASONS = {404: "NotFound", 409: "AlreadyExists"}
 
-# Pods whose `spec.schedulerName` is one of these are bound by the harness's stand-in for the
-# default scheduler when its Job controller creates them; any other scheduler binds its own.
-DEFAULT_SCHEDULERS = (None, "", "default-scheduler")
+# The schedulers the harness stands in for (`--schedulers`): a pod its fake controllers create
+# that names one of them, or none, is created bound; one naming any other scheduler (trainscale)
+# stays pending for that scheduler to bind. Volcano's and scheduler-plugins' are played too: the
+# operator names them with `--podgroups`, and the daemon's tests rely on those pods running.
+PLAYED_SCHEDULERS = {"default-scheduler", "volcano", "scheduler-plugins-scheduler"}
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 # Strategic-merge keys of the pod status lists the harness merges by key (every other list in a
@@ -619,17 +623,17 @@ def owned(emulator, resource):
 
 
 def pod_from(owner, name, index=None):
-    """A pod of `owner`'s template. One for the default scheduler (no `schedulerName`, or
-    `default-scheduler`) is created bound to the node and Running (scheduler + kubelet); one for
-    any other scheduler is created pending (no `nodeName`, phase `Pending`) for that scheduler to
-    bind."""
+    """A pod of `owner`'s template. One for a scheduler the harness plays (no `schedulerName`, or
+    one of PLAYED_SCHEDULERS) is created bound to the node and Running (scheduler + kubelet); one
+    for any other scheduler is created pending (no `nodeName`, phase `Pending`) for that scheduler
+    to bind."""
     template = owner["spec"]["template"]
     meta = template.get("metadata") or {}
     annotations = dict(meta.get("annotations") or {})
     if index is not None:
         annotations[COMPLETION_INDEX] = str(index)
     spec = dict(template["spec"])
-    if spec.get("schedulerName") in DEFAULT_SCHEDULERS:
+    if not spec.get("schedulerName") or spec["schedulerName"] in PLAYED_SCHEDULERS:
         spec["nodeName"] = NODE
         status = running_status(spec, [])
     else:
@@ -829,7 +833,7 @@ users:
 
 
 async def main():
-    global NODE
+    global NODE, PLAYED_SCHEDULERS
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lifetime", type=float, default=120.0)
@@ -842,8 +846,12 @@ async def main():
                         help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
                         help="serve on this port (a second emulator replacing a first one)")
+    parser.add_argument("--schedulers", default=",".join(sorted(PLAYED_SCHEDULERS)),
+                        help="comma-separated schedulers the harness plays: pods naming one of "
+                             "them (or none) are created bound, others stay pending")
     args = parser.parse_args()
     NODE = args.node_name
+    PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
     seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
