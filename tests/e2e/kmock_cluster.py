@@ -34,8 +34,15 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `status.active`, `status.ready` and, once a pod failed, `status.failed`. When `status.failed`
   exceeds `spec.backoffLimit` (default 6) the Job gets the condition `Failed` with reason
   `BackoffLimitExceeded` and loses its pods, as a real Job does;
-- the kube-scheduler and kubelet: every such pod is created already bound to the node and Running
-  and Ready (nothing checks that it fits; the autoscaler's planner decides how many trainers fit).
+- the kube-scheduler (and the other schedulers of `--schedulers`, default `default-scheduler`,
+  `volcano` and `scheduler-plugins-scheduler`: those the operator's `--podgroups` modes name) and
+  the kubelet: every such pod whose template names no `schedulerName`, or one of those, is created
+  already bound to the node and Running and Ready (nothing checks that it fits; the autoscaler's
+  planner decides how many trainers fit). A pod whose template names any other scheduler
+  (`trainscale`) is created pending: no `nodeName`, phase `Pending`, no conditions, for that
+  scheduler to bind through `pods/binding`; once bound, the next round starts it (the kubelet: a
+  merge patch of its status to Running and Ready, keeping `PodScheduled`).
+  `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
 
@@ -54,9 +61,32 @@ reading); pods removed while the Job is suspended, or after it failed, are not c
 `GET /_harness/failures` answers the counts as JSON `{"<namespace>/<job>": n}` (Jobs without
 failures are absent).
 
+Pod subresources, as the API server serves them (kmock serves none):
+- `POST /api/v1/namespaces/NS/pods/NAME/binding` with a `v1 Binding` body
+  (`{"metadata": {"name": NAME}, "target": {"kind": "Node", "name": NODE}}`): 400 BadRequest when
+  the body's name (or namespace) differs from the URL's; 422 Invalid (causes `target.kind`
+  FieldValueNotSupported, `target.name` FieldValueRequired) when the target is not a Node or has no
+  name; 404 NotFound when the pod does not exist; 409 Conflict (`pod NAME is already assigned to
+  node "N"`, or `is being deleted`) when it is bound already; otherwise `spec.nodeName` is set,
+  `status.conditions` gets `PodScheduled=True` (added, or the existing one updated), the
+  resourceVersion is bumped (watchers see MODIFIED) and the answer is 201 with a `v1 Status`
+  `status: Success`. Whether the node exists is not checked (the API server does not either).
+  Logged as `create pods/binding`.
+- `PATCH /api/v1/namespaces/NS/pods/NAME/status` with `application/strategic-merge-patch+json`:
+  only `status` changes; `status.conditions` is merged by `type` (an element of a known type is
+  merged into it, `{"type": T, "$patch": "delete"}` removes it, a new type is appended), other
+  status fields are merged as a JSON merge patch (lists replaced), `$`-directives are ignored.
+  With `application/merge-patch+json` the status is merged as a plain JSON merge patch (lists
+  replaced). 404 NotFound when the pod does not exist. Logged as `patch pods/status`.
+`GET /_harness/bindings` answers every successful binding, in order, as a JSON list of
+`{"namespace", "name", "node", "created", "bound"}`: `created` is when the pod was created (its
+create request answered) and `bound` when the binding was applied, both wall-clock seconds since
+the epoch (`time.time()`, float; `created` is null for a pod the harness did not see created).
+
 Request log: every request from a client other than these fake controllers (the daemon, the test)
 is counted by verb and resource (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
-`deletecollection`; `pods`, `trainingjobs/status`, ...); `GET /_harness/requests` answers the
+`deletecollection`; `pods`, `trainingjobs/status`, `pods/binding`, ...: a subresource is
+`<resource>/<subresource>`); `GET /_harness/requests` answers the
 counts as JSON `{"<verb> <resource>": n}`, and `GET /_harness/requests?by=agent` the same counts
 per User-Agent header (`-` when a client sends none, as the daemon does):
 `{"<agent>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
@@ -78,9 +108,12 @@ watch carried none), so a test can tell a resumed watch from a fresh one.
 import argparse
 import asyncio
 import collections
+import copy
 import datetime
 import itertools
+import json
 import sys
+import time
 import uuid
 
 import aiohttp
@@ -112,6 +145,17 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Status reasons of the real API server, by code, for the object-level errors kmock raises.
 REASONS = {404: "NotFound", 409: "AlreadyExists"}
 
+# The schedulers the harness stands in for (`--schedulers`): a pod its fake controllers create
+# that names one of them, or none, is created bound; one naming any other scheduler (trainscale)
+# stays pending for that scheduler to bind. Volcano's and scheduler-plugins' are played too: the
+# operator names them with `--podgroups`, and the daemon's tests rely on those pods running.
+PLAYED_SCHEDULERS = {"default-scheduler", "volcano", "scheduler-plugins-scheduler"}
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+# Strategic-merge keys of the pod status lists the harness merges by key (every other list in a
+# strategic merge patch of pods/status is replaced, as in a JSON merge patch).
+STATUS_MERGE_KEYS = {"conditions": "type"}
+
 _versions = itertools.count(100)
 
 # The fake controllers' User-Agent: their requests are not logged.
@@ -126,6 +170,9 @@ WATCH_VERSIONS_PATH = "/_harness/watches"
 WATCH_VERSIONS = collections.defaultdict(list)  # resource -> resourceVersion of each logged watch
 REQUESTS = collections.Counter()
 REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
+BINDINGS_PATH = "/_harness/bindings"
+POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
+BINDINGS = []  # one {namespace, name, node, created, bound} per successful binding, in order
 
 
 def classify(method, path, query):
@@ -235,6 +282,107 @@ def forget(requests, request):
             return
 
 
+def status_response(code, reason, message, details=None):
+    """A `v1 Status` answer: `Failure` with `reason`, or `Success` for a 2xx `code`."""
+    body = {
+        "apiVersion": "v1", "kind": "Status", "metadata": {},
+        "status": "Success" if code < 300 else "Failure", "code": code,
+    }
+    if code >= 300:
+        body.update(reason=reason, message=message, details=details or {})
+    return aiohttp.web.json_response(body, status=code)
+
+
+def not_found(resource, name):
+    return status_response(404, "NotFound", f'{resource} "{name}" not found',
+                           {"name": name, "kind": resource})
+
+
+def json_merge(target, patch):
+    """RFC 7386 JSON merge patch of `target` (not changed) by `patch`: a new value."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = json_merge(out.get(key), value)
+    return out
+
+
+def merge_by_key(current, patch, key):
+    """A strategic merge of the list `patch` into `current` by the merge key `key`: an element
+    with a known key is merged into that element (JSON merge), `{key: k, "$patch": "delete"}`
+    removes it, an unknown key is appended; elements keep their order."""
+    out = [copy.deepcopy(e) for e in current or [] if isinstance(e, dict)]
+    for element in patch:
+        if not isinstance(element, dict):
+            continue
+        directive = element.get("$patch")
+        element = {k: v for k, v in element.items() if k != "$patch"}
+        at = next((i for i, e in enumerate(out) if e.get(key) == element.get(key)), None)
+        if directive == "delete":
+            if at is not None:
+                del out[at]
+        elif at is None:
+            out.append(json_merge({}, element))
+        else:
+            out[at] = json_merge(out[at], element)
+    return out
+
+
+def strategic_merge_status(status, patch):
+    """A strategic merge patch of a pod's `status`: lists in STATUS_MERGE_KEYS merged by key,
+    directives (`$setElementOrder/...`, `$retainKeys`) ignored, the rest JSON merge."""
+    if patch is None:
+        return {}
+    if not isinstance(patch, dict):
+        return copy.deepcopy(status or {})
+    plain = {k: v for k, v in patch.items()
+             if not k.startswith("$") and k not in STATUS_MERGE_KEYS}
+    out = json_merge(status or {}, plain)
+    for field, key in STATUS_MERGE_KEYS.items():
+        if field not in patch:
+            continue
+        if patch[field] is None:
+            out.pop(field, None)
+        elif isinstance(patch[field], list):
+            out[field] = merge_by_key((status or {}).get(field), patch[field], key)
+    return out
+
+
+def set_condition(status, condition):
+    """Adds `condition` to `status.conditions`, or updates the one of its type (its
+    `lastTransitionTime` kept when the status does not change)."""
+    conditions = status.setdefault("conditions", [])
+    for i, c in enumerate(conditions):
+        if c.get("type") == condition["type"]:
+            if c.get("status") == condition.get("status") and c.get("lastTransitionTime"):
+                condition = dict(condition, lastTransitionTime=c["lastTransitionTime"])
+            conditions[i] = condition
+            return
+    conditions.append(condition)
+
+
+def request_json(request):
+    """The request body as JSON, or None when it is not."""
+    try:
+        return json.loads(request.body or b"null")
+    except ValueError:
+        return None
+
+
+def pod_subresource(request):
+    """The subresource of a request for one pod (`binding`, `status`, ...), else None."""
+    resource = request.resource
+    if resource is None or request.name is None or request.namespace is None:
+        return None
+    if (resource.group, resource.version, resource.plural) != ("", "v1", "pods"):
+        return None
+    return request.subresource
+
+
 class StampingEmulator(kmock.KubernetesEmulator):
     async def _handle(self, request):
         try:
@@ -265,6 +413,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({"cut": len(open_watches)})
         if request.url.path == WATCH_VERSIONS_PATH:
             return aiohttp.web.json_response(WATCH_VERSIONS)
+        if request.url.path == BINDINGS_PATH:
+            return aiohttp.web.json_response(BINDINGS)
         agent = header(request, "User-Agent")
         deleted_pod = None
         if agent != HARNESS_AGENT:
@@ -282,6 +432,15 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 }, status=503)
             if verb == "delete" and resource == "pods":
                 deleted_pod = live(self, "v1/pods", request.namespace, request.name)
+        # Pod subresources kmock does not serve: pods/binding, and pods/status patched the way
+        # the API server does (status only; strategic merge by the pod condition `type`).
+        subresource = pod_subresource(request)
+        if subresource == "binding":
+            return await self._bind(request)
+        if subresource == "status" and request.action == kmock.action.UPDATE:
+            content_type = (header(request, "Content-Type") or "").split(";")[0].strip()
+            if content_type in (STRATEGIC_MERGE, MERGE_PATCH):
+                return await self._patch_pod_status(request, content_type == STRATEGIC_MERGE)
         writes = (kmock.action.CREATE, kmock.action.UPDATE)
         if request.resource is not None and request.action in writes and isinstance(request.data, dict):
             stamp(request.data)
@@ -292,6 +451,11 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 if request.namespace:
                     meta.setdefault("namespace", request.namespace)
         response = await super()._handle(request)
+        if (request.action == kmock.action.CREATE and request.resource is not None
+                and request.resource.plural == "pods" and request.resource.group == ""
+                and isinstance(request.data, dict) and response.status < 300):
+            meta = request.data.get("metadata") or {}
+            POD_CREATED[meta.get("namespace"), meta.get("name")] = time.time()
         if deleted_pod is not None and live(self, "v1/pods", request.namespace, request.name) is None:
             # A client deleted a pod: a trainer of a Job that still wants its index fails.
             owner = controller_uid(deleted_pod)
@@ -299,6 +463,85 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 if job["metadata"].get("uid") == owner:
                     FAILURES.judge(job, deleted_pod)
         return response
+
+    async def _bind(self, request):
+        """`POST pods/NAME/binding`, as the API server's binding storage answers it."""
+        namespace, name = request.namespace, request.name
+        if str(getattr(request.method, "value", request.method)).upper() != "POST":
+            return status_response(405, "MethodNotAllowed",
+                                   "the server does not allow this method on the requested resource")
+        binding = request_json(request)
+        if not isinstance(binding, dict):
+            return status_response(400, "BadRequest", "the body is not a JSON object")
+        meta = binding.get("metadata") or {}
+        if meta.get("namespace") not in (None, "", namespace):
+            return status_response(400, "BadRequest", "the namespace of the provided object does "
+                                   "not match the namespace sent on the request")
+        if meta.get("name") != name:
+            return status_response(400, "BadRequest",
+                                   "name in URL does not match name in Binding object")
+        target = binding.get("target") or {}
+        causes = []
+        if target.get("kind") not in (None, "", "Node"):
+            causes.append({"reason": "FieldValueNotSupported", "field": "target.kind",
+                           "message": f'Unsupported value: "{target.get("kind")}": '
+                                      'supported values: "Node"'})
+        if not target.get("name"):
+            causes.append({"reason": "FieldValueRequired", "field": "target.name",
+                           "message": "Required value"})
+        if causes:
+            summary = ", ".join(f"{c['field']}: {c['message']}" for c in causes)
+            return status_response(422, "Invalid", f'Binding "{name}" is invalid: {summary}',
+                                   {"name": name, "kind": "Binding", "causes": causes})
+        node = target["name"]
+        async with self._lock:
+            obj = self.objects._objects.get((request.resource, namespace, name))
+            if obj is None or obj.deleted:
+                return not_found("pods", name)
+            pod = copy.deepcopy(obj.raw)
+            conflict = f'Operation cannot be fulfilled on pods/binding "{name}": '
+            if pod["metadata"].get("deletionTimestamp"):
+                return status_response(409, "Conflict", conflict + f"pod {name} is being deleted, "
+                                       "cannot be assigned to a host", {"name": name, "kind": "pods/binding"})
+            bound_to = (pod.get("spec") or {}).get("nodeName")
+            if bound_to:
+                return status_response(409, "Conflict", conflict + f'pod {name} is already '
+                                       f'assigned to node "{bound_to}"', {"name": name, "kind": "pods/binding"})
+            pod.setdefault("spec", {})["nodeName"] = node
+            set_condition(pod.setdefault("status", {}), {
+                "type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                "lastTransitionTime": now(),
+            })
+            stamp(pod)
+            obj.history.append(pod)
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
+        BINDINGS.append({
+            "namespace": namespace, "name": name, "node": node,
+            "created": POD_CREATED.get((namespace, name)), "bound": time.time(),
+        })
+        return status_response(201, None, None)
+
+    async def _patch_pod_status(self, request, strategic):
+        """`PATCH pods/NAME/status`: only `status` changes; a strategic merge patch merges
+        `status.conditions` by `type`, a JSON merge patch replaces lists."""
+        patch = request_json(request)
+        if not isinstance(patch, dict):
+            return status_response(400, "BadRequest", "the patch is not a JSON object")
+        async with self._lock:
+            obj = self.objects._objects.get((request.resource, request.namespace, request.name))
+            if obj is None or obj.deleted:
+                return not_found("pods", request.name)
+            pod = copy.deepcopy(obj.raw)
+            if "status" in patch:
+                current = pod.get("status") or {}
+                pod["status"] = (strategic_merge_status(current, patch["status"]) if strategic
+                                 else json_merge(current, patch["status"]) if patch["status"] is not None
+                                 else {})
+            stamp(pod)
+            obj.history.append(pod)
+            raw = obj.raw
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
+        return aiohttp.web.json_response(raw)
 
     async def _serve_watch(self, request):
         # kmock's watch stream runs until the client goes; this one also ends (cleanly: kmock's
@@ -380,14 +623,22 @@ def owned(emulator, resource):
 
 
 def pod_from(owner, name, index=None):
-    """A pod of `owner`'s template, bound to the node and Running (scheduler + kubelet)."""
+    """A pod of `owner`'s template. One for a scheduler the harness plays (no `schedulerName`, or
+    one of PLAYED_SCHEDULERS) is created bound to the node and Running (scheduler + kubelet); one
+    for any other scheduler is created pending (no `nodeName`, phase `Pending`) for that scheduler
+    to bind."""
     template = owner["spec"]["template"]
     meta = template.get("metadata") or {}
     annotations = dict(meta.get("annotations") or {})
     if index is not None:
         annotations[COMPLETION_INDEX] = str(index)
     spec = dict(template["spec"])
-    spec["nodeName"] = NODE
+    if not spec.get("schedulerName") or spec["schedulerName"] in PLAYED_SCHEDULERS:
+        spec["nodeName"] = NODE
+        status = running_status(spec, [])
+    else:
+        spec.pop("nodeName", None)
+        status = {"phase": "Pending"}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -402,16 +653,34 @@ def pod_from(owner, name, index=None):
             }],
         },
         "spec": spec,
-        "status": {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "containerStatuses": [
-                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
-                 "restartCount": 0, "started": True, "state": {"running": {"startedAt": now()}}}
-                for c in spec.get("containers", [])
-            ],
-        },
+        "status": status,
     }
+
+
+def running_status(spec, conditions):
+    """The status the kubelet reports for a started pod: Running and Ready, keeping the other
+    `conditions` it had (such as `PodScheduled`)."""
+    conditions = [c for c in conditions if c.get("type") != "Ready"]
+    return {
+        "phase": "Running",
+        "conditions": conditions + [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+             "restartCount": 0, "started": True, "state": {"running": {"startedAt": now()}}}
+            for c in spec.get("containers", [])
+        ],
+    }
+
+
+def pending_bound(pod):
+    """Whether a pod was bound (by a binding) but not started yet."""
+    return bool((pod.get("spec") or {}).get("nodeName")) and \
+        (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+
+
+def ready(pod):
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
 
 
 class Controllers:
@@ -440,14 +709,25 @@ class Controllers:
         """Creates the pods named in `wanted` (name -> completion index or None) that are missing
         from the namespace's pod `names`, deletes the owner's other pods (`mine`: name -> pod)."""
         ns = owner["metadata"]["namespace"]
+        created = []
         for name, index in wanted.items():
             if name not in names:
-                await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods",
-                                pod_from(owner, name, index))
+                pod = pod_from(owner, name, index)
+                await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
+                created.append(pod)
         for name in set(mine) - set(wanted):
             if on_delete is not None:
                 on_delete(mine[name])
             await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+        # The kubelet: a pod some scheduler bound since the last round starts, Running and Ready.
+        for name, pod in mine.items():
+            if name in wanted and pending_bound(pod):
+                status = running_status(pod["spec"], (pod.get("status") or {}).get("conditions") or [])
+                await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                {"status": status})
+        # How many of the wanted pods are not Ready: created pending, or pending before.
+        return sum(not ready(p) for p in created) + sum(
+            not ready(p) and not pending_bound(p) for n, p in mine.items() if n in wanted)
 
     async def reconcile(self, session):
         # One scan of the store: pods by controller uid and pod names by namespace.
@@ -472,9 +752,9 @@ class Controllers:
             name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
             replicas = rs["spec"].get("replicas", 1)
             wanted = {f"{name}-{i}": None for i in range(replicas)}
-            await self.sync_pods(session, rs, pods_of[rs["metadata"]["uid"]], names[ns], wanted)
+            unready = await self.sync_pods(session, rs, pods_of[rs["metadata"]["uid"]], names[ns], wanted)
             n = len(wanted)
-            status = {"replicas": n, "readyReplicas": n, "availableReplicas": n}
+            status = {"replicas": n, "readyReplicas": n - unready, "availableReplicas": n - unready}
             if rs.get("status") != status:
                 await self.call(session, "PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}/status",
                                 {"status": status})
@@ -519,9 +799,9 @@ class Controllers:
         wanted = {f"{name}-{i}": i for i in range(count)}
         # Pods this controller removes fail too while their index is below completions (but not
         # those of a suspended or failed Job): the kubelet kills them.
-        await self.sync_pods(session, job, mine, names[ns], wanted,
-                             on_delete=lambda pod: FAILURES.judge(job, pod, counts=not stopped))
-        status = {"active": count, "ready": count}
+        unready = await self.sync_pods(session, job, mine, names[ns], wanted,
+                                       on_delete=lambda pod: FAILURES.judge(job, pod, counts=not stopped))
+        status = {"active": count, "ready": count - unready}
         if failed:
             status["failed"] = failed
         if conditions:
@@ -553,7 +833,7 @@ users:
 
 
 async def main():
-    global NODE
+    global NODE, PLAYED_SCHEDULERS
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--lifetime", type=float, default=120.0)
@@ -566,8 +846,12 @@ async def main():
                         help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
                         help="serve on this port (a second emulator replacing a first one)")
+    parser.add_argument("--schedulers", default=",".join(sorted(PLAYED_SCHEDULERS)),
+                        help="comma-separated schedulers the harness plays: pods naming one of "
+                             "them (or none) are created bound, others stay pending")
     args = parser.parse_args()
     NODE = args.node_name
+    PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
     seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
