@@ -611,25 +611,14 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        // Free GPUs while a pending GPU trainer fits on no node.
-        let mut blocked: Vec<Resources> = Vec::new();
-        for r in self.world.pending_requests().filter(|r| r.gpu > 0) {
-            if !blocked.contains(&r) {
-                blocked.push(r);
-            }
-        }
-        let up_free: Vec<Resources> = self
-            .world
-            .nodes
-            .iter()
-            .filter_map(|n| state.node(n.id).filter(|s| n.up && s.schedulable()))
-            .map(|s| s.free())
-            .collect();
-        let any_blocked = blocked
-            .iter()
-            .any(|r| !up_free.iter().any(|free| r.fits_in(free)));
-        let gpus_free_blocked = if any_blocked {
-            up_free.iter().map(|f| f.gpu.max(0)).sum()
+        // Free GPUs of up nodes while a GPU trainer is still pending after the binding pass.
+        let gpus_free_blocked = if self.world.pending_requests().any(|r| r.gpu > 0) {
+            self.world
+                .nodes
+                .iter()
+                .filter_map(|n| state.node(n.id).filter(|s| n.up && s.schedulable()))
+                .map(|s| s.free().gpu.max(0))
+                .sum()
         } else {
             0
         };

@@ -23,7 +23,8 @@ pub struct TickSample {
     pub pending_trainers: u32,
     /// Free GPUs on nodes whose free CPU or memory fits no trainer of a job wanting more.
     pub stranded_gpus: i64,
-    /// Free GPUs of up nodes when at least one pending GPU trainer fits on no node; else 0.
+    /// Free GPUs of up nodes when, after the binding pass, at least one GPU trainer is still
+    /// pending; else 0.
     pub gpus_free_blocked: i64,
     /// Mean fulfillment `(bound - min) / (max - min)` over arrived elastic jobs.
     pub fulfillment_avg: Option<f64>,
