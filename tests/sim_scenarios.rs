@@ -151,7 +151,12 @@ faults: [{{at_s: 3600, node_pool: gpu, count: 1, down_for_s: 3600}}]
     assert_eq!(runs.len(), 6);
     for r in &runs {
         let s = r.summary();
-        assert_eq!((s.jobs_completed, s.jobs_total), (120, 120), "{}", r.label());
+        assert_eq!(
+            (s.jobs_completed, s.jobs_total),
+            (120, 120),
+            "{}",
+            r.label()
+        );
         let spanned = s.nodes_spanned_avg.unwrap_or(1.0);
         assert!((1.0..=4.0).contains(&spanned), "{}: {spanned}", r.label());
     }
@@ -320,7 +325,10 @@ fn bundled_scenarios_load() {
             let shapes = |g: i64| jobs.iter().filter(|j| j.gpus_per_worker == g).count();
             assert_eq!(jobs.len(), 1000);
             assert!(shapes(0) >= 80 && shapes(4) > 0 && shapes(8) > 0, "{name}");
-            assert!(jobs.iter().all(|j| j.gpus_per_worker != 8 || j.cpus_per_worker == 80));
+            assert!(
+                jobs.iter()
+                    .all(|j| j.gpus_per_worker != 8 || j.cpus_per_worker == 80)
+            );
         }
     }
 }
@@ -402,7 +410,13 @@ policies: [static]
     );
     let scenario = Scenario::load(&path).unwrap();
     let (jobs, speedup) = sim::load_inputs(&scenario).unwrap();
-    let runs = sim::run_policies(&scenario, &jobs, &speedup, &[Policy::Static], &mut |_, _, _| {});
+    let runs = sim::run_policies(
+        &scenario,
+        &jobs,
+        &speedup,
+        &[Policy::Static],
+        &mut |_, _, _| {},
+    );
     assert_eq!(runs.len(), 2);
     for r in &runs {
         let finish: Vec<Option<f64>> = r.jobs.iter().map(|j| j.finish_s).collect();

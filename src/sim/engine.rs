@@ -550,8 +550,7 @@ impl<'a> Engine<'a> {
         let gang = self.scenario.gang_scheduling;
         let bound_jobs = match self.scheduler {
             SchedulerKind::Trainscale => {
-                self.world
-                    .schedule(&mut placements, &min, gang, now as i64)
+                self.world.schedule(&mut placements, &min, gang, now as i64)
             }
             SchedulerKind::KubeScheduler => self.world.schedule_kube(now as i64),
         };

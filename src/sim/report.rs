@@ -157,10 +157,7 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
             "stranded GPU-hours",
             Box::new(|s| format!("{:.0}", s.stranded_gpu_hours)),
         ),
-        (
-            "mean pod pending",
-            Box::new(|s| secs(s.pod_pending_avg_s)),
-        ),
+        ("mean pod pending", Box::new(|s| secs(s.pod_pending_avg_s))),
         (
             "partial gangs (ticks / jobs)",
             Box::new(|s| format!("{} / {}", s.partial_gang_ticks, s.partial_gang_jobs)),

@@ -426,7 +426,10 @@ impl Scenario {
                     ));
                 }
                 if !(1..=100_000).contains(&c.cpus) {
-                    return Err(err(&key("cpus"), format!("{} is not in 1..=100000", c.cpus)));
+                    return Err(err(
+                        &key("cpus"),
+                        format!("{} is not in 1..=100000", c.cpus),
+                    ));
                 }
                 if !(0..=1 << 40).contains(&c.memory_mib) {
                     return Err(err(
@@ -827,7 +830,10 @@ faults:
                 "limit_jobs: 10, multi_gpu_workers: {min_gpus: 8, per_worker_gpus: [4, 8]}, \
                  cpu_only: {every: 5, cpus: 16, memory_mib: 65536}}"
             )
-            .replace("{model: 'amdahl:0.05'}", "{model: pollux-throughput, path: p.csv}")
+            .replace(
+                "{model: 'amdahl:0.05'}",
+                "{model: pollux-throughput, path: p.csv}"
+            )
         ))
         .unwrap();
         assert_eq!(
@@ -855,12 +861,9 @@ faults:
                 path: PathBuf::from("/base/p.csv")
             }
         );
-        let e = parse(&GOOD.replace(
-            "{model: 'amdahl:0.05'}",
-            "{model: pollux-throughput}",
-        ))
-        .unwrap_err()
-        .to_string();
+        let e = parse(&GOOD.replace("{model: 'amdahl:0.05'}", "{model: pollux-throughput}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("key `speedup.path`"), "{e}");
     }
 }

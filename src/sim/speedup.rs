@@ -240,9 +240,7 @@ fn load_throughput(path: &Path) -> Result<SpeedupModel, SimError> {
             gamma: r.float(gamma, 0.0)?,
             ref_local_bsz: r.float(bsz, 0.0)?,
         };
-        r.check(gamma, p.gamma >= 1.0, || {
-            format!("{} is below 1", p.gamma)
-        })?;
+        r.check(gamma, p.gamma >= 1.0, || format!("{} is below 1", p.gamma))?;
         r.check(bsz, p.ref_local_bsz >= 1.0, || {
             format!("{} is below 1", p.ref_local_bsz)
         })?;
@@ -332,11 +330,21 @@ mod tests {
         let m = bundled_throughput();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("simulations/traces");
         let curves = load_pollux(&dir.join("pollux-speedup.csv"), 8).unwrap();
-        for app in ["bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"] {
+        for app in [
+            "bert",
+            "cifar10",
+            "deepspeech2",
+            "imagenet",
+            "ncf",
+            "yolov3",
+        ] {
             for n in [1u32, 2, 4, 8, 16, 32] {
                 let want = curves.speedup(app, n, false);
                 let got = m.speedup(app, n, n > 8);
-                assert!((got - want).abs() / want < 2e-3, "{app} {n}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() / want < 2e-3,
+                    "{app} {n}: {got} vs {want}"
+                );
             }
         }
     }
@@ -345,14 +353,35 @@ mod tests {
     fn a_bad_throughput_row_names_file_row_and_column() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.csv");
-        let header = "application,alpha_c,beta_c,alpha_n,beta_n,alpha_r,beta_r,gamma,ref_local_bsz\n";
+        let header =
+            "application,alpha_c,beta_c,alpha_n,beta_n,alpha_r,beta_r,gamma,ref_local_bsz\n";
         let good = "bert,0.17,0.05,1.3,0.009,0.28,0.009,1.9,12\n";
         let cases = [
-            ("bert,0.17,0.05,1.3,0.009,0.28,x,1.9,12\n", "row 3", "beta_r"),
-            ("gpt,0.17,0.05,1.3,0.009,0.28,0.009,0.5,12\n", "row 3", "gamma"),
-            ("gpt,0.17,0.05,1.3,0.009,0.28,0.009,1.9\n", "row 3", "ref_local_bsz"),
-            ("bert,0.17,0.05,1.3,0.009,0.28,0.009,1.9,12\n", "row 3", "application"),
-            ("gpt,0.17,0.05,-1.3,0.009,0.28,0.009,1.9,12\n", "row 3", "alpha_n"),
+            (
+                "bert,0.17,0.05,1.3,0.009,0.28,x,1.9,12\n",
+                "row 3",
+                "beta_r",
+            ),
+            (
+                "gpt,0.17,0.05,1.3,0.009,0.28,0.009,0.5,12\n",
+                "row 3",
+                "gamma",
+            ),
+            (
+                "gpt,0.17,0.05,1.3,0.009,0.28,0.009,1.9\n",
+                "row 3",
+                "ref_local_bsz",
+            ),
+            (
+                "bert,0.17,0.05,1.3,0.009,0.28,0.009,1.9,12\n",
+                "row 3",
+                "application",
+            ),
+            (
+                "gpt,0.17,0.05,-1.3,0.009,0.28,0.009,1.9,12\n",
+                "row 3",
+                "alpha_n",
+            ),
         ];
         for (bad, row, column) in cases {
             std::fs::write(&path, format!("{header}{good}{bad}")).unwrap();
@@ -375,6 +404,9 @@ mod tests {
             .check_applications([("gpt", 7)].into_iter(), Path::new("t.csv"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("t.csv") && e.contains("row 7") && e.contains("gpt"), "{e}");
+        assert!(
+            e.contains("t.csv") && e.contains("row 7") && e.contains("gpt"),
+            "{e}"
+        );
     }
 }
