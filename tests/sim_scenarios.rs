@@ -163,6 +163,14 @@ faults: [{{at_s: 3600, node_pool: gpu, count: 1, down_for_s: 3600}}]
     let labels: Vec<String> = runs.iter().map(RunResult::label).collect();
     assert_eq!(labels[0], "fulfillment/trainscale");
     assert_eq!(labels[1], "fulfillment/kube-scheduler");
+    // The kube-scheduler model is deterministic too.
+    let again = run(&path, &[Policy::Edl]);
+    assert_eq!(again[1].label(), "edl/kube-scheduler");
+    assert_eq!(again[1].jobs, runs[3].jobs);
+    assert_eq!(
+        again[1].summary().stranded_gpu_hours,
+        runs[3].summary().stranded_gpu_hours
+    );
 }
 
 fn without_pass_ms(summary: &Summary) -> serde_json::Value {
