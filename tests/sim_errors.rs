@@ -114,6 +114,17 @@ fn a_bad_scenario_key_is_named() {
             format!("{SCENARIO}policies: [static, fifo]\n"),
             "policies[1]",
         ),
+        (
+            format!("{SCENARIO}schedulers: [trainscale, volcano]\n"),
+            "schedulers[1]",
+        ),
+        (
+            SCENARIO.replace(
+                "format: philly-pollux}",
+                "format: philly-pollux, cpu_only: {every: 2, cpus: 0, memory_mib: 1}}",
+            ),
+            "trace.cpu_only.cpus",
+        ),
     ];
     for (text, key) in cases {
         let e = load_error(&text, rows);

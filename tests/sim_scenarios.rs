@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use trainscale::commands::simulate::simulate;
 use trainscale::planner::Policy;
 use trainscale::sim::report::Summary;
-use trainscale::sim::{self, RunResult, Scenario};
+use trainscale::sim::{self, RunResult, Scenario, SchedulerKind};
 
 const HEADER: &str = "job_id,submit_time_s,orig_timestamp,vc,num_gpus,duration_s,gpu_time_s,application,gpus_per_worker,cpus_per_worker,mem_mib_per_worker,req_workers,min_workers,max_workers,work_worker_s";
 
@@ -115,6 +115,64 @@ seed: 7
     path
 }
 
+/// The mixed shapes of `mixed.yaml` (4- and 8-GPU workers, CPU-only jobs, the throughput model)
+/// on a small cluster: every job completes under every policy and both schedulers, and every
+/// run is reported.
+#[test]
+fn a_small_mixed_scenario_completes_every_job_under_both_schedulers() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = repo().join("simulations/traces");
+    let path = dir.path().join("mixed-small.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "cluster:
+  node_pools: [{{name: gpu, count: 4, cpu: 96, memory: 768Gi, gpus: 8}}]
+trace:
+  path: {}
+  format: philly-pollux
+  limit_jobs: 120
+  time_scale: 0.5
+  multi_gpu_workers: {{min_gpus: 4, per_worker_gpus: [4, 2]}}
+  cpu_only: {{every: 6, cpus: 16, memory_mib: 65536}}
+speedup: {{model: pollux-throughput, path: {}}}
+schedulers: [trainscale, kube-scheduler]
+interval_s: 120
+cooldown_s: 300
+seed: 3
+faults: [{{at_s: 3600, node_pool: gpu, count: 1, down_for_s: 3600}}]
+",
+            traces.join("philly-pollux-2017w48.csv").display(),
+            traces.join("pollux-throughput-params.csv").display(),
+        ),
+    )
+    .unwrap();
+    let runs = run(&path, &ALL);
+    assert_eq!(runs.len(), 6);
+    for r in &runs {
+        let s = r.summary();
+        assert_eq!(
+            (s.jobs_completed, s.jobs_total),
+            (120, 120),
+            "{}",
+            r.label()
+        );
+        let spanned = s.nodes_spanned_avg.unwrap_or(1.0);
+        assert!((1.0..=4.0).contains(&spanned), "{}: {spanned}", r.label());
+    }
+    let labels: Vec<String> = runs.iter().map(RunResult::label).collect();
+    assert_eq!(labels[0], "fulfillment/trainscale");
+    assert_eq!(labels[1], "fulfillment/kube-scheduler");
+    // The kube-scheduler model is deterministic too.
+    let again = run(&path, &[Policy::Edl]);
+    assert_eq!(again[1].label(), "edl/kube-scheduler");
+    assert_eq!(again[1].jobs, runs[3].jobs);
+    assert_eq!(
+        again[1].summary().stranded_gpu_hours,
+        runs[3].summary().stranded_gpu_hours
+    );
+}
+
 fn without_pass_ms(summary: &Summary) -> serde_json::Value {
     let mut v = serde_json::to_value(summary).unwrap();
     for p in v["policies"].as_array_mut().unwrap() {
@@ -218,6 +276,7 @@ fn simulate_writes_summary_timeseries_and_plots() {
     assert_eq!(v["scenario"], "sample");
     let keys = [
         "policy",
+        "scheduler",
         "jobs_total",
         "jobs_completed",
         "avg_jct_s",
@@ -231,6 +290,11 @@ fn simulate_writes_summary_timeseries_and_plots() {
         "stranded_gpus_avg",
         "rescales_per_job",
         "fulfillment_avg",
+        "nodes_spanned_avg",
+        "stranded_gpu_hours",
+        "pod_pending_avg_s",
+        "partial_gang_ticks",
+        "partial_gang_jobs",
         "pass_ms_p50",
         "pass_ms_p99",
         "pass_ms_max",
@@ -238,6 +302,7 @@ fn simulate_writes_summary_timeseries_and_plots() {
     let policies = v["policies"].as_array().unwrap();
     assert_eq!(policies.len(), 2);
     assert_eq!(policies[0]["policy"], "static");
+    assert_eq!(policies[0]["scheduler"], "trainscale");
     for p in policies {
         let mut got: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
         let mut want = keys.to_vec();
@@ -246,78 +311,137 @@ fn simulate_writes_summary_timeseries_and_plots() {
         assert_eq!(got, want);
     }
     assert!(outcome.table.contains("| avg JCT"));
-    assert!(outcome.table.contains(">=16 trainers") || outcome.table.contains("8 trainers"));
+    assert!(outcome.table.contains("| static/trainscale"));
+    assert!(outcome.table.contains("| mean nodes spanned"));
+    assert!(outcome.table.contains(">=16 GPUs") || outcome.table.contains("8 GPUs"));
     let ts = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
-    assert!(ts.starts_with("policy,time_s,gpu_util"));
+    assert!(ts.starts_with("policy,scheduler,time_s,gpu_util"));
     assert!(ts.lines().count() > 2);
 }
 
 #[test]
 fn bundled_scenarios_load() {
-    for name in ["default.yaml", "week.yaml"] {
+    for name in ["default.yaml", "week.yaml", "mixed.yaml"] {
         let s = Scenario::load(&repo().join("simulations").join(name)).unwrap();
         let (jobs, _) = sim::load_inputs(&s).unwrap();
         assert_eq!(s.total_gpus(), 256, "{name}");
         if name == "week.yaml" {
             assert_eq!(jobs.len(), 3322);
         }
+        if name == "mixed.yaml" {
+            assert_eq!(s.schedulers.len(), 2);
+            let shapes = |g: i64| jobs.iter().filter(|j| j.gpus_per_worker == g).count();
+            assert_eq!(jobs.len(), 1000);
+            assert!(shapes(0) >= 80 && shapes(4) > 0 && shapes(8) > 0, "{name}");
+            assert!(
+                jobs.iter()
+                    .all(|j| j.gpus_per_worker != 8 || j.cpus_per_worker == 80)
+            );
+        }
     }
 }
 
-/// Priorities in the simulator come the daemon's way: the scenario declares PriorityClasses and
-/// gives each trace VC a priority string, and the planner's starvation relief reclaims trainers
-/// only from jobs of no higher priority. `a` (VC `other`, priority 0) grows to the whole node;
-/// `c` needs 4 GPUs. Of class `high` (1000) it gets them by reclaim at the next pass; at `"-5"`
-/// it waits for `a` to finish.
+/// Two 8-GPU nodes; one bert job of two 4-GPU trainers (req = min = max = 2). The plan places
+/// both on one node; kube-scheduler's LeastAllocated spreads them over both. Under
+/// `pollux-throughput` the spread job steps slower, by exactly the model's ratio.
 #[test]
-fn vc_priorities_resolve_through_the_scenario_priority_classes() {
+fn kube_scheduler_spreads_a_job_that_trainscale_packs() {
     let dir = tempfile::tempdir().unwrap();
-    let rows = [
-        "a,0,-,other,1,0,0,bert,1,10,38147,1,1,8,80000".to_string(),
-        "c,600,-,team-c,4,0,0,bert,1,10,38147,4,4,4,4000".to_string(),
-    ];
-    let scenario = |c_priority: &str| {
-        format!(
+    let params = repo().join("simulations/traces/pollux-throughput-params.csv");
+    let path = write_scenario(
+        dir.path(),
+        &format!(
             "cluster:
-  node_pools: [{{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}}]
+  node_pools: [{{name: gpu, count: 2, cpu: 96, memory: 768Gi, gpus: 8}}]
 trace: {{path: trace.csv, format: philly-pollux}}
-speedup: {{model: linear}}
+speedup: {{model: pollux-throughput, path: {}}}
+schedulers: [trainscale, kube-scheduler]
 interval_s: 60
 rescale_cost_s: 0
-policies: [fulfillment]
-priority_classes: [{{name: high, value: 1000}}]
-vc_priorities: {{team-c: \"{c_priority}\"}}
-"
-        )
-    };
-    let start_of_c = |c_priority: &str| {
-        let path = write_scenario(dir.path(), &scenario(c_priority), &rows);
-        let result = &run(&path, &[Policy::Fulfillment])[0];
-        let a = &result.jobs[0];
-        let c = &result.jobs[1];
-        (c.start_s.unwrap(), a.finish_s.unwrap())
-    };
-    let (high_start, _) = start_of_c("high");
-    assert!(high_start <= 660.0, "high starts at {high_start}");
-    let (low_start, a_finish) = start_of_c("-5");
-    assert!(
-        low_start >= a_finish,
-        "low starts at {low_start}, a ends at {a_finish}"
+",
+            params.display()
+        ),
+        &["a,0,-,vc,8,0,0,bert,4,40,100000,2,2,2,80000".to_string()],
     );
+    let scenario = Scenario::load(&path).unwrap();
+    let (jobs, speedup) = sim::load_inputs(&scenario).unwrap();
+    let runs = sim::run_policies(
+        &scenario,
+        &jobs,
+        &speedup,
+        &[Policy::Fulfillment],
+        &mut |_, _, _| {},
+    );
+    assert_eq!(runs.len(), 2);
+    let (packed, spread) = (&runs[0], &runs[1]);
+    assert_eq!(packed.scheduler, SchedulerKind::Trainscale);
+    assert_eq!(spread.scheduler, SchedulerKind::KubeScheduler);
+    let (p, s) = (packed.summary(), spread.summary());
+    assert_eq!((p.jobs_completed, s.jobs_completed), (1, 1));
+    assert_eq!(p.nodes_spanned_avg, Some(1.0));
+    assert_eq!(s.nodes_spanned_avg, Some(2.0));
+    // Both start at the tick at 0; run time = work / speedup(8 replicas, one or two nodes).
+    let run_time = |r: &RunResult| r.jobs[0].finish_s.unwrap() - r.jobs[0].start_s.unwrap();
+    let want = |multi| 80000.0 / speedup.speedup("bert", 8, multi);
+    assert!((run_time(packed) - want(false)).abs() < 1e-6);
+    assert!((run_time(spread) - want(true)).abs() < 1e-6);
+    let ratio = run_time(spread) / run_time(packed);
+    assert!((ratio - 1.8).abs() < 0.05, "{ratio}");
+    assert_eq!((s.pod_pending_avg_s, s.partial_gang_ticks), (Some(0.0), 0));
+}
 
-    // A VC naming an undeclared class is an error naming the key.
-    let bad = write_scenario(
+/// Two 8-GPU nodes and three jobs of 8-GPU trainers: `x` (1 trainer, 6000 s) and `y`
+/// (1 trainer, 12000 s) take a node each at 0; `b`, a gang of 2 (600 s), arrives at 100.
+/// When `x` ends at 6000, trainscale binds nothing of `b` (its gang does not fit whole): the free
+/// node's 8 GPUs are stranded for 100 ticks while `b`'s trainers stay pending. kube-scheduler
+/// binds one of `b`'s pods there: a partial gang for those 100 ticks, nothing stranded. Both
+/// start `b` at 12000.
+#[test]
+fn partial_gangs_and_stranded_gpus_under_both_schedulers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_scenario(
         dir.path(),
         "cluster:
-  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
+  node_pools: [{name: gpu, count: 2, cpu: 96, memory: 768Gi, gpus: 8}]
 trace: {path: trace.csv, format: philly-pollux}
-vc_priorities: {team-c: urgent}
+speedup: {model: linear}
+schedulers: [trainscale, kube-scheduler]
+interval_s: 60
+rescale_cost_s: 0
+policies: [static]
 ",
-        &rows,
+        &[
+            "x,0,-,vc,8,0,0,bert,8,80,100000,1,1,1,48000".to_string(),
+            "y,0,-,vc,8,0,0,bert,8,80,100000,1,1,1,96000".to_string(),
+            "b,100,-,vc,16,0,0,bert,8,80,100000,2,2,2,9600".to_string(),
+        ],
     );
-    let e = Scenario::load(&bad).unwrap_err().to_string();
-    assert!(
-        e.contains("vc_priorities.team-c") && e.contains("urgent"),
-        "{e}"
+    let scenario = Scenario::load(&path).unwrap();
+    let (jobs, speedup) = sim::load_inputs(&scenario).unwrap();
+    let runs = sim::run_policies(
+        &scenario,
+        &jobs,
+        &speedup,
+        &[Policy::Static],
+        &mut |_, _, _| {},
     );
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        let finish: Vec<Option<f64>> = r.jobs.iter().map(|j| j.finish_s).collect();
+        assert_eq!(
+            finish,
+            vec![Some(6000.0), Some(12000.0), Some(12600.0)],
+            "{}",
+            r.label()
+        );
+    }
+    let (ts, kube) = (runs[0].summary(), runs[1].summary());
+    assert_eq!((ts.partial_gang_ticks, ts.partial_gang_jobs), (0, 0));
+    assert!((ts.stranded_gpu_hours - 100.0 * 8.0 * 60.0 / 3600.0).abs() < 1e-9);
+    assert_eq!(ts.pod_pending_avg_s, Some(2.0 * 11900.0 / 4.0));
+    assert_eq!((kube.partial_gang_ticks, kube.partial_gang_jobs), (100, 1));
+    assert_eq!(kube.stranded_gpu_hours, 0.0);
+    assert_eq!(kube.pod_pending_avg_s, Some((5900.0 + 11900.0) / 4.0));
+    // One trainer each for x and y, two on two nodes for b (600 s).
+    assert_eq!(ts.nodes_spanned_avg, Some(2.0));
 }

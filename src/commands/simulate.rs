@@ -42,7 +42,7 @@ pub struct SimulateOutcome {
     /// The side-by-side table.
     pub table: String,
     pub output_dir: PathBuf,
-    /// Wall time of the runs (all policies), seconds.
+    /// Wall time of the runs (all policies and schedulers), seconds.
     pub elapsed_s: f64,
 }
 
@@ -70,7 +70,8 @@ pub fn simulate(
         "simulating"
     );
     let bar = (progress && std::io::stderr().is_terminal()).then(|| {
-        let bar = ProgressBar::new((jobs.len() * scenario.policies.len()) as u64);
+        let runs = scenario.policies.len() * scenario.schedulers.len();
+        let bar = ProgressBar::new((jobs.len() * runs) as u64);
         if let Ok(style) =
             ProgressStyle::with_template("{msg:12} [{bar:40}] {pos}/{len} jobs done ({elapsed})")
         {

@@ -8,10 +8,11 @@
 //!   Job with `parallelism` = min; the trainer pods are pending.
 //! - **Tick** (every `interval_s`): one planner pass over the [`ClusterState`](crate::cluster::ClusterState);
 //!   the trainer Job controller applies each new target (pods of the indexes at or above it
-//!   deleted, pending or bound; pods of missing indexes below it created); the kube-scheduler
-//!   binds pending pods.
+//!   deleted, pending or bound; pods of missing indexes below it created); pending pods are bound
+//!   where the plan placed them (`trainscale`) or by the kube-scheduler model (`kube-scheduler`).
 //! - **Rescale done**: a job whose bound trainers changed (and has at least min) makes no
-//!   progress for `rescale_cost_s`, then runs at `speedup(n)` worker-s per second.
+//!   progress for `rescale_cost_s`, then runs at the speedup of its replicas (one per GPU) and of
+//!   whether its trainers span more than one node.
 //! - **Completion**: the job has accumulated `work_worker_s`; its pods and objects are deleted.
 //! - **Node down / up**: trainers on a failed node are lost; the job goes on with the rest, or
 //!   waits below min, while its controller recreates the lost indexes as pending pods.
@@ -25,10 +26,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
 use super::metrics::{JobOutcome, TickSample};
-use super::scenario::Scenario;
+use super::scenario::{Scenario, SchedulerKind};
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
-use super::trace::TraceJob;
+use super::trace::{TraceJob, replicas};
 use crate::api::priority::resolve_priority;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
 use crate::cluster::JobInfo;
@@ -82,6 +83,9 @@ struct JobRun {
     started: Option<f64>,
     finished: Option<f64>,
     rescales: u32,
+    /// Nodes spanned since `span_since`, while at least min and at least 2 trainers are bound.
+    span_nodes: Option<u32>,
+    span_since: f64,
 }
 
 /// What one pass's plan says of one live job: its target and where its new trainers go
@@ -98,6 +102,7 @@ pub struct Engine<'a> {
     trace: &'a [TraceJob],
     speedup: &'a SpeedupModel,
     policy: Policy,
+    scheduler: SchedulerKind,
     config: PlannerConfig,
     world: World,
     runs: Vec<JobRun>,
@@ -114,15 +119,22 @@ pub struct Engine<'a> {
     completed: usize,
     samples: Vec<TickSample>,
     pass_ms: Vec<f64>,
+    /// Σ nodes spanned × seconds, and Σ seconds, of multi-worker jobs.
+    spanned: (f64, f64),
+    /// Ticks at which a job had at least one but fewer than min trainers bound.
+    partial_gang_ticks: u64,
+    /// Jobs seen so at least once.
+    partial_gang_jobs: std::collections::BTreeSet<usize>,
 }
 
 impl<'a> Engine<'a> {
-    /// Sets up the cluster and the arrivals of a scenario's trace for one policy.
+    /// Sets up the cluster and the arrivals of a scenario's trace for one policy and scheduler.
     pub fn new(
         scenario: &'a Scenario,
         trace: &'a [TraceJob],
         speedup: &'a SpeedupModel,
         policy: Policy,
+        scheduler: SchedulerKind,
     ) -> Engine<'a> {
         let mut nodes = Vec::new();
         for pool in &scenario.node_pools {
@@ -169,7 +181,8 @@ impl<'a> Engine<'a> {
                 last_scale: None,
             };
             static_sizes.insert(key.clone(), t.req_workers);
-            world.add_job(key.clone(), trainer);
+            let w = world.add_job(key.clone(), trainer);
+            world.jobs[w].priority = priority.value;
             key_index.insert(key, i);
             runs.push(JobRun {
                 info,
@@ -182,6 +195,8 @@ impl<'a> Engine<'a> {
                 started: None,
                 finished: None,
                 rescales: 0,
+                span_nodes: None,
+                span_since: 0.0,
             });
         }
         let config = PlannerConfig {
@@ -197,6 +212,7 @@ impl<'a> Engine<'a> {
             trace,
             speedup,
             policy,
+            scheduler,
             config,
             world,
             runs,
@@ -210,6 +226,9 @@ impl<'a> Engine<'a> {
             completed: 0,
             samples: Vec::new(),
             pass_ms: Vec::new(),
+            spanned: (0.0, 0.0),
+            partial_gang_ticks: 0,
+            partial_gang_jobs: Default::default(),
         };
         for (i, t) in trace.iter().enumerate() {
             engine.push(t.submit_s, Event::Arrival { job: i });
@@ -296,6 +315,10 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        let still: Vec<usize> = self.active.iter().copied().collect();
+        for job in still {
+            self.account_span(job, end);
+        }
         let outcomes = self
             .trace
             .iter()
@@ -303,6 +326,7 @@ impl<'a> Engine<'a> {
             .map(|(t, r)| JobOutcome {
                 id: t.id.clone(),
                 req_workers: t.req_workers,
+                req_gpus: t.gpus_per_worker * i64::from(t.req_workers),
                 submit_s: t.submit_s,
                 start_s: r.started,
                 finish_s: r.finished,
@@ -311,10 +335,16 @@ impl<'a> Engine<'a> {
             .collect();
         RunResult {
             policy: self.policy,
+            scheduler: self.scheduler,
             end_s: end,
+            interval_s: self.scenario.interval_s,
             jobs: outcomes,
             samples: self.samples,
             pass_ms: self.pass_ms,
+            nodes_spanned: self.spanned,
+            pending_wait: self.world.pending_wait,
+            partial_gang_ticks: self.partial_gang_ticks,
+            partial_gang_jobs: self.partial_gang_jobs.len(),
         }
     }
 
@@ -348,9 +378,28 @@ impl<'a> Engine<'a> {
         r.last_t = now;
     }
 
+    /// Adds the nodes spanned since the last change to the totals, and starts a new interval with
+    /// the bound trainers now (counted while at least min and at least 2 are bound).
+    fn account_span(&mut self, job: usize, now: f64) {
+        let bound = self.world.bound(job);
+        let counted = self.runs[job].finished.is_none()
+            && bound >= 2
+            && bound as i32 >= self.runs[job].info.min;
+        let nodes = counted.then(|| self.world.nodes_spanned(job));
+        let r = &mut self.runs[job];
+        if let Some(n) = r.span_nodes {
+            let dt = now - r.span_since;
+            self.spanned.0 += f64::from(n) * dt;
+            self.spanned.1 += dt;
+        }
+        r.span_nodes = nodes;
+        r.span_since = now;
+    }
+
     /// The bound trainers of `job` changed: it pauses for the rescale cost (or waits below min).
     fn reallocated(&mut self, job: usize, now: f64) {
         self.accrue(job, now);
+        self.account_span(job, now);
         let running = self.is_running(job);
         let r = &mut self.runs[job];
         r.version += 1;
@@ -384,8 +433,10 @@ impl<'a> Engine<'a> {
         if !self.is_running(job) {
             return;
         }
-        let n = self.world.bound(job);
-        let rate = self.speedup.speedup(&self.trace[job].application, n);
+        let t = &self.trace[job];
+        let n = replicas(self.world.bound(job), t.gpus_per_worker);
+        let multi_node = self.world.nodes_spanned(job) > 1;
+        let rate = self.speedup.speedup(&t.application, n, multi_node);
         let r = &mut self.runs[job];
         r.version += 1;
         r.rate = rate;
@@ -403,6 +454,7 @@ impl<'a> Engine<'a> {
         r.rate = 0.0;
         r.version += 1;
         self.completed += 1;
+        self.account_span(job, now);
         self.active.remove(&job);
         self.world.remove_job_pods(job);
         let key = self.world.jobs[job].key.clone();
@@ -496,7 +548,13 @@ impl<'a> Engine<'a> {
         let runs = &self.runs;
         let min = |j: usize| runs[j].info.min.max(0) as u32;
         let gang = self.scenario.gang_scheduling;
-        for job in self.world.schedule(&mut placements, &min, gang) {
+        let bound_jobs = match self.scheduler {
+            SchedulerKind::Trainscale => {
+                self.world.schedule(&mut placements, &min, gang, now as i64)
+            }
+            SchedulerKind::KubeScheduler => self.world.schedule_kube(now as i64),
+        };
+        for job in bound_jobs {
             changed = true;
             dirty.insert(job);
         }
@@ -524,6 +582,10 @@ impl<'a> Engine<'a> {
                 running += 1;
             } else {
                 queue += 1;
+                if bound >= 1 {
+                    self.partial_gang_ticks += 1;
+                    self.partial_gang_jobs.insert(j);
+                }
             }
             if info.min < info.max {
                 fulfillment.0 +=
@@ -548,6 +610,17 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        // Free GPUs of up nodes while a GPU trainer is still pending after the binding pass.
+        let gpus_free_blocked = if self.world.pending_requests().any(|r| r.gpu > 0) {
+            self.world
+                .nodes
+                .iter()
+                .filter_map(|n| state.node(n.id).filter(|s| n.up && s.schedulable()))
+                .map(|s| s.free().gpu.max(0))
+                .sum()
+        } else {
+            0
+        };
         self.samples.push(TickSample {
             time_s: now,
             gpus_bound: used.gpu,
@@ -559,6 +632,7 @@ impl<'a> Engine<'a> {
             running_jobs: running,
             pending_trainers: self.world.pending_pods() as u32,
             stranded_gpus: stranded,
+            gpus_free_blocked,
             fulfillment_avg: (fulfillment.1 > 0).then(|| fulfillment.0 / f64::from(fulfillment.1)),
             pass_ms: self.pass_ms.last().copied().unwrap_or(0.0),
         });

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::scenario::SchedulerKind;
 use super::trace::{SIZE_BUCKETS, size_bucket};
 use crate::planner::Policy;
 
@@ -22,6 +23,9 @@ pub struct TickSample {
     pub pending_trainers: u32,
     /// Free GPUs on nodes whose free CPU or memory fits no trainer of a job wanting more.
     pub stranded_gpus: i64,
+    /// Free GPUs of up nodes when, after the binding pass, at least one GPU trainer is still
+    /// pending; else 0.
+    pub gpus_free_blocked: i64,
     /// Mean fulfillment `(bound - min) / (max - min)` over arrived elastic jobs.
     pub fulfillment_avg: Option<f64>,
     /// Wall time of the planner pass (not deterministic).
@@ -33,6 +37,8 @@ pub struct TickSample {
 pub struct JobOutcome {
     pub id: String,
     pub req_workers: i32,
+    /// `req_workers × gpus_per_worker` (0 for CPU-only jobs).
+    pub req_gpus: i64,
     pub submit_s: f64,
     /// When it first had min trainers bound.
     pub start_s: Option<f64>,
@@ -52,18 +58,32 @@ impl JobOutcome {
 #[derive(Debug, Clone)]
 pub struct RunResult {
     pub policy: Policy,
+    pub scheduler: SchedulerKind,
     /// Simulated time of the last event processed.
     pub end_s: f64,
+    /// The scenario's tick: each sample stands for this many seconds.
+    pub interval_s: f64,
     /// In trace order.
     pub jobs: Vec<JobOutcome>,
     pub samples: Vec<TickSample>,
     pub pass_ms: Vec<f64>,
+    /// Σ over jobs of nodes spanned × seconds, and Σ seconds, while a job had at least min and
+    /// at least 2 trainers bound.
+    pub nodes_spanned: (f64, f64),
+    /// Σ seconds that bound pods waited pending, and how many pods were bound.
+    pub pending_wait: (f64, u64),
+    /// Ticks, summed over jobs, at which a job had at least one but fewer than min trainers
+    /// bound.
+    pub partial_gang_ticks: u64,
+    /// Jobs observed so at least once.
+    pub partial_gang_jobs: usize,
 }
 
 /// The per-policy entry of `summary.json` (exactly the keys of the format).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PolicySummary {
     pub policy: Policy,
+    pub scheduler: SchedulerKind,
     pub jobs_total: usize,
     pub jobs_completed: usize,
     pub avg_jct_s: Option<f64>,
@@ -77,6 +97,14 @@ pub struct PolicySummary {
     pub stranded_gpus_avg: f64,
     pub rescales_per_job: f64,
     pub fulfillment_avg: Option<f64>,
+    /// Time-weighted mean of the nodes spanned by jobs with at least min and 2 trainers bound.
+    pub nodes_spanned_avg: Option<f64>,
+    /// Σ over ticks up to the last completion of `gpus_free_blocked × interval_s`, in hours.
+    pub stranded_gpu_hours: f64,
+    /// Mean seconds from creation to binding of the pods that were bound.
+    pub pod_pending_avg_s: Option<f64>,
+    pub partial_gang_ticks: u64,
+    pub partial_gang_jobs: usize,
     pub pass_ms_p50: f64,
     pub pass_ms_p99: f64,
     pub pass_ms_max: f64,
@@ -86,6 +114,7 @@ pub struct PolicySummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BucketJct {
     pub policy: Policy,
+    pub scheduler: SchedulerKind,
     pub bucket: &'static str,
     pub jobs: usize,
     pub completed: usize,
@@ -113,6 +142,11 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 }
 
 impl RunResult {
+    /// `policy/scheduler`, the name of the run in tables and plots.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.policy.as_str(), self.scheduler.as_str())
+    }
+
     /// Completed jobs only.
     pub fn jcts(&self) -> Vec<f64> {
         sorted(self.jobs.iter().filter_map(JobOutcome::jct_s).collect())
@@ -138,6 +172,7 @@ impl RunResult {
         let total_rescales: u64 = self.jobs.iter().map(|j| u64::from(j.rescales)).sum();
         PolicySummary {
             policy: self.policy,
+            scheduler: self.scheduler,
             jobs_total: self.jobs.len(),
             jobs_completed: jcts.len(),
             avg_jct_s: mean(jcts.iter().copied()),
@@ -159,13 +194,23 @@ impl RunResult {
                 total_rescales as f64 / self.jobs.len() as f64
             },
             fulfillment_avg: mean(window.iter().filter_map(|s| s.fulfillment_avg)),
+            nodes_spanned_avg: (self.nodes_spanned.1 > 0.0)
+                .then(|| self.nodes_spanned.0 / self.nodes_spanned.1),
+            stranded_gpu_hours: window
+                .iter()
+                .map(|s| s.gpus_free_blocked as f64 * self.interval_s / 3600.0)
+                .sum(),
+            pod_pending_avg_s: (self.pending_wait.1 > 0)
+                .then(|| self.pending_wait.0 / self.pending_wait.1 as f64),
+            partial_gang_ticks: self.partial_gang_ticks,
+            partial_gang_jobs: self.partial_gang_jobs,
             pass_ms_p50: percentile(&pass, 0.5).unwrap_or(0.0),
             pass_ms_p99: percentile(&pass, 0.99).unwrap_or(0.0),
             pass_ms_max: pass.last().copied().unwrap_or(0.0),
         }
     }
 
-    /// JCT by requested size: 1, 2-4, 8, >=16 (and `other` when any job is of another size).
+    /// JCT by requested GPUs: 1, 2-4, 8, >=16 (`cpu-only` and `other` when any job is so).
     pub fn jct_by_size(&self) -> Vec<BucketJct> {
         SIZE_BUCKETS
             .iter()
@@ -173,14 +218,15 @@ impl RunResult {
                 let jobs: Vec<&JobOutcome> = self
                     .jobs
                     .iter()
-                    .filter(|j| size_bucket(j.req_workers) == bucket)
+                    .filter(|j| size_bucket(j.req_gpus) == bucket)
                     .collect();
-                if jobs.is_empty() && bucket == "other" {
+                if jobs.is_empty() && (bucket == "other" || bucket == "cpu-only") {
                     return None;
                 }
                 let jcts = sorted(jobs.iter().filter_map(|j| j.jct_s()).collect());
                 Some(BucketJct {
                     policy: self.policy,
+                    scheduler: self.scheduler,
                     bucket,
                     jobs: jobs.len(),
                     completed: jcts.len(),

@@ -2,14 +2,15 @@
 //!
 //! It replays a job trace in simulated time against the same [`ClusterState`](crate::cluster::ClusterState)
 //! and [`plan`](crate::planner::plan) the daemon uses: jobs arrive as the original operator creates
-//! them, a planner pass runs every `interval_s`, a simulated kube-scheduler binds trainer pods, and
-//! jobs progress at their speedup curve while at least `min` trainers are bound.
+//! them, a planner pass runs every `interval_s`, trainer pods are bound where the plan placed them
+//! or by a model of kube-scheduler, and jobs progress at their speedup while at least `min`
+//! trainers are bound.
 //!
 //! - [`scenario`]: the YAML scenario file.
 //! - [`trace`]: the job trace (CSV).
-//! - [`speedup`]: speedup models (`pollux`, `linear`, `amdahl:P`).
+//! - [`speedup`]: speedup models (`pollux`, `pollux-throughput`, `linear`, `amdahl:P`).
 //! - [`engine`]: the event loop.
-//! - [`scheduler`]: the simulated kube-scheduler and job controller.
+//! - [`scheduler`]: the simulated binding of pods (both ways) and job controller.
 //! - [`metrics`]: per-tick samples and per-job outcomes, summarised per policy.
 //! - [`report`]: `summary.json`, `timeseries.csv`, `jobs.csv`, the terminal table.
 //! - [`plot`]: SVG plots.
@@ -26,13 +27,14 @@ pub mod trace;
 
 pub use engine::{Engine, RunResult};
 pub use error::SimError;
-pub use scenario::Scenario;
+pub use scenario::{Scenario, SchedulerKind};
 pub use speedup::SpeedupModel;
 pub use trace::TraceJob;
 
 use crate::planner::Policy;
 
-/// Runs every policy of `policies` on a loaded scenario, one after the other.
+/// Runs every policy of `policies` under each of the scenario's schedulers on a loaded scenario,
+/// one after the other (policy-major).
 ///
 /// `progress(policy, jobs_done, jobs_total)` is called as jobs finish.
 pub fn run_policies(
@@ -44,8 +46,9 @@ pub fn run_policies(
 ) -> Vec<RunResult> {
     policies
         .iter()
-        .map(|&policy| {
-            let engine = Engine::new(scenario, jobs, speedup, policy);
+        .flat_map(|&policy| scenario.schedulers.iter().map(move |&s| (policy, s)))
+        .map(|(policy, scheduler)| {
+            let engine = Engine::new(scenario, jobs, speedup, policy, scheduler);
             engine.run(&mut |done, total| progress(policy, done, total))
         })
         .collect()

@@ -1,5 +1,5 @@
 //! SVG plots of a simulation: GPU utilisation over time, JCT CDF, queue length over time; one
-//! line per policy.
+//! line per run (policy/scheduler).
 
 use std::path::Path;
 
@@ -30,7 +30,7 @@ pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), S
                     .iter()
                     .map(|s| (s.time_s / 3600.0, f(s)))
                     .collect();
-                (r.policy.as_str().to_string(), downsample(&pts))
+                (r.label(), downsample(&pts))
             })
             .collect()
     };
@@ -60,7 +60,7 @@ pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), S
                 .enumerate()
                 .map(|(i, v)| (v.max(1.0), (i + 1) as f64 / n))
                 .collect();
-            (r.policy.as_str().to_string(), downsample(&pts))
+            (r.label(), downsample(&pts))
         })
         .collect();
     lines(

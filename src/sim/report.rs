@@ -41,14 +41,15 @@ pub fn write_all(dir: &Path, summary: &Summary, runs: &[RunResult]) -> Result<()
     write(&dir.join("summary.json"), &json)?;
 
     let mut ts = String::from(
-        "policy,time_s,gpu_util,cpu_util,mem_util,gpus_bound,gpus_capacity,queue_len,running_jobs,pending_trainers,stranded_gpus,fulfillment_avg,pass_ms\n",
+        "policy,scheduler,time_s,gpu_util,cpu_util,mem_util,gpus_bound,gpus_capacity,queue_len,running_jobs,pending_trainers,stranded_gpus,gpus_free_blocked,fulfillment_avg,pass_ms\n",
     );
     for r in runs {
         for s in &r.samples {
             let _ = writeln!(
                 ts,
-                "{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{:.3}",
+                "{},{},{},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{},{:.3}",
                 r.policy.as_str(),
+                r.scheduler.as_str(),
                 s.time_s,
                 s.gpu_util,
                 s.cpu_util,
@@ -59,6 +60,7 @@ pub fn write_all(dir: &Path, summary: &Summary, runs: &[RunResult]) -> Result<()
                 s.running_jobs,
                 s.pending_trainers,
                 s.stranded_gpus,
+                s.gpus_free_blocked,
                 opt(s.fulfillment_avg),
                 s.pass_ms
             );
@@ -67,16 +69,18 @@ pub fn write_all(dir: &Path, summary: &Summary, runs: &[RunResult]) -> Result<()
     write(&dir.join("timeseries.csv"), &ts)?;
 
     let mut jobs = String::from(
-        "policy,job_id,req_workers,submit_s,start_s,finish_s,jct_s,queue_s,rescales\n",
+        "policy,scheduler,job_id,req_workers,req_gpus,submit_s,start_s,finish_s,jct_s,queue_s,rescales\n",
     );
     for r in runs {
         for j in &r.jobs {
             let _ = writeln!(
                 jobs,
-                "{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{}",
                 r.policy.as_str(),
+                r.scheduler.as_str(),
                 j.id,
                 j.req_workers,
+                j.req_gpus,
                 j.submit_s,
                 opt(j.start_s),
                 opt(j.finish_s),
@@ -88,12 +92,13 @@ pub fn write_all(dir: &Path, summary: &Summary, runs: &[RunResult]) -> Result<()
     }
     write(&dir.join("jobs.csv"), &jobs)?;
 
-    let mut sizes = String::from("policy,size,jobs,completed,avg_jct_s,p99_jct_s\n");
+    let mut sizes = String::from("policy,scheduler,gpus,jobs,completed,avg_jct_s,p99_jct_s\n");
     for b in runs.iter().flat_map(RunResult::jct_by_size) {
         let _ = writeln!(
             sizes,
-            "{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{}",
             b.policy.as_str(),
+            b.scheduler.as_str(),
             b.bucket,
             b.jobs,
             b.completed,
@@ -118,8 +123,8 @@ fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
-/// The side-by-side table of the policies, then JCT by job size (plain text, also valid
-/// Markdown).
+/// The side-by-side table of the runs (one column per policy and scheduler), then JCT by job
+/// size (plain text, also valid Markdown).
 pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     let p = &summary.policies;
     type Row = (&'static str, Box<dyn Fn(&PolicySummary) -> String>);
@@ -137,8 +142,25 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
         ("CPU util", Box::new(|s| pct(s.cpu_util))),
         ("memory util", Box::new(|s| pct(s.mem_util))),
         (
-            "stranded GPUs (avg)",
+            "CPU/mem-stranded GPUs (avg)",
             Box::new(|s| format!("{:.2}", s.stranded_gpus_avg)),
+        ),
+        (
+            "mean nodes spanned",
+            Box::new(|s| {
+                s.nodes_spanned_avg
+                    .map(|f| format!("{f:.2}"))
+                    .unwrap_or("-".into())
+            }),
+        ),
+        (
+            "stranded GPU-hours",
+            Box::new(|s| format!("{:.0}", s.stranded_gpu_hours)),
+        ),
+        ("mean pod pending", Box::new(|s| secs(s.pod_pending_avg_s))),
+        (
+            "partial gangs (ticks / jobs)",
+            Box::new(|s| format!("{} / {}", s.partial_gang_ticks, s.partial_gang_jobs)),
         ),
         (
             "rescales / job",
@@ -164,7 +186,7 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     ];
     let mut grid: Vec<Vec<String>> = vec![
         std::iter::once(format!("scenario {}", summary.scenario))
-            .chain(p.iter().map(|s| s.policy.as_str().to_string()))
+            .chain(p.iter().map(label))
             .collect(),
     ];
     for (name, f) in &rows {
@@ -178,13 +200,18 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
 
     let buckets: Vec<Vec<BucketJct>> = runs.iter().map(RunResult::jct_by_size).collect();
     let mut grid = vec![
-        std::iter::once("JCT by size (avg / p99)".to_string())
-            .chain(p.iter().map(|s| s.policy.as_str().to_string()))
+        std::iter::once("JCT by GPUs (avg / p99)".to_string())
+            .chain(p.iter().map(label))
             .collect::<Vec<_>>(),
     ];
     if let Some(first) = buckets.first() {
         for (i, b) in first.iter().enumerate() {
-            let mut row = vec![format!("{} trainers ({} jobs)", b.bucket, b.jobs)];
+            let name = if b.bucket == "cpu-only" {
+                format!("cpu-only ({} jobs)", b.jobs)
+            } else {
+                format!("{} GPUs ({} jobs)", b.bucket, b.jobs)
+            };
+            let mut row = vec![name];
             for run in &buckets {
                 row.push(match run.get(i) {
                     Some(b) if b.completed < b.jobs => format!(
@@ -203,6 +230,11 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     out.push('\n');
     out.push_str(&render(&grid));
     out
+}
+
+/// `policy/scheduler`.
+fn label(s: &PolicySummary) -> String {
+    format!("{}/{}", s.policy.as_str(), s.scheduler.as_str())
 }
 
 /// A Markdown-style table with padded columns.

@@ -32,6 +32,51 @@ pub struct TraceSpec {
     pub skip_jobs: usize,
     /// Submit times are multiplied by this (below 1 compresses arrivals, raising the load).
     pub time_scale: f64,
+    /// Jobs of many GPUs rerun as workers of several GPUs each.
+    pub multi_gpu_workers: Option<MultiGpuWorkers>,
+    /// Some jobs rerun as CPU-only jobs.
+    pub cpu_only: Option<CpuOnly>,
+}
+
+/// `trace.multi_gpu_workers`: a job of `min_gpus` GPUs or more (`req_workers ×
+/// gpus_per_worker`) runs as workers of `per_worker_gpus[d % len]` GPUs, `d` being its 0-based
+/// data row in the file, when that divides its GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiGpuWorkers {
+    pub min_gpus: i64,
+    pub per_worker_gpus: Vec<i64>,
+}
+
+/// `trace.cpu_only`: every job whose 0-based data row `d` has `d % every == every - 1`, and that
+/// `multi_gpu_workers` left as it was, runs with workers of `cpus` cores, `memory_mib` MiB and no
+/// GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuOnly {
+    pub every: usize,
+    pub cpus: i64,
+    pub memory_mib: i64,
+}
+
+/// Who binds trainer pods to nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerKind {
+    /// Pods bind where the plan placed them (first fit by name when that no longer fits); jobs
+    /// below min bind as gangs when `gang_scheduling` is on.
+    Trainscale,
+    /// A model of kube-scheduler's default profile: the plan's placements are ignored, pods bind
+    /// one at a time on the best-scoring node, with no gangs.
+    KubeScheduler,
+}
+
+impl SchedulerKind {
+    /// The scenario spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchedulerKind::Trainscale => "trainscale",
+            SchedulerKind::KubeScheduler => "kube-scheduler",
+        }
+    }
 }
 
 /// Which speedup model a job's progress follows.
@@ -43,6 +88,8 @@ pub enum SpeedupSpec {
     Linear,
     /// Amdahl's law with serial fraction `p`: `1 / (p + (1 - p) / n)`.
     Amdahl(f64),
+    /// Pollux's throughput model from a `pollux-throughput-params.csv` table; sees placement.
+    PolluxThroughput { path: PathBuf },
 }
 
 /// A node failure: `count` nodes of `node_pool` fail at `at_s` and come back `down_for_s` later
@@ -64,6 +111,8 @@ pub struct Scenario {
     pub node_pools: Vec<NodePool>,
     pub trace: TraceSpec,
     pub policies: Vec<Policy>,
+    /// Who binds pods; each policy runs once per scheduler.
+    pub schedulers: Vec<SchedulerKind>,
     pub max_load_desired: f64,
     pub interval_s: f64,
     pub rescale_cost_s: f64,
@@ -108,6 +157,7 @@ struct RawScenario {
     cluster: RawCluster,
     trace: RawTrace,
     policies: Option<Vec<String>>,
+    schedulers: Option<Vec<String>>,
     max_load_desired: Option<f64>,
     interval_s: Option<f64>,
     rescale_cost_s: Option<f64>,
@@ -156,6 +206,23 @@ struct RawTrace {
     limit_jobs: Option<i64>,
     skip_jobs: Option<i64>,
     time_scale: Option<f64>,
+    multi_gpu_workers: Option<RawMultiGpuWorkers>,
+    cpu_only: Option<RawCpuOnly>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMultiGpuWorkers {
+    min_gpus: i64,
+    per_worker_gpus: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCpuOnly {
+    every: i64,
+    cpus: i64,
+    memory_mib: i64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,11 +385,72 @@ impl Scenario {
                 format!("{time_scale} is not in (0, 1000]"),
             ));
         }
+        let multi_gpu_workers = match raw.trace.multi_gpu_workers {
+            None => None,
+            Some(m) => {
+                let key = |k: &str| format!("trace.multi_gpu_workers.{k}");
+                if !(1..=1_000_000).contains(&m.min_gpus) {
+                    return Err(err(
+                        &key("min_gpus"),
+                        format!("{} is not in 1..=1000000", m.min_gpus),
+                    ));
+                }
+                if m.per_worker_gpus.is_empty() {
+                    return Err(err(
+                        &key("per_worker_gpus"),
+                        "needs at least one size".into(),
+                    ));
+                }
+                for (i, g) in m.per_worker_gpus.iter().enumerate() {
+                    if !(1..=1024).contains(g) {
+                        return Err(err(
+                            &format!("trace.multi_gpu_workers.per_worker_gpus[{i}]"),
+                            format!("{g} is not in 1..=1024"),
+                        ));
+                    }
+                }
+                Some(MultiGpuWorkers {
+                    min_gpus: m.min_gpus,
+                    per_worker_gpus: m.per_worker_gpus,
+                })
+            }
+        };
+        let cpu_only = match raw.trace.cpu_only {
+            None => None,
+            Some(c) => {
+                let key = |k: &str| format!("trace.cpu_only.{k}");
+                if !(1..=1_000_000).contains(&c.every) {
+                    return Err(err(
+                        &key("every"),
+                        format!("{} is not in 1..=1000000", c.every),
+                    ));
+                }
+                if !(1..=100_000).contains(&c.cpus) {
+                    return Err(err(
+                        &key("cpus"),
+                        format!("{} is not in 1..=100000", c.cpus),
+                    ));
+                }
+                if !(0..=1 << 40).contains(&c.memory_mib) {
+                    return Err(err(
+                        &key("memory_mib"),
+                        format!("{} is not in 0..=1099511627776", c.memory_mib),
+                    ));
+                }
+                Some(CpuOnly {
+                    every: c.every as usize,
+                    cpus: c.cpus,
+                    memory_mib: c.memory_mib,
+                })
+            }
+        };
         let trace = TraceSpec {
             path: base.join(&raw.trace.path),
             limit_jobs,
             skip_jobs,
             time_scale,
+            multi_gpu_workers,
+            cpu_only,
         };
 
         // Policies.
@@ -343,6 +471,37 @@ impl Scenario {
                         ));
                     }
                     out.push(policy);
+                }
+                out
+            }
+        };
+
+        // Schedulers.
+        let schedulers = match raw.schedulers {
+            None => vec![SchedulerKind::Trainscale],
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(err("schedulers", "needs at least one scheduler".into()));
+                }
+                let mut out = Vec::new();
+                for (i, name) in list.iter().enumerate() {
+                    let key = format!("schedulers[{i}]");
+                    let kind = match name.as_str() {
+                        "trainscale" => SchedulerKind::Trainscale,
+                        "kube-scheduler" => SchedulerKind::KubeScheduler,
+                        other => {
+                            return Err(err(
+                                &key,
+                                format!(
+                                    "{other:?} is not a known scheduler (trainscale, kube-scheduler)"
+                                ),
+                            ));
+                        }
+                    };
+                    if out.contains(&kind) {
+                        return Err(err(&key, format!("{name:?} is listed twice")));
+                    }
+                    out.push(kind);
                 }
                 out
             }
@@ -397,14 +556,23 @@ impl Scenario {
                         "only the pollux model takes it".into(),
                     ));
                 }
-                if s.path.is_some() && s.model != "pollux" {
+                if s.path.is_some() && s.model != "pollux" && s.model != "pollux-throughput" {
                     return Err(err(
                         "speedup.path",
-                        "only the pollux model takes a path".into(),
+                        "only the pollux and pollux-throughput models take a path".into(),
                     ));
                 }
                 match s.model.as_str() {
                     "linear" => SpeedupSpec::Linear,
+                    "pollux-throughput" => {
+                        let Some(p) = s.path else {
+                            return Err(err(
+                                "speedup.path",
+                                "the pollux-throughput model needs a path".into(),
+                            ));
+                        };
+                        SpeedupSpec::PolluxThroughput { path: base.join(p) }
+                    }
                     "pollux" => {
                         let Some(p) = s.path else {
                             return Err(err(
@@ -435,7 +603,9 @@ impl Scenario {
                         None => {
                             return Err(err(
                                 "speedup.model",
-                                format!("{m:?} is not a known model (pollux, linear, amdahl:P)"),
+                                format!(
+                                    "{m:?} is not a known model (pollux, pollux-throughput, linear, amdahl:P)"
+                                ),
                             ));
                         }
                     },
@@ -512,6 +682,7 @@ impl Scenario {
             node_pools,
             trace,
             policies,
+            schedulers,
             max_load_desired,
             interval_s,
             rescale_cost_s,
@@ -563,6 +734,8 @@ faults:
         );
         assert_eq!(s.trace.path, Path::new("/base/traces/t.csv"));
         assert_eq!(s.policies.len(), 3);
+        assert_eq!(s.schedulers, vec![SchedulerKind::Trainscale]);
+        assert_eq!(s.trace.multi_gpu_workers, None);
         assert_eq!(s.interval_s, 60.0);
         assert_eq!(s.rescale_cost_s, 30.0);
         assert_eq!(s.max_load_desired, 0.97);
@@ -596,6 +769,26 @@ faults:
             ("format: philly-pollux", "format: csv", "trace.format"),
             ("'amdahl:0.05'", "'amdahl:2'", "speedup.model"),
             ("node_pool: gpu", "node_pool: cpu", "faults[0].node_pool"),
+            (
+                "limit_jobs: 10}",
+                "limit_jobs: 10, multi_gpu_workers: {min_gpus: 8, per_worker_gpus: [4, 0]}}",
+                "trace.multi_gpu_workers.per_worker_gpus[1]",
+            ),
+            (
+                "limit_jobs: 10}",
+                "limit_jobs: 10, multi_gpu_workers: {min_gpus: 8, per_worker_gpus: []}}",
+                "trace.multi_gpu_workers.per_worker_gpus",
+            ),
+            (
+                "limit_jobs: 10}",
+                "limit_jobs: 10, cpu_only: {every: 0, cpus: 8, memory_mib: 1024}}",
+                "trace.cpu_only.every",
+            ),
+            (
+                "limit_jobs: 10}",
+                "limit_jobs: 10, cpu_only: {every: 3, cpus: 8}}",
+                "trace.cpu_only",
+            ),
             ("count: 1,", "count: 3,", "faults[0].count"),
         ];
         for (from, to, key) in cases {
@@ -612,5 +805,65 @@ faults:
             .unwrap_err()
             .to_string();
         assert!(e.contains("key `policies[1]`"), "{e}");
+        for (list, key) in [
+            ("[trainscale, kube]", "schedulers[1]"),
+            ("[kube-scheduler, kube-scheduler]", "schedulers[1]"),
+            ("[]", "schedulers"),
+        ] {
+            let e = parse(&format!("{GOOD}schedulers: {list}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{list}: {e}");
+        }
+        let e = parse(&format!("{GOOD}scheduler: trainscale\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scheduler") && e.contains("schedulers"), "{e}");
+    }
+
+    #[test]
+    fn reads_schedulers_and_trace_reshaping() {
+        let s = parse(&format!(
+            "{}schedulers: [kube-scheduler, trainscale]\n",
+            GOOD.replace(
+                "limit_jobs: 10}",
+                "limit_jobs: 10, multi_gpu_workers: {min_gpus: 8, per_worker_gpus: [4, 8]}, \
+                 cpu_only: {every: 5, cpus: 16, memory_mib: 65536}}"
+            )
+            .replace(
+                "{model: 'amdahl:0.05'}",
+                "{model: pollux-throughput, path: p.csv}"
+            )
+        ))
+        .unwrap();
+        assert_eq!(
+            s.schedulers,
+            vec![SchedulerKind::KubeScheduler, SchedulerKind::Trainscale]
+        );
+        assert_eq!(
+            s.trace.multi_gpu_workers,
+            Some(MultiGpuWorkers {
+                min_gpus: 8,
+                per_worker_gpus: vec![4, 8]
+            })
+        );
+        assert_eq!(
+            s.trace.cpu_only,
+            Some(CpuOnly {
+                every: 5,
+                cpus: 16,
+                memory_mib: 65536
+            })
+        );
+        assert_eq!(
+            s.speedup,
+            SpeedupSpec::PolluxThroughput {
+                path: PathBuf::from("/base/p.csv")
+            }
+        );
+        let e = parse(&GOOD.replace("{model: 'amdahl:0.05'}", "{model: pollux-throughput}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `speedup.path`"), "{e}");
     }
 }

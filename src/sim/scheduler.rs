@@ -1,6 +1,7 @@
 //! The simulated Kubernetes around the planner: the trainer Job controller (keeps one pod per
-//! completion index in `[0, parallelism)` of the Indexed trainer Job), the kube-scheduler (binds
-//! pending pods), and node failures. Every change goes through [`ClusterState`]'s setters, as a watch stream would deliver
+//! completion index in `[0, parallelism)` of the Indexed trainer Job), the binding of pending pods
+//! (where the plan placed them, [`World::schedule`], or as kube-scheduler's default profile would,
+//! [`World::schedule_kube`]), and node failures. Every change goes through [`ClusterState`]'s setters, as a watch stream would deliver
 //! it; the only bookkeeping kept here is which pod is which.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,6 +27,8 @@ pub struct SimNode {
 pub struct JobPods {
     pub key: JobKey,
     pub trainer: Resources,
+    /// The pods' priority (kube-scheduler's queue order).
+    pub priority: i32,
     /// The trainer Job's `parallelism` (= `completions`).
     pub parallelism: u32,
     /// Pods not bound to a node.
@@ -58,6 +61,8 @@ pub struct World {
     /// Pending pods of every job, in creation order.
     pending: BTreeSet<u64>,
     next_seq: u64,
+    /// Simulated seconds that bound pods waited pending, summed, and how many were bound.
+    pub pending_wait: (f64, u64),
 }
 
 impl World {
@@ -97,6 +102,7 @@ impl World {
             pods: HashMap::new(),
             pending: BTreeSet::new(),
             next_seq: 0,
+            pending_wait: (0.0, 0),
         }
     }
 
@@ -129,6 +135,20 @@ impl World {
     /// Pending trainer pods in the whole cluster.
     pub fn pending_pods(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Distinct nodes the bound trainers of a job are on.
+    pub fn nodes_spanned(&self, job: usize) -> u32 {
+        let nodes: BTreeSet<usize> = self.jobs[job].bound.values().copied().collect();
+        nodes.len() as u32
+    }
+
+    /// Requests of the pending pods, one entry per pod.
+    pub fn pending_requests(&self) -> impl Iterator<Item = Resources> + '_ {
+        self.pending
+            .iter()
+            .filter_map(|seq| self.pods.get(seq))
+            .map(|p| self.jobs[p.job].trainer)
     }
 
     fn pod_info(&self, seq: u64, node: Option<usize>) -> Option<((String, String), PodInfo)> {
@@ -238,10 +258,12 @@ impl World {
             .is_some_and(|slot| slot.schedulable() && request.fits_in(&slot.free()))
     }
 
-    fn bind(&mut self, seq: u64, node: usize) {
-        let Some(job) = self.pods.get(&seq).map(|p| p.job) else {
+    fn bind(&mut self, seq: u64, node: usize, now: i64) {
+        let Some((job, created)) = self.pods.get(&seq).map(|p| (p.job, p.created)) else {
             return;
         };
+        self.pending_wait.0 += (now - created) as f64;
+        self.pending_wait.1 += 1;
         self.pending.remove(&seq);
         let j = &mut self.jobs[job];
         j.pending.remove(&seq);
@@ -251,14 +273,17 @@ impl World {
         }
     }
 
-    fn unbind(&mut self, seq: u64) {
-        let Some(job) = self.pods.get(&seq).map(|p| p.job) else {
+    /// Undoes [`bind`](Self::bind) at `now` (a gang that did not fit whole).
+    fn unbind(&mut self, seq: u64, now: i64) {
+        let Some((job, created)) = self.pods.get(&seq).map(|p| (p.job, p.created)) else {
             return;
         };
         let j = &mut self.jobs[job];
         if j.bound.remove(&seq).is_none() {
             return;
         }
+        self.pending_wait.0 -= (now - created) as f64;
+        self.pending_wait.1 -= 1;
         j.pending.insert(seq);
         self.pending.insert(seq);
         if let Some((key, info)) = self.pod_info(seq, None) {
@@ -295,6 +320,7 @@ impl World {
         placements: &mut HashMap<usize, Vec<(usize, u32)>>,
         min: &dyn Fn(usize) -> u32,
         gang: bool,
+        now: i64,
     ) -> Vec<usize> {
         let order: Vec<u64> = self.pending.iter().copied().collect();
         // Requests that fitted nowhere in this pass: anything at least as large fits nowhere either.
@@ -324,7 +350,7 @@ impl World {
                 for m in members {
                     match self.pick(job, placements) {
                         Some(node) => {
-                            self.bind(m, node);
+                            self.bind(m, node, now);
                             done.push(m);
                         }
                         None => break,
@@ -332,7 +358,7 @@ impl World {
                 }
                 if done.len() < need as usize {
                     for m in done {
-                        self.unbind(m);
+                        self.unbind(m, now);
                     }
                     gang_failed.insert(job);
                 } else {
@@ -342,7 +368,98 @@ impl World {
             }
             match self.pick(job, placements) {
                 Some(node) => {
-                    self.bind(seq, node);
+                    self.bind(seq, node, now);
+                    changed.insert(job);
+                }
+                None => no_fit.push(request),
+            }
+        }
+        changed.into_iter().collect()
+    }
+
+    /// kube-scheduler's score of `node` for a pod requesting `request`, or `None` when it is
+    /// filtered out (down, unschedulable, or the request does not fit its free CPU, memory or
+    /// GPUs: NodeResourcesFit). The score is NodeResourcesFit's LeastAllocated plus
+    /// NodeResourcesBalancedAllocation, each over CPU and memory with weight 1, in kube-scheduler's
+    /// integer arithmetic: LeastAllocated = mean over the two of `(alloc − requested) · 100 /
+    /// alloc`, BalancedAllocation = `(1 − std of requested / alloc) · 100`, where `requested`
+    /// includes the pod.
+    pub fn kube_score(&self, node: usize, request: &Resources) -> Option<i64> {
+        let n = &self.nodes[node];
+        let slot = self.state.node(n.id)?;
+        if !n.up || !slot.schedulable() || !request.fits_in(&slot.free()) {
+            return None;
+        }
+        let alloc = n.allocatable;
+        let after = slot.used + *request;
+        let least = |requested: i64, capacity: i64| -> i64 {
+            if capacity <= 0 || requested > capacity {
+                0
+            } else {
+                (capacity - requested) * 100 / capacity
+            }
+        };
+        let least_allocated =
+            (least(after.cpu_milli, alloc.cpu_milli) + least(after.memory, alloc.memory)) / 2;
+        let fraction = |requested: i64, capacity: i64| -> f64 {
+            if capacity <= 0 {
+                0.0
+            } else {
+                (requested as f64 / capacity as f64).min(1.0)
+            }
+        };
+        let (fc, fm) = (
+            fraction(after.cpu_milli, alloc.cpu_milli),
+            fraction(after.memory, alloc.memory),
+        );
+        // The standard deviation of two values is half their distance.
+        let std = (fc - fm).abs() / 2.0;
+        let balanced = ((1.0 - std) * 100.0) as i64;
+        Some(least_allocated + balanced)
+    }
+
+    /// A model of kube-scheduler's default profile: pending pods one at a time in queue order
+    /// (priority descending, then creation time, then name), each bound to the node of highest
+    /// [`kube_score`](Self::kube_score), ties to the first by name; a pod that fits nowhere stays
+    /// pending. No gangs: pods bind as they fit. Returns the jobs that got pods bound, in job
+    /// order.
+    pub fn schedule_kube(&mut self, now: i64) -> Vec<usize> {
+        let mut order: Vec<(std::cmp::Reverse<i32>, i64, &str, u64)> = self
+            .pending
+            .iter()
+            .filter_map(|seq| {
+                let p = self.pods.get(seq)?;
+                Some((
+                    std::cmp::Reverse(self.jobs[p.job].priority),
+                    p.created,
+                    p.name.as_str(),
+                    *seq,
+                ))
+            })
+            .collect();
+        order.sort();
+        let order: Vec<u64> = order.into_iter().map(|(_, _, _, seq)| seq).collect();
+        let mut no_fit: Vec<Resources> = Vec::new();
+        let mut changed = BTreeSet::new();
+        for seq in order {
+            let Some(job) = self.pods.get(&seq).map(|p| p.job) else {
+                continue;
+            };
+            let request = self.jobs[job].trainer;
+            if no_fit.iter().any(|r| r.fits_in(&request)) {
+                continue;
+            }
+            let mut best: Option<(i64, usize)> = None;
+            for node in 0..self.nodes.len() {
+                if let Some(score) = self.kube_score(node, &request)
+                    && best.is_none_or(|(b, _)| score > b)
+                {
+                    best = Some((score, node));
+                }
+            }
+            match best {
+                Some((_, node)) => {
+                    self.bind(seq, node, now);
                     changed.insert(job);
                 }
                 None => no_fit.push(request),
@@ -460,7 +577,7 @@ mod tests {
         );
         // The plan puts two on b; the rest go first fit by name.
         let mut places = HashMap::from([(j, vec![(b, 2)])]);
-        assert_eq!(w.schedule(&mut places, &|_| 1, true), vec![j]);
+        assert_eq!(w.schedule(&mut places, &|_| 1, true, 0), vec![j]);
         let on = |w: &World, n: usize| -> Vec<u32> {
             let mut v: Vec<u32> = w.jobs[j]
                 .bound
@@ -473,7 +590,7 @@ mod tests {
         };
         assert_eq!((on(&w, b), on(&w, a)), (vec![0, 1], vec![2, 3, 4, 5]));
         assert!(!w.scale_to(j, 10, 1));
-        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        w.schedule(&mut HashMap::new(), &|_| 1, true, 0);
         assert_eq!(on(&w, b), vec![0, 1, 6, 7]);
         // b fails: 0, 1, 6 and 7 come back pending beside the still pending 8 and 9.
         w.fail_node(b, 2);
@@ -498,7 +615,7 @@ mod tests {
         let (a, b) = (node(&w, "a"), node(&w, "b"));
         w.scale_to(j, 3, 0);
         let mut places = HashMap::from([(j, vec![(b, 2)])]);
-        w.schedule(&mut places, &|_| 1, true);
+        w.schedule(&mut places, &|_| 1, true, 0);
         assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2]));
         let before: Vec<u64> = w.jobs[j].by_index.values().copied().collect();
         assert_eq!(w.fail_node(b, 5), vec![j]);
@@ -512,7 +629,7 @@ mod tests {
         assert!(after[0] > before[2] && after[1] > before[2]);
         assert_eq!(after[2], before[2]);
         assert_eq!(w.pods[&after[0]].created, 5);
-        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        w.schedule(&mut HashMap::new(), &|_| 1, true, 0);
         assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2]));
         assert!(w.jobs[j].bound.values().all(|n| *n == a));
     }
@@ -525,7 +642,7 @@ mod tests {
             Resources::new(1000, 1 << 30, 1),
         );
         w.scale_to(j, 4, 0);
-        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        w.schedule(&mut HashMap::new(), &|_| 1, true, 0);
         assert!(w.scale_to(j, 2, 1));
         assert_eq!(indexes(&w, j), (vec![], vec![0, 1]));
         assert!(!w.scale_to(j, 5, 2));
@@ -534,7 +651,7 @@ mod tests {
         let seqs: Vec<u64> = w.jobs[j].pending.iter().copied().collect();
         let order: Vec<u32> = seqs.iter().map(|s| w.pods[s].index).collect();
         assert_eq!(order, vec![2, 3, 4]);
-        w.schedule(&mut HashMap::new(), &|_| 1, true);
+        w.schedule(&mut HashMap::new(), &|_| 1, true, 0);
         assert_eq!(indexes(&w, j), (vec![], vec![0, 1, 2, 3, 4]));
         w.remove_job_pods(j);
         assert_eq!(indexes(&w, j), (vec![], vec![]));
@@ -559,12 +676,65 @@ mod gang_tests {
         w.scale_to(late, 1, 0);
         let mins = |j: usize| if j == 1 { 4 } else { 1 };
         assert_eq!(
-            w.schedule(&mut HashMap::new(), &mins, true),
+            w.schedule(&mut HashMap::new(), &mins, true, 0),
             vec![small, late]
         );
         assert_eq!((w.bound(small), w.bound(big), w.bound(late)), (1, 0, 1));
         // Without gangs the big job grabs what is left.
-        assert_eq!(w.schedule(&mut HashMap::new(), &mins, false), vec![big]);
+        assert_eq!(w.schedule(&mut HashMap::new(), &mins, false, 0), vec![big]);
         assert_eq!(w.bound(big), 2);
+    }
+}
+
+#[cfg(test)]
+mod kube_tests {
+    use super::*;
+
+    fn node(w: &World, name: &str) -> usize {
+        w.nodes.iter().position(|n| n.name == name).unwrap()
+    }
+
+    #[test]
+    fn scores_are_least_allocated_plus_balanced_allocation() {
+        let r = Resources::new(10_000, 100 << 30, 8);
+        let mut w = World::new(vec![
+            ("a".into(), "p".into(), r),
+            ("b".into(), "p".into(), r),
+        ]);
+        let a = node(&w, "a");
+        // Empty node, pod of 2 cores and 10 GiB: least (80 + 90) / 2 = 85; balanced
+        // (1 - |0.2 - 0.1| / 2) * 100 = 95.
+        let pod = Resources::new(2000, 10 << 30, 1);
+        assert_eq!(w.kube_score(a, &pod), Some(85 + 95));
+        // Too many GPUs: filtered.
+        assert_eq!(w.kube_score(a, &Resources::new(1000, 1 << 30, 9)), None);
+        w.set_up(a, false);
+        assert_eq!(w.kube_score(a, &pod), None);
+    }
+
+    /// The pods of one job spread over the emptiest nodes (LeastAllocated), in queue order
+    /// priority, creation time, name; a pod that fits nowhere stays pending, with no gang.
+    #[test]
+    fn pods_spread_and_bind_without_gangs() {
+        let r = Resources::new(96_000, 768 << 30, 8);
+        let mut w = World::new(vec![
+            ("a".into(), "p".into(), r),
+            ("b".into(), "p".into(), r),
+        ]);
+        let t = Resources::new(40_000, 300 << 30, 4);
+        let j = w.add_job(JobKey::new(NAMESPACE, "j"), t);
+        w.scale_to(j, 2, 0);
+        assert_eq!(w.schedule_kube(10), vec![j]);
+        assert_eq!(w.nodes_spanned(j), 2);
+        assert_eq!(w.pending_wait, (20.0, 2));
+        // A gang of three 4-GPU trainers gets two places; the third waits, bound pods stay.
+        let big = w.add_job(JobKey::new(NAMESPACE, "big"), t);
+        let high = w.add_job(JobKey::new(NAMESPACE, "high"), t);
+        w.jobs[high].priority = 10;
+        w.scale_to(big, 3, 20);
+        w.scale_to(high, 1, 30);
+        assert_eq!(w.schedule_kube(40), vec![big, high]);
+        // high went first (priority), then big's first pod; big's others fit nowhere.
+        assert_eq!((w.bound(high), w.bound(big), w.pending_pods()), (1, 1, 2));
     }
 }

@@ -178,7 +178,8 @@ impl RowReader<'_> {
 }
 
 /// Reads the trace named by a scenario: rows `skip_jobs..skip_jobs + limit_jobs`, submit times
-/// scaled by `time_scale`, sorted by submit time (ties: row order).
+/// scaled by `time_scale`, reshaped by `multi_gpu_workers` and `cpu_only`, sorted by submit time
+/// (ties: row order).
 pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
     let path = spec.path.as_path();
     let table = Table::read(path)?;
@@ -186,7 +187,13 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
     let vc = table.header.iter().position(|h| h == "vc");
     let take = spec.limit_jobs.unwrap_or(usize::MAX);
     let mut jobs = Vec::new();
-    for (row, fields) in table.rows.iter().skip(spec.skip_jobs).take(take) {
+    for (data_row, (row, fields)) in table
+        .rows
+        .iter()
+        .enumerate()
+        .skip(spec.skip_jobs)
+        .take(take)
+    {
         let r = RowReader {
             path,
             row: *row,
@@ -194,7 +201,7 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
             header: &table.header,
         };
         const MAX_WORKERS: i64 = 100_000;
-        let job = TraceJob {
+        let mut job = TraceJob {
             id: r.text(id)?.to_string(),
             row: *row,
             submit_s: r.float(submit, 0.0)? * spec.time_scale,
@@ -231,10 +238,64 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
         r.check(work, job.work_worker_s > 0.0, || {
             "must be above zero".into()
         })?;
+        if !reshape_multi_gpu(&mut job, data_row, spec) {
+            reshape_cpu_only(&mut job, data_row, spec);
+        }
         jobs.push(job);
     }
     jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s).then(a.row.cmp(&b.row)));
     Ok(jobs)
+}
+
+/// `trace.multi_gpu_workers`: a job of at least `min_gpus` GPUs runs as workers of
+/// `per_worker_gpus[data_row % len]` GPUs when that is a multiple of its GPUs per worker and
+/// divides its GPUs; each new worker stands for `f` old ones (`f` = new / old GPUs per worker):
+/// its CPU and memory are `f` times the old, `req_workers` and `max_workers` are divided by `f`
+/// (`max` at least the new `req`), `min_workers` is `ceil(min / f)`. The work is unchanged: it is
+/// counted in seconds on one GPU. Returns whether the job was reshaped.
+fn reshape_multi_gpu(job: &mut TraceJob, data_row: usize, spec: &TraceSpec) -> bool {
+    let Some(m) = &spec.multi_gpu_workers else {
+        return false;
+    };
+    let gpus = job.gpus_per_worker * i64::from(job.req_workers);
+    if job.gpus_per_worker == 0 || gpus < m.min_gpus || m.per_worker_gpus.is_empty() {
+        return false;
+    }
+    let g = m.per_worker_gpus[data_row % m.per_worker_gpus.len()];
+    if g % job.gpus_per_worker != 0 || gpus % g != 0 {
+        return false;
+    }
+    let f = g / job.gpus_per_worker;
+    let Ok(f32) = i32::try_from(f) else {
+        return false;
+    };
+    job.gpus_per_worker = g;
+    job.cpus_per_worker *= f;
+    job.mem_mib_per_worker *= f;
+    job.req_workers /= f32;
+    job.min_workers = (job.min_workers + f32 - 1) / f32;
+    job.max_workers = (job.max_workers / f32).max(job.req_workers);
+    true
+}
+
+/// `trace.cpu_only`: the job of 0-based data row `d` with `d % every == every - 1` runs with
+/// workers of `cpus` cores, `memory_mib` MiB and no GPU; its worker counts and work are kept.
+fn reshape_cpu_only(job: &mut TraceJob, data_row: usize, spec: &TraceSpec) {
+    let Some(c) = &spec.cpu_only else {
+        return;
+    };
+    if c.every > 0 && data_row % c.every == c.every - 1 {
+        job.gpus_per_worker = 0;
+        job.cpus_per_worker = c.cpus;
+        job.mem_mib_per_worker = c.memory_mib;
+    }
+}
+
+/// Data-parallel replicas of `workers` trainers of `gpus_per_worker` GPUs each: one per GPU, one
+/// per trainer for CPU-only jobs. Speedup models count these.
+pub fn replicas(workers: u32, gpus_per_worker: i64) -> u32 {
+    let per = u32::try_from(gpus_per_worker.max(1)).unwrap_or(u32::MAX);
+    workers.saturating_mul(per)
 }
 
 fn valid_name(s: &str) -> bool {
@@ -244,9 +305,11 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
-/// Which size bucket a job falls in, by requested workers: `1`, `2-4`, `8`, `>=16`, or `other`.
-pub fn size_bucket(req_workers: i32) -> &'static str {
-    match req_workers {
+/// Which size bucket a job falls in, by requested GPUs: `cpu-only` (none), `1`, `2-4`, `8`,
+/// `>=16`, or `other`.
+pub fn size_bucket(req_gpus: i64) -> &'static str {
+    match req_gpus {
+        0 => "cpu-only",
         1 => "1",
         2..=4 => "2-4",
         8 => "8",
@@ -256,7 +319,7 @@ pub fn size_bucket(req_workers: i32) -> &'static str {
 }
 
 /// The size buckets in report order.
-pub const SIZE_BUCKETS: [&str; 5] = ["1", "2-4", "8", ">=16", "other"];
+pub const SIZE_BUCKETS: [&str; 6] = ["cpu-only", "1", "2-4", "8", ">=16", "other"];
 
 #[cfg(test)]
 mod tests {
@@ -273,6 +336,8 @@ mod tests {
             limit_jobs: None,
             skip_jobs: 0,
             time_scale: 0.5,
+            multi_gpu_workers: None,
+            cpu_only: None,
         })
     }
 
@@ -316,11 +381,72 @@ mod tests {
     }
 
     #[test]
+    fn multi_gpu_workers_and_cpu_only_reshape_rows() {
+        use crate::sim::scenario::{CpuOnly, MultiGpuWorkers};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        // Data rows 0..5: 16 GPUs, 8 GPUs, 4 GPUs, 1 GPU, 32 GPUs, 1 GPU.
+        let body = "a,0,x,vc,16,66,66,bert,1,10,100,16,1,32,66\n\
+                    b,1,x,vc,8,66,66,bert,1,10,100,8,1,8,66\n\
+                    c,2,x,vc,4,66,66,bert,1,10,100,4,1,32,66\n\
+                    d,3,x,vc,1,66,66,bert,1,10,100,1,1,32,66\n\
+                    e,4,x,vc,32,66,66,bert,1,10,100,32,1,64,66\n\
+                    f,5,x,vc,1,66,66,bert,1,10,100,1,1,32,66\n";
+        std::fs::write(&path, format!("{HEADER}\n{body}")).unwrap();
+        let spec = TraceSpec {
+            path,
+            limit_jobs: None,
+            skip_jobs: 1,
+            time_scale: 1.0,
+            multi_gpu_workers: Some(MultiGpuWorkers {
+                min_gpus: 8,
+                per_worker_gpus: vec![4, 8],
+            }),
+            cpu_only: Some(CpuOnly {
+                every: 3,
+                cpus: 16,
+                memory_mib: 4096,
+            }),
+        };
+        let jobs = load(&spec).unwrap();
+        let shape = |j: &TraceJob| {
+            (
+                j.id.clone(),
+                j.gpus_per_worker,
+                j.cpus_per_worker,
+                j.mem_mib_per_worker,
+                j.req_workers,
+                j.min_workers,
+                j.max_workers,
+            )
+        };
+        let got: Vec<_> = jobs.iter().map(shape).collect();
+        assert_eq!(
+            got,
+            vec![
+                // Row 1 (odd): 8-GPU workers.
+                ("b".into(), 8, 80, 800, 1, 1, 1),
+                // Row 2: 4 GPUs is below min_gpus; 2 % 3 == 2: CPU-only.
+                ("c".into(), 0, 16, 4096, 4, 1, 32),
+                ("d".into(), 1, 10, 100, 1, 1, 32),
+                // Row 4 (even): 4-GPU workers.
+                ("e".into(), 4, 40, 400, 8, 1, 16),
+                // Row 5: CPU-only.
+                ("f".into(), 0, 16, 4096, 1, 1, 32),
+            ]
+        );
+        assert!(jobs.iter().all(|j| j.work_worker_s == 66.0));
+        assert_eq!(replicas(2, 4), 8);
+        assert_eq!(replicas(3, 0), 3);
+    }
+
+    #[test]
     fn buckets() {
         assert_eq!(size_bucket(1), "1");
         assert_eq!(size_bucket(3), "2-4");
         assert_eq!(size_bucket(8), "8");
         assert_eq!(size_bucket(32), ">=16");
         assert_eq!(size_bucket(6), "other");
+        assert_eq!(size_bucket(0), "cpu-only");
     }
 }
