@@ -299,6 +299,9 @@ impl Daemon {
         let state = Arc::make_mut(&mut store).state_mut();
         for r in reserves {
             state.reserve(&r.job, r.index, &r.node, r.requests, expires);
+            if r.assumed {
+                state.assume(&r.job, r.index);
+            }
         }
     }
 

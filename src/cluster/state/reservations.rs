@@ -16,6 +16,9 @@ pub struct Reservation {
     pod: PodInfo,
     /// Seconds since the epoch after which the reservation lapses.
     pub expires: i64,
+    /// The position's pod was sent to be bound here: the reservation stands for it until its
+    /// update arrives (kube-scheduler's "assumed" pod), and the pod is not bound again.
+    pub assumed: bool,
 }
 
 impl Reservation {
@@ -58,8 +61,21 @@ impl ClusterState {
         if let Some(p) = Position::of(&pod) {
             self.position(RESERVED, p);
         }
-        self.reservations
-            .insert((job.clone(), index), Reservation { pod, expires });
+        self.reservations.insert(
+            (job.clone(), index),
+            Reservation {
+                pod,
+                expires,
+                assumed: false,
+            },
+        );
+    }
+
+    /// Marks the reservation of position `index` of `job` as held for a pod being bound there.
+    pub fn assume(&mut self, job: &JobKey, index: u32) {
+        if let Some(r) = self.reservations.get_mut(&(job.clone(), index)) {
+            r.assumed = true;
+        }
     }
 
     /// Gives back the room held for position `index` of `job`; whether there was any.

@@ -39,6 +39,8 @@ pub struct Reserve {
     pub index: u32,
     pub node: String,
     pub requests: Resources,
+    /// Held for a pod this pass binds (not for one still to be created).
+    pub assumed: bool,
 }
 
 /// A pod that cannot be bound, and kube-scheduler's words for why.
@@ -161,7 +163,13 @@ fn assign_job(
     let mut present = 0u32;
     for index in 0..target {
         let at = positions.get(index as usize).copied().flatten();
-        let reserved = state.reservation(job, index).map(|r| r.node().to_string());
+        let reservation = state.reservation(job, index);
+        // A pod sent to be bound in an earlier pass whose update has not arrived: wait for it.
+        if reservation.is_some_and(|r| r.assumed) {
+            present += 1;
+            continue;
+        }
+        let reserved = reservation.map(|r| r.node().to_string());
         let pod = waiting.get(&index);
         match (at, reserved, pod) {
             // A reserved position whose pod now exists: bind it where the room is held.
@@ -203,6 +211,7 @@ fn assign_job(
                             index,
                             node,
                             requests: trainer,
+                            assumed: false,
                         });
                     }
                 }
@@ -218,6 +227,7 @@ fn assign_job(
                     index,
                     node: b.node,
                     requests: b.requests,
+                    assumed: false,
                 });
             }
         }
@@ -228,6 +238,7 @@ fn assign_job(
             index: *index,
             node: b.node.clone(),
             requests: b.requests,
+            assumed: true,
         })
     }));
     out.binds.extend(binds);
