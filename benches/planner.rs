@@ -7,24 +7,27 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
-/// The L cluster with kube-scheduler's filters in play: every tenth node tainted, one job in ten
-/// selecting a zone and one in ten tolerating the taint (see `testkit::constrain`).
-fn bench_constrained(c: &mut Criterion) {
-    let mut group = c.benchmark_group("plan_constrained");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
-    let (nodes, jobs) = (10_000, 5_000);
-    let shape = ClusterShape::constrained_bench(nodes, jobs);
+/// The allocator the `trainscale` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Benches one pass of each policy on the steady and the cold state of `shape`.
+fn bench_states(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    label: &str,
+    shape: ClusterShape,
+    policies: &[Policy],
+) {
     for (state_name, state) in [
         ("steady", steady(shape, PLANNER_BENCH_CHURN)),
         ("cold", generate(shape)),
     ] {
-        for policy in [Policy::Fulfillment, Policy::Static] {
+        for &policy in policies {
             let config = PlannerConfig {
                 policy,
                 ..PlannerConfig::default()
@@ -32,19 +35,16 @@ fn bench_constrained(c: &mut Criterion) {
             let id = BenchmarkId::new(
                 policy.as_str(),
                 format!(
-                    "L {state_name} constrained ({nodes} nodes, {jobs} jobs, {} pods)",
+                    "{label} {state_name} ({} nodes, {} jobs, {} pods)",
+                    shape.nodes,
+                    shape.jobs,
                     state.pod_count()
                 ),
             );
             group.bench_with_input(id, &state, |b, s| b.iter(|| plan(black_box(s), &config)));
         }
     }
-    group.finish();
 }
-
-/// The allocator the `trainscale` binary runs with.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn bench(c: &mut Criterion) {
     let sizes = [("S", 100, 50), ("M", 1_000, 500), ("L", 10_000, 5_000)];
@@ -54,26 +54,31 @@ fn bench(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(2));
     for (label, nodes, jobs) in sizes {
         let shape = ClusterShape::planner_bench(nodes, jobs);
-        for (state_name, state) in [
-            ("steady", steady(shape, PLANNER_BENCH_CHURN)),
-            ("cold", generate(shape)),
-        ] {
-            for policy in [Policy::Fulfillment, Policy::Edl, Policy::Static] {
-                let config = PlannerConfig {
-                    policy,
-                    ..PlannerConfig::default()
-                };
-                let id = BenchmarkId::new(
-                    policy.as_str(),
-                    format!(
-                        "{label} {state_name} ({nodes} nodes, {jobs} jobs, {} pods)",
-                        state.pod_count()
-                    ),
-                );
-                group.bench_with_input(id, &state, |b, s| b.iter(|| plan(black_box(s), &config)));
-            }
-        }
+        bench_states(
+            &mut group,
+            label,
+            shape,
+            &[Policy::Fulfillment, Policy::Edl, Policy::Static],
+        );
     }
+    group.finish();
+}
+
+/// The L cluster with kube-scheduler's filters in play: every tenth node tainted, one job in ten
+/// selecting a zone and one in ten tolerating the taint (see `testkit::constrain`). The ids read
+/// `L steady constrained (...)` as in the README.
+fn bench_constrained(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan_constrained");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    let shape = ClusterShape::constrained_bench(10_000, 5_000);
+    bench_states(
+        &mut group,
+        "L",
+        shape,
+        &[Policy::Fulfillment, Policy::Static],
+    );
     group.finish();
 }
 

@@ -8,13 +8,16 @@ use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
 use tokio::sync::watch;
-use tower_test::mock::{self, Handle, SendResponse};
+use tower_test::mock;
 use trainscale::api::{JobKey, ScaleResults};
 use trainscale::daemon::store::{InvalidJob, TrainerJobRef};
 use trainscale::daemon::{Actuator, Rescale};
 use trainscale::planner::Reason;
 
-type MockHandle = Handle<Request<Body>, Response<Body>>;
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use mock_api::{MockHandle, api_status, expect, respond};
 
 const STAMP: &str = "2024-05-01T12:00:00Z";
 
@@ -29,51 +32,6 @@ fn actuator() -> (Actuator, MockHandle) {
         Actuator::new(client, "test-0").with_clock(fixed_clock),
         handle,
     )
-}
-
-/// The next request, checked for method and path; returns its query, content type and body.
-async fn expect(
-    handle: &mut MockHandle,
-    method: Method,
-    path: &str,
-) -> (
-    Option<String>,
-    Option<String>,
-    Value,
-    SendResponse<Response<Body>>,
-) {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
-        .unwrap_or_else(|| panic!("client gone; expected {method} {path}"));
-    assert_eq!(req.method(), method, "method of {}", req.uri());
-    assert_eq!(req.uri().path(), path);
-    let query = req.uri().query().map(str::to_string);
-    let content_type = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (query, content_type, body, send)
-}
-
-fn respond(send: SendResponse<Response<Body>>, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .body(Body::from(serde_json::to_vec(&body).unwrap()))
-            .unwrap(),
-    );
-}
-
-fn api_status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-           "code": code, "reason": reason, "message": message})
 }
 
 fn batch_job(name: &str, rv: &str, parallelism: i32, indexed: bool) -> Value {

@@ -7,12 +7,15 @@ use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use tower_test::mock::{self, Handle, SendResponse};
+use tower_test::mock;
 use trainscale::api::{JobKey, Resources};
 use trainscale::daemon::leader::Fence;
 use trainscale::daemon::scheduling::{Bind, BindOutcome, Binder, Unschedulable};
 
-type MockHandle = Handle<Request<Body>, Response<Body>>;
+#[path = "support/mock_api.rs"]
+mod mock_api;
+
+use mock_api::{MockHandle, api_status, expect, respond};
 
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
@@ -23,44 +26,6 @@ fn binder() -> (Binder, MockHandle) {
         Binder::new(client, "trainscale", "test-0", Fence::Always),
         handle,
     )
-}
-
-async fn expect(
-    handle: &mut MockHandle,
-    method: Method,
-    path: &str,
-) -> (Option<String>, Value, SendResponse<Response<Body>>) {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
-        .unwrap_or_else(|| panic!("client gone; expected {method} {path}"));
-    assert_eq!(req.method(), method, "method of {}", req.uri());
-    assert_eq!(req.uri().path(), path);
-    let content_type = req
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (content_type, body, send)
-}
-
-fn respond(send: SendResponse<Response<Body>>, status: StatusCode, body: Value) {
-    send.send_response(
-        Response::builder()
-            .status(status)
-            .body(Body::from(serde_json::to_vec(&body).unwrap()))
-            .unwrap(),
-    );
-}
-
-fn api_status(code: u16, reason: &str, message: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-           "code": code, "reason": reason, "message": message})
 }
 
 fn success() -> Value {
@@ -80,7 +45,7 @@ fn bind_of(pod: &str, node: &str) -> Bind {
 
 /// Answers the Event the binder publishes after a bind or a refusal; returns its body.
 async fn event(handle: &mut MockHandle) -> Value {
-    let (_, body, send) = expect(handle, Method::POST, EVENTS).await;
+    let (_, _, body, send) = expect(handle, Method::POST, EVENTS).await;
     respond(send, StatusCode::CREATED, body.clone());
     body
 }
@@ -90,7 +55,7 @@ async fn a_bind_posts_the_binding_kube_scheduler_posts_and_reports_scheduled() {
     let (binder, mut handle) = binder();
     let b = bind_of("j-trainer-0", "node-7");
     let server = tokio::spawn(async move {
-        let (content_type, body, send) = expect(
+        let (_, content_type, body, send) = expect(
             &mut handle,
             Method::POST,
             "/api/v1/namespaces/ml/pods/j-trainer-0/binding",
@@ -119,7 +84,7 @@ async fn a_bind_posts_the_binding_kube_scheduler_posts_and_reports_scheduled() {
 async fn a_pod_bound_already_is_moot_and_a_server_error_is_a_failure_to_retry() {
     let (binder, mut handle) = binder();
     let server = tokio::spawn(async move {
-        let (_, _, send) = expect(
+        let (_, _, _, send) = expect(
             &mut handle,
             Method::POST,
             "/api/v1/namespaces/ml/pods/a/binding",
@@ -130,7 +95,7 @@ async fn a_pod_bound_already_is_moot_and_a_server_error_is_a_failure_to_retry() 
             StatusCode::CONFLICT,
             api_status(409, "Conflict", "pod a is already assigned to node \"x\""),
         );
-        let (_, _, send) = expect(
+        let (_, _, _, send) = expect(
             &mut handle,
             Method::POST,
             "/api/v1/namespaces/ml/pods/b/binding",
@@ -142,7 +107,7 @@ async fn a_pod_bound_already_is_moot_and_a_server_error_is_a_failure_to_retry() 
             api_status(500, "InternalError", "etcd is sad"),
         );
         // The retry (the next pass's bind of the same pod) succeeds.
-        let (_, _, send) = expect(
+        let (_, _, _, send) = expect(
             &mut handle,
             Method::POST,
             "/api/v1/namespaces/ml/pods/b/binding",
@@ -178,7 +143,7 @@ async fn an_unschedulable_pod_gets_the_condition_by_strategic_merge_and_an_event
         ..new.clone()
     };
     let server = tokio::spawn(async move {
-        let (content_type, body, send) = expect(
+        let (_, content_type, body, send) = expect(
             &mut handle,
             Method::PATCH,
             "/api/v1/namespaces/ml/pods/p/status",
