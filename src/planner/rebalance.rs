@@ -99,6 +99,16 @@ fn take_one(
         {
             continue;
         }
+        // Room comes free only on the donor's nodes: none the taker may use, no help.
+        if class.is_some()
+            && !jobs[d]
+                .on_node
+                .keys()
+                .chain(jobs[d].placed.keys())
+                .any(|n| index.allowed(class, *n))
+        {
+            continue;
+        }
         let give = jobs[d].trainer();
         // Trainers the donor was handed this pass can be taken back from any node, in name order.
         nodes.clear();
