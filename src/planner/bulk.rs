@@ -6,10 +6,10 @@
 //! A step plans at most [`ROOM_SHARE_NUM`]/[`ROOM_SHARE_DEN`] of the free CPU, memory and GPU.
 //! When a job of the step cannot place its share, the whole step is undone and bulk filling
 //! stops: no job is left below a level others reached in bulk. The exception is a trainer class
-//! confined to some nodes (a selector, affinity or taints leave it fewer than all): when its
-//! nodes run out, its jobs leave bulk filling for exact water-filling (which gives them room
-//! first wherever they are least fulfilled) and the step is tried again without them. Classes
-//! confined to the fewest nodes are placed first in each step.
+//! confined to a minority of the nodes (a selector or an affinity): when its nodes run out, its
+//! jobs leave bulk filling for exact water-filling (which gives them room first wherever they
+//! are least fulfilled) and the step is tried again without them. Classes that may use the
+//! fewest nodes are placed first in each step.
 
 use std::collections::{HashMap, HashSet};
 
@@ -58,12 +58,20 @@ pub fn bulk_fill(
             .or_insert_with(|| index.allowed_count(*class));
     }
     let order_of = |shape: Shape| shape_order(shape, allowed.get(&shape.1).copied().unwrap_or(0));
+    // Confined to a minority of the nodes (a selector, an affinity): when such a class runs out
+    // of room, the rest of the cluster may still have plenty. A class kept off only a few nodes
+    // (tainted ones) running out means the cluster is tight, as for an unconstrained one.
+    let confined = |class: Option<PodClassId>| {
+        allowed
+            .get(&class)
+            .is_some_and(|n| n.saturating_mul(2) < everywhere)
+    };
     let mut shapes: Vec<Shape> = distinct.into_iter().collect();
     shapes.sort_unstable_by_key(|t| order_of(*t));
     let mut left_out: Vec<Shape> = Vec::new();
     for &(t, class) in &shapes {
         if index.best_fit(t, class).is_none() {
-            if allowed.get(&class).is_none_or(|n| *n >= everywhere) {
+            if !confined(class) {
                 return;
             }
             left_out.push((t, class));
@@ -107,7 +115,7 @@ pub fn bulk_fill(
             // A class confined to some nodes that ran out of them leaves bulk filling (its jobs
             // go to water-filling) and the step is tried again without it; any other failure
             // ends bulk filling.
-            if allowed.get(&failed.1).is_none_or(|n| *n >= everywhere) {
+            if !confined(failed.1) {
                 break;
             }
             wants.retain(|w| (w.trainer, w.class) != failed);
