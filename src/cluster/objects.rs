@@ -6,6 +6,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use std::sync::Arc;
 
+use super::filters::NodeTraits;
+
 use crate::api::priority::PriorityClasses;
 use crate::api::{
     FieldError, GPU_RESOURCE_NAMES, JobKey, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER,
@@ -29,9 +31,10 @@ pub const MAX_NODE_AMOUNT: i64 = 1 << 53;
 /// an i64, which 2^20 each cannot overflow.
 pub const MAX_NODE_GPUS: i64 = 1 << 20;
 
-/// Reads a Node: allocatable CPU, memory and GPUs, and whether it takes pods. An amount above
-/// [`MAX_NODE_AMOUNT`] or [`MAX_NODE_GPUS`] is an error naming `status.allocatable.<resource>`.
-pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
+/// Reads a Node: allocatable CPU, memory and GPUs, whether it takes pods, and what the
+/// scheduler's filters look at. An amount above [`MAX_NODE_AMOUNT`] or [`MAX_NODE_GPUS`] is an
+/// error naming `status.allocatable.<resource>`.
+pub fn read_node(node: &Node) -> Result<(NodeInfo, NodeTraits), FieldError> {
     let name = node.metadata.name.clone().unwrap_or_default();
     let object = format!("Node {name}");
     if name.is_empty() {
@@ -71,23 +74,14 @@ pub fn read_node(node: &Node) -> Result<(String, NodeInfo), FieldError> {
             .unwrap_or(GPU_RESOURCE_NAMES[0]);
         return Err(too_much(name, MAX_NODE_GPUS.to_string()));
     }
-    let cordoned = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    // A node without any Ready condition (a hand-written snapshot) counts as ready.
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
-        .is_none_or(|c| c.status == "True");
-    Ok((
-        name,
-        NodeInfo {
-            allocatable,
-            schedulable: !cordoned && ready,
-        },
-    ))
+    // Cordoned and Ready as the filters read them (a node without any Ready condition, as in a
+    // hand-written snapshot, counts as ready).
+    let traits = NodeTraits::read(node)?;
+    let info = NodeInfo {
+        allocatable,
+        schedulable: !traits.unschedulable && traits.ready,
+    };
+    Ok((info, traits))
 }
 
 /// The role of a pod in a TrainingJob, from its labels.

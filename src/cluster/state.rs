@@ -273,8 +273,9 @@ impl ClusterState {
 
     /// Adds or updates a Node. A malformed node is removed and its error returned.
     pub fn apply_node(&mut self, node: &Node) -> Result<(), FieldError> {
-        match read_node(node).and_then(|read| Ok((read, NodeTraits::read(node)?))) {
-            Ok(((name, info), traits)) => {
+        match read_node(node) {
+            Ok((info, traits)) => {
+                let name = traits.name.clone();
                 self.set_node(&name, Some(info));
                 if let Some(id) = self.node_id_of(&name) {
                     self.eligibility.set_node(id, Some(Arc::new(traits)));

@@ -298,10 +298,7 @@ impl Daemon {
         let mut store = lock(&self.store);
         let state = Arc::make_mut(&mut store).state_mut();
         for r in reserves {
-            state.reserve(&r.job, r.index, &r.node, r.requests, expires);
-            if r.assumed {
-                state.assume(&r.job, r.index);
-            }
+            state.reserve(&r.job, r.index, &r.node, r.requests, expires, r.assumed);
         }
     }
 

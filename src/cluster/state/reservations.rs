@@ -38,7 +38,8 @@ const RESERVED: &str = "";
 
 impl ClusterState {
     /// Holds `requests` on `node` for trainer position `index` of `job` until `expires` (seconds
-    /// since the epoch), replacing any reservation of that position.
+    /// since the epoch), replacing any reservation of that position; `assumed` when the position's
+    /// pod is being bound there (see [`Reservation::assumed`]).
     pub fn reserve(
         &mut self,
         job: &JobKey,
@@ -46,6 +47,7 @@ impl ClusterState {
         node: &str,
         requests: Resources,
         expires: i64,
+        assumed: bool,
     ) {
         self.unreserve(job, index);
         let pod = PodInfo {
@@ -66,16 +68,9 @@ impl ClusterState {
             Reservation {
                 pod,
                 expires,
-                assumed: false,
+                assumed,
             },
         );
-    }
-
-    /// Marks the reservation of position `index` of `job` as held for a pod being bound there.
-    pub fn assume(&mut self, job: &JobKey, index: u32) {
-        if let Some(r) = self.reservations.get_mut(&(job.clone(), index)) {
-            r.assumed = true;
-        }
     }
 
     /// Gives back the room held for position `index` of `job`; whether there was any.
@@ -172,7 +167,7 @@ mod tests {
         let (mut state, key, trainer) = state();
         let a = state.node_id_of("a").unwrap();
         let free = state.node(a).unwrap().free();
-        state.reserve(&key, 1, "a", trainer, 100);
+        state.reserve(&key, 1, "a", trainer, 100, false);
         assert_eq!(state.node(a).unwrap().free(), free - trainer);
         let slot = state.job(&key).unwrap();
         assert_eq!(slot.controller_positions(), vec![None, Some(a)]);
@@ -194,8 +189,8 @@ mod tests {
         let (mut state, key, trainer) = state();
         let a = state.node_id_of("a").unwrap();
         let free = state.node(a).unwrap().free();
-        state.reserve(&key, 0, "a", trainer, 100);
-        state.reserve(&key, 1, "a", trainer, 50);
+        state.reserve(&key, 0, "a", trainer, 100, false);
+        state.reserve(&key, 1, "a", trainer, 50, false);
         // The same size again (a status update) keeps both; a raise too.
         state.set_trainer_job(key.clone(), Some(Some(2)));
         state.set_trainer_job(key.clone(), Some(Some(3)));
@@ -205,7 +200,7 @@ mod tests {
         assert_eq!(state.expire_reservations(99), 0);
         assert_eq!(state.expire_reservations(100), 1);
         assert_eq!(state.node(a).unwrap().free(), free);
-        state.reserve(&key, 0, "a", trainer, 100);
+        state.reserve(&key, 0, "a", trainer, 100, false);
         state.delete_node("a");
         assert_eq!(state.reservations().count(), 0);
         assert_eq!(state.job(&key).unwrap().trainers.bound, 0);

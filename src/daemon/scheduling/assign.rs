@@ -11,12 +11,11 @@
 //! fails is replaced by the best node that passes, or the pod is reported unschedulable.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use super::pods::{PodKey, SchedulingPods, UnboundPod};
 use crate::api::{JobKey, Resources};
-use crate::cluster::filters::{PodConstraints, Unfit, check_static, unavailable_message};
-use crate::cluster::{ClusterState, NodeId, Role};
+use crate::cluster::filters::{HostPort, Unfit, check_static, unavailable_message};
+use crate::cluster::{ClusterState, NodeId, NodeSlot, Role};
 use crate::planner::ScalePlan;
 
 /// A pod to bind.
@@ -116,7 +115,7 @@ pub fn assign(
             Ok(node) => out.binds.push(Bind {
                 pod: key.clone(),
                 uid: pod.uid.clone(),
-                node,
+                node: node_name(state, node),
                 position: None,
                 requests,
                 seen: pod.seen,
@@ -169,47 +168,47 @@ fn assign_job(
             present += 1;
             continue;
         }
-        let reserved = reservation.map(|r| r.node().to_string());
+        let reserved = reservation.and_then(|r| state.node_id_of(r.node()));
         let pod = waiting.get(&index);
         match (at, reserved, pod) {
             // A reserved position whose pod now exists: bind it where the room is held.
             (Some(_), Some(node), Some((key, pod))) => {
                 let requests = pod_requests(state, key, trainer);
-                match room.check_held(&node, pod) {
-                    Ok(()) => binds.push(bind(key, pod, node, job, index, requests)),
+                match room.check_held(node, pod) {
+                    Ok(()) => binds.push(bind(state, key, pod, node, job, index, requests)),
                     Err(_) => unplaced.push((*key, *pod)),
                 }
                 present += 1;
             }
-            // Bound, or reserved and still to be created.
-            (Some(_), _, _) => present += u32::from(reserved_is_bound(state, job, index)),
+            // Bound (not only reserved, for a pod still to be created).
+            (Some(_), _, _) => present += u32::from(reservation.is_none()),
             (None, _, pod) => {
-                let Some(&node_id) = planned.next() else {
+                let Some(&node) = planned.next() else {
                     if let Some((key, pod)) = pod {
                         unplaced.push((*key, *pod));
                     }
                     continue;
                 };
-                let Some(node) = state.node(node_id).map(|n| n.name.to_string()) else {
-                    continue;
-                };
                 match pod {
                     Some((key, pod)) => {
                         let requests = pod_requests(state, key, trainer);
-                        match room.take_planned(&node, pod, requests) {
+                        match room.take_planned(node, pod, requests) {
                             Ok(node) => {
-                                binds.push(bind(key, pod, node, job, index, requests));
+                                binds.push(bind(state, key, pod, node, job, index, requests));
                                 present += 1;
                             }
                             Err(_) => unplaced.push((*key, *pod)),
                         }
                     }
                     None => {
-                        room.take(&node, trainer);
+                        let Some(name) = state.node(node).map(|n| n.name.to_string()) else {
+                            continue;
+                        };
+                        room.take(node, trainer);
                         reserves.push(Reserve {
                             job: job.clone(),
                             index,
-                            node,
+                            node: name,
                             requests: trainer,
                             assumed: false,
                         });
@@ -219,40 +218,37 @@ fn assign_job(
         }
     }
     // A gang below min: all of it present and placed, or none of it bound yet.
-    if present < min.max(0) as u32 {
-        for b in binds.drain(..) {
-            if let Some((job, index)) = b.position {
-                reserves.push(Reserve {
-                    job,
-                    index,
-                    node: b.node,
-                    requests: b.requests,
-                    assumed: false,
-                });
-            }
-        }
+    let gang_waits = present < min.max(0) as u32;
+    if gang_waits {
+        reserves.extend(binds.iter().filter_map(|b| b.reserve(false)));
+    } else {
+        out.reserves
+            .extend(binds.iter().filter_map(|b| b.reserve(true)));
+        out.binds.extend(binds);
     }
-    out.reserves.extend(binds.iter().filter_map(|b| {
-        b.position.as_ref().map(|(job, index)| Reserve {
-            job: job.clone(),
-            index: *index,
-            node: b.node.clone(),
-            requests: b.requests,
-            assumed: true,
-        })
-    }));
-    out.binds.extend(binds);
     out.reserves.extend(reserves);
+    // Identical trainers are refused for the same reasons: one diagnosis serves them all.
+    let mut diagnosed: Vec<(&UnboundPod, Resources, String)> = Vec::new();
     for (key, pod) in unplaced {
         let requests = pod_requests(state, key, trainer);
-        let message = room.diagnose(pod, requests);
+        let known = diagnosed
+            .iter()
+            .find(|(other, r, _)| *r == requests && same_constraints(other, pod));
+        let message = match known {
+            Some((_, _, message)) => message.clone(),
+            None => {
+                let message = room.diagnose(pod, requests);
+                diagnosed.push((pod, requests, message.clone()));
+                message
+            }
+        };
         out.unschedulable.push(unschedulable(key, pod, message));
     }
 }
 
-/// Whether the position is held by a bound pod (not only a reservation).
-fn reserved_is_bound(state: &ClusterState, job: &JobKey, index: u32) -> bool {
-    state.reservation(job, index).is_none()
+/// Whether two pods' specs read to the same constraints.
+fn same_constraints(a: &UnboundPod, b: &UnboundPod) -> bool {
+    matches!((&a.constraints, &b.constraints), (Ok(x), Ok(y)) if x == y)
 }
 
 fn pod_requests(state: &ClusterState, key: &PodKey, trainer: Resources) -> Resources {
@@ -260,9 +256,10 @@ fn pod_requests(state: &ClusterState, key: &PodKey, trainer: Resources) -> Resou
 }
 
 fn bind(
+    state: &ClusterState,
     key: &PodKey,
     pod: &UnboundPod,
-    node: String,
+    node: NodeId,
     job: &JobKey,
     index: u32,
     requests: Resources,
@@ -270,10 +267,31 @@ fn bind(
     Bind {
         pod: key.clone(),
         uid: pod.uid.clone(),
-        node,
+        node: node_name(state, node),
         position: Some((job.clone(), index)),
         requests,
         seen: pod.seen,
+    }
+}
+
+/// The name of a node id of `state` (empty for an id it does not hold).
+fn node_name(state: &ClusterState, node: NodeId) -> String {
+    state
+        .node(node)
+        .map_or_else(String::new, |n| n.name.to_string())
+}
+
+impl Bind {
+    /// The reservation holding this bind's position, if it fills one; `assumed` when the bind is
+    /// sent this pass.
+    fn reserve(&self, assumed: bool) -> Option<Reserve> {
+        self.position.as_ref().map(|(job, index)| Reserve {
+            job: job.clone(),
+            index: *index,
+            node: self.node.clone(),
+            requests: self.requests,
+            assumed,
+        })
     }
 }
 
@@ -302,19 +320,19 @@ pub fn unsupported_message(features: &[&str]) -> String {
 }
 
 /// Node room as the pass hands it out: the state's free room, taken from as pods are bound or
-/// positions reserved, with the pod count and host ports of each node.
+/// positions reserved, with the pod count, host ports and extended resources of each node.
 struct Room<'s> {
     state: &'s ClusterState,
     pods: &'s SchedulingPods,
-    /// Per touched node: free room, pods placed this pass, host ports taken this pass.
-    taken: HashMap<String, Taken>,
+    /// What this pass took on each touched node.
+    taken: HashMap<NodeId, Taken>,
 }
 
 #[derive(Default)]
 struct Taken {
     resources: Resources,
     pods: i64,
-    ports: Vec<crate::cluster::filters::HostPort>,
+    ports: Vec<HostPort>,
     extended: BTreeMap<String, i64>,
 }
 
@@ -327,9 +345,9 @@ impl<'s> Room<'s> {
         }
     }
 
-    /// Takes room for a reservation on a planned node (the plan already checked it fits).
-    fn take(&mut self, node: &str, requests: Resources) {
-        let t = self.taken.entry(node.to_string()).or_default();
+    /// Takes room and a pod slot on a node (for a reservation, on a node the plan chose).
+    fn take(&mut self, node: NodeId, requests: Resources) {
+        let t = self.taken.entry(node).or_default();
         t.resources += requests;
         t.pods += 1;
     }
@@ -338,31 +356,40 @@ impl<'s> Room<'s> {
     /// that does.
     fn take_planned(
         &mut self,
-        node: &str,
+        node: NodeId,
         pod: &UnboundPod,
         requests: Resources,
-    ) -> Result<String, String> {
+    ) -> Result<NodeId, String> {
         match self.fits(node, pod, requests, false) {
             Ok(()) => {
                 self.commit(node, pod, requests, false);
-                Ok(node.to_string())
+                Ok(node)
             }
             Err(_) => place_one(self, pod, requests),
         }
     }
 
     /// Whether a pod fits where its position's room is held already (filters other than room).
-    fn check_held(&mut self, node: &str, pod: &UnboundPod) -> Result<(), Unfit> {
+    fn check_held(&mut self, node: NodeId, pod: &UnboundPod) -> Result<(), Unfit> {
         self.fits(node, pod, Resources::ZERO, true)?;
         self.commit(node, pod, Resources::ZERO, true);
         Ok(())
+    }
+
+    /// The free room of a node, less what this pass took there.
+    fn free(&self, slot: &NodeSlot, node: NodeId) -> Resources {
+        slot.free()
+            - self
+                .taken
+                .get(&node)
+                .map_or(Resources::ZERO, |t| t.resources)
     }
 
     /// kube-scheduler's filters for one pod on one node, against the room left this pass.
     /// `held`: the room and pod slot are held for it already (a reservation).
     fn fits(
         &self,
-        node: &str,
+        node: NodeId,
         pod: &UnboundPod,
         requests: Resources,
         held: bool,
@@ -373,12 +400,10 @@ impl<'s> Room<'s> {
             Ok(c) if c.unsupported.is_empty() => c,
             _ => return Err(Unfit::NodeAffinity),
         };
-        let id = self.state.node_id_of(node).ok_or(Unfit::NotReady)?;
-        let slot = self.state.node(id).ok_or(Unfit::NotReady)?;
-        let traits = self.state.node_traits(id).ok_or(Unfit::NotReady)?;
+        let slot = self.state.node(node).ok_or(Unfit::NotReady)?;
+        let traits = self.state.node_traits(node).ok_or(Unfit::NotReady)?;
         check_static(constraints, traits)?;
-        let taken = self.taken.get(node);
-        let free = slot.free() - taken.map_or(Resources::ZERO, |t| t.resources);
+        let taken = self.taken.get(&node);
         if !held {
             if let Some(max) = traits.max_pods {
                 let used = i64::from(slot.pods) + taken.map_or(0, |t| t.pods);
@@ -386,6 +411,7 @@ impl<'s> Room<'s> {
                     return Err(Unfit::TooManyPods);
                 }
             }
+            let free = self.free(slot, node);
             if requests.cpu_milli > free.cpu_milli {
                 return Err(Unfit::Insufficient("cpu".into()));
             }
@@ -400,7 +426,7 @@ impl<'s> Room<'s> {
         }
         for (resource, amount) in &constraints.extended {
             let have = traits.extended.get(resource).copied().unwrap_or(0);
-            let used = self.pods.extended_on(node, resource)
+            let used = self.pods.extended_on(&slot.name, resource)
                 + taken
                     .and_then(|t| t.extended.get(resource))
                     .copied()
@@ -409,24 +435,22 @@ impl<'s> Room<'s> {
                 return Err(Unfit::Insufficient(resource.clone()));
             }
         }
-        if !constraints.host_ports.is_empty() {
-            let bound: Vec<_> = self.pods.ports_on(node).cloned().collect();
+        let wanted = &constraints.host_ports;
+        if !wanted.is_empty() {
             let mine = taken.map(|t| t.ports.as_slice()).unwrap_or_default();
-            if crate::cluster::filters::ports_conflict(&constraints.host_ports, &bound)
-                || crate::cluster::filters::ports_conflict(&constraints.host_ports, mine)
-            {
+            let mut in_use = self.pods.ports_on(&slot.name).chain(mine);
+            if in_use.any(|p| wanted.iter().any(|w| w.conflicts(p))) {
                 return Err(Unfit::HostPorts);
             }
         }
         Ok(())
     }
 
-    fn commit(&mut self, node: &str, pod: &UnboundPod, requests: Resources, held: bool) {
-        let t = self.taken.entry(node.to_string()).or_default();
+    fn commit(&mut self, node: NodeId, pod: &UnboundPod, requests: Resources, held: bool) {
         if !held {
-            t.resources += requests;
-            t.pods += 1;
+            self.take(node, requests);
         }
+        let t = self.taken.entry(node).or_default();
         if let Ok(c) = &pod.constraints {
             t.ports.extend(c.host_ports.iter().cloned());
             for (resource, amount) in &c.extended {
@@ -446,12 +470,12 @@ impl<'s> Room<'s> {
         }
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut total = 0;
-        for (_, slot) in self.state.nodes() {
+        for (id, slot) in self.state.nodes() {
             if slot.info.is_none() {
                 continue;
             }
             total += 1;
-            if let Err(why) = self.fits(&slot.name, pod, requests, false) {
+            if let Err(why) = self.fits(id, pod, requests, false) {
                 *reasons.entry(why.to_string()).or_insert(0) += 1;
             }
         }
@@ -460,40 +484,31 @@ impl<'s> Room<'s> {
 }
 
 /// The best node for a single pod, like kube-scheduler's filters then a best fit (fewest free
-/// GPUs, then least free CPU, then name): the node's name, or why none fits.
-fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<String, String> {
+/// GPUs, then least free CPU, then name): the node, or why none fits.
+fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<NodeId, String> {
     if let Ok(c) = &pod.constraints
         && !c.unsupported.is_empty()
     {
         return Err(unsupported_message(&c.unsupported));
     }
-    let mut best: Option<(Resources, Arc<str>)> = None;
-    for (_, slot) in room.state.nodes() {
-        if slot.info.is_none() || room.fits(&slot.name, pod, requests, false).is_err() {
+    let mut best: Option<(Resources, NodeId)> = None;
+    for (id, slot) in room.state.nodes() {
+        if slot.info.is_none() || room.fits(id, pod, requests, false).is_err() {
             continue;
         }
-        let free = slot.free()
-            - room
-                .taken
-                .get(&*slot.name)
-                .map_or(Resources::ZERO, |t| t.resources);
+        let free = room.free(slot, id);
         let better = best.as_ref().is_none_or(|(b, _)| {
             (free.gpu, free.cpu_milli, free.memory) < (b.gpu, b.cpu_milli, b.memory)
         });
         if better {
-            best = Some((free, Arc::clone(&slot.name)));
+            best = Some((free, id));
         }
     }
     match best {
         Some((_, node)) => {
-            room.commit(&node, pod, requests, false);
-            Ok(node.to_string())
+            room.commit(node, pod, requests, false);
+            Ok(node)
         }
         None => Err(room.diagnose(pod, requests)),
     }
-}
-
-/// Whether the constraints name what trainscale does not evaluate.
-pub fn unsupported(constraints: &PodConstraints) -> bool {
-    !constraints.unsupported.is_empty()
 }

@@ -86,10 +86,10 @@ impl SchedulingPods {
                         .insert(key.clone(), ports);
                     self.ports_at.insert(key.clone(), node.to_string());
                 }
-                let object = meta_ref("Pod", &pod.metadata);
-                // A request that does not parse was reported by the planning view already.
+                // Every bound pod's events pass here: no error context is built, as a request
+                // that does not parse was reported by the planning view already.
                 let extended =
-                    PodConstraints::read_extended(spec, &object, "spec").unwrap_or_default();
+                    PodConstraints::read_extended(spec, "Pod", "spec").unwrap_or_default();
                 if !extended.is_empty() {
                     self.extended
                         .entry(node.to_string())

@@ -156,7 +156,8 @@ fn a_gang_below_min_is_bound_whole_or_only_held() {
     assert!(a.binds.is_empty(), "two of three pods exist: nothing bound");
     assert_eq!(a.reserves.len(), 3, "the whole gang's room is held");
     for r in &a.reserves {
-        c.state.reserve(&r.job, r.index, &r.node, r.requests, 100);
+        c.state
+            .reserve(&r.job, r.index, &r.node, r.requests, 100, r.assumed);
     }
     // The third pod arrives: the gang binds whole, on the room held for it.
     c.pod(&trainer_pod("g", 2, &spec));
@@ -182,7 +183,8 @@ fn a_position_not_created_yet_is_reserved_and_its_room_not_handed_out_twice() {
     let a = c.assign();
     assert_eq!(a.reserves.len(), 1);
     let r = &a.reserves[0];
-    c.state.reserve(&r.job, r.index, &r.node, r.requests, 100);
+    c.state
+        .reserve(&r.job, r.index, &r.node, r.requests, 100, r.assumed);
     // Another job's pod now finds the node full.
     c.job("y", (1, 1), 1, &[0], &spec);
     let a = c.assign();
