@@ -416,15 +416,7 @@ policies: [static]
             "b,100,-,vc,16,0,0,bert,8,80,100000,2,2,2,9600".to_string(),
         ],
     );
-    let scenario = Scenario::load(&path).unwrap();
-    let (jobs, speedup) = sim::load_inputs(&scenario).unwrap();
-    let runs = sim::run_policies(
-        &scenario,
-        &jobs,
-        &speedup,
-        &[Policy::Static],
-        &mut |_, _, _| {},
-    );
+    let runs = run(&path, &[Policy::Static]);
     assert_eq!(runs.len(), 2);
     for r in &runs {
         let finish: Vec<Option<f64>> = r.jobs.iter().map(|j| j.finish_s).collect();
