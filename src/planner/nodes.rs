@@ -1,6 +1,5 @@
 //! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
 
-use std::cell::RefCell;
 use std::collections::HashSet;
 
 use foldhash::fast::RandomState;
@@ -12,6 +11,32 @@ use crate::cluster::{ClusterState, NodeId};
 
 /// How many fitting nodes a search looks at for one that strands nothing before taking the tightest.
 const GOOD_FIT_SCAN: usize = 32;
+
+/// Most trainer classes given a search set of their own (one bit each in [`NodeIndex::member`]):
+/// a node's update moves its entry in each of its classes' sets too, so this bounds that work.
+const CLASS_SETS: usize = 16;
+
+/// Which set a trainer class's searches walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClassSearch {
+    /// Not searched for yet.
+    Unknown,
+    /// The shared set, skipping nodes the class may not use.
+    Shared,
+    /// Its own set: [`NodeIndex::class_sets`]`[n]`.
+    Own(usize),
+}
+
+/// Buffers for [`NodeIndex::fill`]'s batched set updates.
+#[derive(Debug, Clone, Default)]
+struct Batch {
+    /// Entries out of and into the shared set.
+    out: Vec<u128>,
+    into: Vec<u128>,
+    /// The part of `out` and `into` in one class set.
+    class_out: Vec<u128>,
+    class_into: Vec<u128>,
+}
 
 /// Schedulable nodes by free resources; placements and releases update it in O(log n).
 #[derive(Debug, Clone)]
@@ -32,12 +57,23 @@ pub struct NodeIndex<'s> {
     floor: Resources,
     /// Nodes given room back since [`NodeIndex::take_grown`] was last called.
     grown: Vec<NodeId>,
-    /// Buffers for [`NodeIndex::fill`]'s batched set updates: entries out, entries in.
-    batch: (Vec<u128>, Vec<u128>),
+    /// Buffers for [`NodeIndex::fill`]'s batched set updates.
+    batch: Batch,
     /// Searches that found no node since room was last given back: free room only shrinks
     /// meanwhile, so they would fail again. A class confined to full nodes would otherwise scan
     /// past every node with room it may not use, search after search.
-    failed: RefCell<HashSet<(Resources, Option<PodClassId>), RandomState>>,
+    failed: HashSet<(Resources, Option<PodClassId>), RandomState>,
+    /// How each trainer class's searches go, by class id, decided on its first search.
+    search: Vec<ClassSearch>,
+    /// For each class searched for that may use fewer than half the nodes (by
+    /// [`NodeIndex::allowed_count`]), up to [`CLASS_SETS`]: the entries of `set` whose nodes it
+    /// may use, so its searches do not pass over the nodes it may not (a zone's class over three
+    /// nodes in four). A class kept off only a few nodes scans `set`: a set of its own would give
+    /// most updates a second move (measured: steady constrained L pass slower, cold barely faster).
+    class_sets: Vec<SortedBlocks>,
+    /// Per node id, bit `n` set when the node is eligible for the class of `class_sets[n]`:
+    /// the sets its updates touch besides `set`.
+    member: Vec<u64>,
 }
 
 impl<'s> NodeIndex<'s> {
@@ -71,8 +107,11 @@ impl<'s> NodeIndex<'s> {
             set: SortedBlocks::default(),
             floor,
             grown: Vec::new(),
-            batch: (Vec::new(), Vec::new()),
-            failed: RefCell::default(),
+            batch: Batch::default(),
+            failed: HashSet::default(),
+            search: Vec::new(),
+            class_sets: Vec::new(),
+            member: vec![0; bound],
         };
         let mut entries = Vec::with_capacity(bound);
         for (id, slot) in state.nodes() {
@@ -149,22 +188,84 @@ impl<'s> NodeIndex<'s> {
     pub fn adjust(&mut self, id: NodeId, delta: Resources, sign: i64) {
         let rank = self.rank(id);
         let floor = self.floor;
+        let member = self.member.get(id as usize).copied().unwrap_or(0);
         if let Some(Some(free)) = self.free.get_mut(id as usize) {
-            if floor.fits_in(free) {
-                self.set.remove(entry(*free, rank));
-            }
+            let old = floor.fits_in(free).then(|| entry(*free, rank));
             *free = if sign >= 0 {
                 *free + delta
             } else {
                 *free - delta
             };
-            if floor.fits_in(free) {
-                self.set.insert(entry(*free, rank));
+            let new = floor.fits_in(free).then(|| entry(*free, rank));
+            let moved = |set: &mut SortedBlocks| {
+                if let Some(old) = old {
+                    set.remove(old);
+                }
+                if let Some(new) = new {
+                    set.insert(new);
+                }
+            };
+            moved(&mut self.set);
+            for (n, set) in self.class_sets.iter_mut().enumerate() {
+                if member >> n & 1 == 1 {
+                    moved(set);
+                }
             }
             if sign >= 0 {
                 self.grown.push(id);
-                self.failed.get_mut().clear();
+                self.failed.clear();
             }
+        }
+    }
+
+    /// Decides on the first search for `class` which set its searches walk: a class confined to
+    /// fewer than half the nodes gets its own set of the entries of the nodes it may use, while
+    /// there are fewer than [`CLASS_SETS`].
+    fn prepare(&mut self, class: Option<PodClassId>) {
+        let Some(class) = class else { return };
+        let slot = class as usize;
+        if self.search.len() <= slot {
+            self.search.resize(slot + 1, ClassSearch::Unknown);
+        }
+        if self.search[slot] != ClassSearch::Unknown {
+            return;
+        }
+        // Below half the nodes, as bulk filling counts a class confined.
+        let confined =
+            self.eligibility.eligible_count(class).saturating_mul(2) < self.allowed_count(None);
+        if !confined || self.class_sets.len() >= CLASS_SETS {
+            self.search[slot] = ClassSearch::Shared;
+            return;
+        }
+        let n = self.class_sets.len();
+        let eligibility = self.eligibility;
+        let mut entries = Vec::new();
+        for id in eligibility.eligible_nodes(class) {
+            let Some(member) = self.member.get_mut(id as usize) else {
+                continue;
+            };
+            *member |= 1 << n;
+            if let Some(free) = self.free(id)
+                && self.searchable(free)
+            {
+                entries.push(entry(free, self.rank(id)));
+            }
+        }
+        entries.sort_unstable();
+        self.class_sets.push(SortedBlocks::from_sorted(&entries));
+        self.search[slot] = ClassSearch::Own(n);
+    }
+
+    /// The set a search for `class` walks, and the class whose nodes it must still filter by
+    /// (`None` when the set holds only nodes the class may use).
+    fn search_set(&self, class: Option<PodClassId>) -> (&SortedBlocks, Option<PodClassId>) {
+        let own = class.and_then(|c| match self.search.get(c as usize) {
+            Some(ClassSearch::Own(n)) => self.class_sets.get(*n),
+            _ => None,
+        });
+        match own {
+            Some(set) => (set, None),
+            None => (&self.set, class),
         }
     }
 
@@ -203,13 +304,14 @@ impl<'s> NodeIndex<'s> {
     /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
     /// Only nodes `class` may use are considered.
-    pub fn best_fit(&self, need: Resources, class: Option<PodClassId>) -> Option<NodeId> {
-        if self.failed.borrow().contains(&(need, class)) {
+    pub fn best_fit(&mut self, need: Resources, class: Option<PodClassId>) -> Option<NodeId> {
+        if self.failed.contains(&(need, class)) {
             return None;
         }
+        self.prepare(class);
         let found = BestFits::new(self, need, class).next();
         if found.is_none() {
-            self.failed.borrow_mut().insert((need, class));
+            self.failed.insert((need, class));
         }
         found
     }
@@ -230,9 +332,10 @@ impl<'s> NodeIndex<'s> {
     ) -> i64 {
         let first = chunks.len();
         let mut left = count;
-        if count > 0 && self.failed.get_mut().contains(&(need, class)) {
+        if count > 0 && self.failed.contains(&(need, class)) {
             return 0;
         }
+        self.prepare(class);
         let mut fits = BestFits::new(self, need, class);
         while left > 0 {
             let Some(node) = fits.next() else { break };
@@ -244,30 +347,49 @@ impl<'s> NodeIndex<'s> {
         // The filled nodes leave their places in the set and take new ones, as two sorted
         // batches: the nodes of one scan sit side by side in the set, and one pass over their
         // blocks costs less than a search and a move per node.
-        let (mut out, mut into) = std::mem::take(&mut self.batch);
-        out.clear();
-        into.clear();
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.out.clear();
+        batch.into.clear();
         let floor = self.floor;
+        let mut members = 0;
         for &(node, n) in &chunks[first..] {
             let rank = self.rank(node);
+            members |= self.member.get(node as usize).copied().unwrap_or(0);
             if let Some(Some(free)) = self.free.get_mut(node as usize) {
                 if floor.fits_in(free) {
-                    out.push(entry(*free, rank));
+                    batch.out.push(entry(*free, rank));
                 }
                 *free -= need.times(n);
                 if floor.fits_in(free) {
-                    into.push(entry(*free, rank));
+                    batch.into.push(entry(*free, rank));
                 }
             }
         }
-        out.sort_unstable();
-        into.sort_unstable();
-        self.set.remove_sorted(&out);
-        self.set.insert_sorted(&into);
-        self.batch = (out, into);
+        batch.out.sort_unstable();
+        batch.into.sort_unstable();
+        self.set.remove_sorted(&batch.out);
+        self.set.insert_sorted(&batch.into);
+        // The class sets holding some of the nodes take the same moves, theirs filtered out.
+        for (n, set) in self.class_sets.iter_mut().enumerate() {
+            if members >> n & 1 == 0 {
+                continue;
+            }
+            let mine = |key: &&u128| {
+                let id = self.by_rank.get(rank_of(**key) as usize);
+                id.and_then(|id| self.member.get(*id as usize))
+                    .is_some_and(|m| m >> n & 1 == 1)
+            };
+            batch.class_out.clear();
+            batch.class_out.extend(batch.out.iter().filter(mine));
+            batch.class_into.clear();
+            batch.class_into.extend(batch.into.iter().filter(mine));
+            set.remove_sorted(&batch.class_out);
+            set.insert_sorted(&batch.class_into);
+        }
+        self.batch = batch;
         // Trainers were left over: every node returned is full for this need, and no other fits.
         if left > 0 {
-            self.failed.get_mut().insert((need, class));
+            self.failed.insert((need, class));
         }
         count - left
     }
@@ -279,8 +401,9 @@ impl<'s> NodeIndex<'s> {
 struct BestFits<'a> {
     index: &'a NodeIndex<'a>,
     need: Resources,
-    /// The trainer class whose nodes are searched (`None`: all).
-    class: Option<PodClassId>,
+    /// The trainer class whose nodes the scan keeps, skipping the others (`None`: every node
+    /// of the set it walks).
+    filter: Option<PodClassId>,
     bounds: Option<NeedBounds>,
     /// GPU level the cursor is on.
     level: i64,
@@ -296,13 +419,14 @@ impl<'a> BestFits<'a> {
     fn new(index: &'a NodeIndex<'a>, need: Resources, class: Option<PodClassId>) -> Self {
         debug_assert!(index.floor.fits_in(&need), "search below the index floor");
         let level = need.gpu.max(0);
+        let (set, filter) = index.search_set(class);
         BestFits {
             index,
             need,
-            class,
+            filter,
             bounds: NeedBounds::of(need),
             level,
-            cursor: index.set.cursor(pack(level, need.cpu_milli, i64::MIN, 0)),
+            cursor: set.cursor(pack(level, need.cpu_milli, i64::MIN, 0)),
             stranding: [0; GOOD_FIT_SCAN],
             stranding_head: 0,
             stranding_len: 0,
@@ -361,7 +485,7 @@ impl Iterator for BestFits<'_> {
                 continue;
             };
             let id = self.index.by_rank[rank_of(packed) as usize];
-            if !self.index.allowed(self.class, id) {
+            if !self.index.allowed(self.filter, id) {
                 continue;
             }
             if strands_nothing {
@@ -561,6 +685,109 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Searches of a class through a set of its own (one zone's, a quarter of the nodes) pick
+        /// exactly what a filtered scan of the shared set picks, as do those of a class kept off
+        /// tainted nodes and of no class: fills, takes and give-backs of every class in between,
+        /// each class's set built on its first search wherever the others left the room.
+        #[test]
+        fn class_sets_match_filtered_scans(
+            nodes in proptest::collection::vec((1i64..16, 1i64..16, 0i64..5, 0u8..4, any::<bool>()), 1..80),
+            shapes in proptest::collection::vec((1i64..6, 1i64..6, 0i64..3), 1..3),
+            ops in proptest::collection::vec((0usize..3, 0usize..4, 0i64..30, 0u8..3), 1..16),
+        ) {
+            let sizes: Vec<(i64, i64, i64)> = nodes.iter().map(|n| (n.0, n.1, n.2)).collect();
+            let mut s = state_of_sizes(&sizes);
+            let zones: Vec<(u8, bool)> = nodes.iter().map(|n| (n.3, n.4)).collect();
+            let classes = zone_classes(&mut s, &zones);
+            let shapes: Vec<Resources> = shapes
+                .iter()
+                .map(|(cpu, memory, gpu)| Resources::new(cpu * 1000, memory << 30, *gpu))
+                .collect();
+            let mut own = NodeIndex::for_shapes(&s, shapes.iter().copied());
+            let mut scan = NodeIndex::for_shapes(&s, shapes.iter().copied());
+            scan.search = vec![ClassSearch::Shared; 64];
+            let mut taken: Vec<(NodeId, Resources)> = Vec::new();
+            for (pick, class, count, action) in ops {
+                let need = shapes[pick % shapes.len()];
+                let class = classes[class];
+                match action {
+                    0 => {
+                        let (mut a, mut b) = (Vec::new(), Vec::new());
+                        prop_assert_eq!(own.fill(need, class, count, &mut a), scan.fill(need, class, count, &mut b));
+                        prop_assert_eq!(&a, &b);
+                        prop_assert!(a.iter().all(|(node, _)| own.allowed(class, *node)));
+                        taken.extend(a.iter().map(|&(node, n)| (node, need.times(n))));
+                    }
+                    1 => {
+                        let found = own.best_fit(need, class);
+                        prop_assert_eq!(found, scan.best_fit(need, class));
+                        if let Some(node) = found {
+                            own.adjust(node, need, -1);
+                            scan.adjust(node, need, -1);
+                            taken.push((node, need));
+                        }
+                    }
+                    _ => {
+                        if let Some((node, room)) = taken.pop() {
+                            own.adjust(node, room, 1);
+                            scan.adjust(node, room, 1);
+                        }
+                    }
+                }
+                prop_assert_eq!(own.best_fit(need, class), scan.best_fit(need, class));
+            }
+            for class in classes {
+                for shape in &shapes {
+                    prop_assert_eq!(own.best_fit(*shape, class), scan.best_fit(*shape, class));
+                }
+            }
+            prop_assert!(own.class_sets.len() <= 3);
+            prop_assert_eq!(own.schedulable(), scan.schedulable());
+        }
+    }
+
+    /// Labels node `n` of `s` with zone `z{zones[n].0}` and taints it when `zones[n].1`; the
+    /// classes: none, a selector of zone `z0`, one of `z1`, and no constraints (kept off the
+    /// tainted nodes).
+    fn zone_classes(s: &mut ClusterState, zones: &[(u8, bool)]) -> [Option<PodClassId>; 4] {
+        use crate::api::JobKey;
+        use crate::cluster::filters::{NodeTraits, PodConstraints, Taint, TaintEffect};
+        use std::sync::Arc;
+        for (n, (zone, tainted)) in zones.iter().enumerate() {
+            let name = format!("n{n:03}");
+            let mut traits = NodeTraits {
+                name: name.clone(),
+                ready: true,
+                ..NodeTraits::default()
+            };
+            traits.labels.insert("zone".to_string(), format!("z{zone}"));
+            if *tainted {
+                traits.taints.push(Taint {
+                    key: "dedicated".to_string(),
+                    value: "inference".to_string(),
+                    effect: TaintEffect::NoSchedule,
+                });
+            }
+            s.set_node_traits(&name, traits);
+        }
+        let mut class = |name: &str, zone: Option<&str>| {
+            let key = JobKey::new("ns", name);
+            let mut c = PodConstraints::default();
+            if let Some(zone) = zone {
+                c.node_selector.insert("zone".to_string(), zone.to_string());
+            }
+            s.set_trainer_class(&key, Some(Arc::new(c)));
+            s.job(&key).and_then(|j| j.class)
+        };
+        let (z0, z1, plain) = (
+            class("a", Some("z0")),
+            class("b", Some("z1")),
+            class("c", None),
+        );
+        [None, z0, z1, plain]
+    }
+
     /// A state of nodes `n000`, `n001`, … with (cores, GiB, GPUs) each.
     fn state_of_sizes(nodes: &[(i64, i64, i64)]) -> ClusterState {
         let named: Vec<(String, Resources)> = nodes
@@ -642,7 +869,7 @@ mod tests {
             ("huge", Resources::new(3_000_000, 64 << 30, 300)),
             ("small", Resources::new(8000, 64 << 30, 1)),
         ]);
-        let idx = NodeIndex::new(&s);
+        let mut idx = NodeIndex::new(&s);
         let huge = s.node_id_of("huge");
         assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 200), None), huge);
         assert_eq!(
@@ -677,7 +904,7 @@ mod tests {
             ("b", Resources::new(8000, 64 << 30, 2)),
             ("c", Resources::new(8000, 64 << 30, 0)),
         ]);
-        let idx = NodeIndex::new(&s);
+        let mut idx = NodeIndex::new(&s);
         let b = s.node_id_of("b");
         assert_eq!(idx.best_fit(Resources::new(1000, 1 << 30, 2), None), b);
         assert_eq!(
@@ -693,7 +920,7 @@ mod tests {
             ("gpu", Resources::new(8000, 64 << 30, 8)),
             ("cpu", Resources::new(4000, 64 << 30, 0)),
         ]);
-        let idx = NodeIndex::new(&s);
+        let mut idx = NodeIndex::new(&s);
         assert_eq!(
             idx.best_fit(Resources::new(1000, 1 << 30, 0), None),
             s.node_id_of("cpu")
@@ -712,7 +939,7 @@ mod tests {
             ("a", Resources::new(1000, 64 << 30, 2)),
             ("b", Resources::new(2000, 64 << 30, 2)),
         ]);
-        let idx = NodeIndex::new(&s);
+        let mut idx = NodeIndex::new(&s);
         assert_eq!(
             idx.best_fit(Resources::new(1000, 1 << 30, 1), None),
             s.node_id_of("b")
