@@ -58,7 +58,12 @@ fn bench(c: &mut Criterion) {
             &mut group,
             label,
             shape,
-            &[Policy::Fulfillment, Policy::Edl, Policy::Static],
+            &[
+                Policy::Fulfillment,
+                Policy::Goodput,
+                Policy::Edl,
+                Policy::Static,
+            ],
         );
     }
     group.finish();

@@ -2,7 +2,7 @@
 //! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
 //! (for `perf record`).
 //!
-//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile] [digest]
+//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile [goodput]] [digest]
 //! [after-steady] [bench-order]`
 //!
 //! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
@@ -68,16 +68,27 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(100);
+        // `goodput` profiles that policy instead.
+        let policy = if has("goodput") {
+            Policy::Goodput
+        } else {
+            Policy::Fulfillment
+        };
+        let config = PlannerConfig {
+            policy,
+            ..PlannerConfig::default()
+        };
         let mut ms: Vec<f64> = (0..passes)
             .map(|_| {
                 let started = std::time::Instant::now();
-                std::hint::black_box(plan(&state, &PlannerConfig::default()));
+                std::hint::black_box(plan(&state, &config));
                 started.elapsed().as_secs_f64() * 1000.0
             })
             .collect();
         ms.sort_by(f64::total_cmp);
         if let (Some(min), Some(median)) = (ms.first(), ms.get(ms.len() / 2)) {
-            println!("fulfillment {median:9.3} ms median {min:9.3} ms min over {passes} passes");
+            let name = policy.as_str();
+            println!("{name} {median:9.3} ms median {min:9.3} ms min over {passes} passes");
         }
         return;
     }
@@ -86,7 +97,13 @@ fn main() {
         bulk_min_trainers: u32::MAX,
         ..PlannerConfig::default()
     };
-    let runs = [Policy::Fulfillment, Policy::Edl, Policy::Static].map(|policy| {
+    let runs = [
+        Policy::Fulfillment,
+        Policy::Goodput,
+        Policy::Edl,
+        Policy::Static,
+    ]
+    .map(|policy| {
         (
             policy.as_str(),
             PlannerConfig {

@@ -1,10 +1,12 @@
 //! Generated clusters for benches and property tests: deterministic from a seed, no I/O.
 
+use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase};
 use crate::cluster::{ClusterState, JobInfo, NodeId, NodeInfo, PodInfo, PodPhase, Role};
 use crate::planner::ScalePlan;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +121,12 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
         free.push(left);
     }
     let mut cursor = 0usize;
+    // Two jobs in three declare a speedup curve (read by `goodput` only; drawn by index, so the
+    // random draws, and every other policy's plans, stay as they were).
+    let curves: Vec<Arc<SpeedupCurve>> = ["amdahl:0.9", "1:1,2:1.9,4:3.5,8:6.1,16:10"]
+        .iter()
+        .filter_map(|c| SpeedupCurve::parse(c).ok().map(Arc::new))
+        .collect();
     for j in 0..shape.jobs {
         let key = JobKey::new(format!("team-{}", j % 50), format!("job-{j:05}"));
         // Half the jobs train on GPUs (mostly 1 per trainer), half on CPUs.
@@ -176,6 +184,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
             key,
             Some(JobInfo {
                 stored_parallelism: Some(current),
+                speedup: curves.get(j % 3).cloned(),
                 ..job_info(min, max, trainer, j as i64)
             }),
         );
@@ -407,5 +416,6 @@ pub fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo
         phase: TrainingJobPhase::Running,
         stored_parallelism: None,
         last_scale: None,
+        speedup: None,
     }
 }

@@ -394,3 +394,35 @@ fn absurd_node_allocatable_is_refused_and_free_counts_never_go_negative() {
     let result = plan(&snap.state, &PlannerConfig::default());
     assert!(result.summary.free_gpus_after > 299 << 20);
 }
+
+#[test]
+fn a_speedup_annotation_that_does_not_parse_is_a_warning_naming_it() {
+    let report = |value: &str| {
+        let doc = serde_json::json!({
+            "apiVersion": "paddlepaddle.org/v1alpha1",
+            "kind": "TrainingJob",
+            "metadata": {"name": "bad", "namespace": "ns",
+                         "annotations": {"trainscale.io/speedup": value}},
+            "spec": good_spec(),
+        });
+        let docs = parse_documents(&doc.to_string(), "test.json").unwrap();
+        let report = validate_document(&docs[0], &Default::default());
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        report
+            .warnings
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(report("1:1,2:1.9,4:3.5"), Vec::<String>::new());
+    assert_eq!(report("amdahl:0.9"), Vec::<String>::new());
+    let w = report("1:1,2:fast");
+    assert_one(
+        &w,
+        "metadata.annotations[\"trainscale.io/speedup\"]: \"2:fast\": the speedup must be a number",
+    );
+    assert_one(
+        &report("amdahl:2"),
+        "the parallel fraction must be within 0 and 1",
+    );
+}

@@ -4,9 +4,13 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use trainscale::api::{Resources, fulfillment_of};
+use std::sync::Arc;
+use trainscale::api::{JobKey, Resources, fulfillment_of};
 use trainscale::cluster::ClusterState;
-use trainscale::planner::{PlannerConfig, Policy, Reason, plan};
+
+use trainscale::api::speedup::SpeedupCurve;
+use trainscale::cluster::JobInfo;
+use trainscale::planner::{PlannerConfig, Policy, Reason, ScalePlan, plan};
 
 #[derive(Debug, Clone)]
 struct Spec {
@@ -59,13 +63,26 @@ fn build(spec: &Spec) -> ClusterState {
         add_job(
             &mut s,
             &format!("j{j}"),
-            job_info(*min, *max, *t),
+            JobInfo {
+                // Some jobs declare a speedup curve (read by `goodput` only).
+                speedup: CURVES[j % CURVES.len()]
+                    .map(|c| Arc::new(SpeedupCurve::parse(c).unwrap())),
+                ..job_info(*min, *max, *t)
+            },
             current,
             &names,
         );
     }
     s
 }
+
+/// Speedup curves the jobs declare in turn (`None`: linear).
+const CURVES: [Option<&str>; 4] = [
+    None,
+    Some("1:1,2:1.9,4:3.5,8:6.1"),
+    Some("amdahl:0.7"),
+    Some("1:1,2:1.2,3:1.3"),
+];
 
 /// Whether `counts[j]` trainers of each job fit on the nodes (exhaustive search).
 fn packable(nodes: &[Resources], trainers: &[Resources]) -> bool {
@@ -94,7 +111,31 @@ fn packable(nodes: &[Resources], trainers: &[Resources]) -> bool {
     go(&mut nodes.to_vec(), &sorted)
 }
 
-/// The best minimum fulfillment over elastic jobs of any packable choice of counts, or `None`
+/// Fulfillment of `job` at `count` against its fair max: max-instance capped at the trainers
+/// the empty nodes could hold (never below min), as the planner counts fairness.
+fn fair_fulfillment(spec: &Spec, job: &(Resources, i32, i32, i32), count: i32) -> f64 {
+    let (t, min, max, _) = *job;
+    let held: i64 = spec.nodes.iter().map(|n| t.fit_count(n)).sum();
+    let fair_max = i64::from(max).min(held).max(i64::from(min));
+    fulfillment_of(i64::from(count), i64::from(min), fair_max)
+}
+
+/// The least fair fulfillment of an elastic job under plan `p` (1 when none is elastic).
+fn min_fair_fulfillment(spec: &Spec, p: &ScalePlan) -> f64 {
+    spec.jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| j.1 < j.2)
+        .map(|(i, j)| {
+            let target = p
+                .job(&JobKey::new("ns", format!("j{i}")))
+                .map_or(0, |j| j.target);
+            fair_fulfillment(spec, j, target)
+        })
+        .fold(1.0, f64::min)
+}
+
+/// The best minimum fair fulfillment over elastic jobs of any packable choice of counts, or `None`
 /// when the jobs' mins cannot all be placed.
 fn oracle(spec: &Spec) -> Option<f64> {
     let mut best: Option<f64> = None;
@@ -112,7 +153,7 @@ fn oracle(spec: &Spec) -> Option<f64> {
                 .iter()
                 .zip(&counts)
                 .filter(|(j, _)| j.1 < j.2)
-                .map(|(j, c)| fulfillment_of(*c as i64, j.1 as i64, j.2 as i64))
+                .map(|(j, c)| fair_fulfillment(spec, j, *c))
                 .fold(1.0, f64::min);
             best = Some(best.map_or(f, |b: f64| b.max(f)));
         }
@@ -148,13 +189,25 @@ fn fulfillment(bulk: bool) -> PlannerConfig {
     }
 }
 
+/// [`fulfillment`] with the `goodput` policy when `goodput` holds.
+fn policy(bulk: bool, goodput: bool) -> PlannerConfig {
+    PlannerConfig {
+        policy: if goodput {
+            Policy::Goodput
+        } else {
+            Policy::Fulfillment
+        },
+        ..fulfillment(bulk)
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
-    fn fulfillment_pass_invariants(spec in spec(4, 4, true), bulk in any::<bool>()) {
+    fn fulfillment_and_goodput_pass_invariants(spec in spec(4, 4, true), bulk in any::<bool>(), goodput in any::<bool>()) {
         let mut state = build(&spec);
-        let config = fulfillment(bulk);
+        let config = policy(bulk, goodput);
         let p = plan(&state, &config).into_owned();
         // Deterministic.
         prop_assert_eq!(&p, &plan(&state, &config));
@@ -212,8 +265,9 @@ proptest! {
         let state = build(&spec);
         let p = plan(&state, &fulfillment(bulk));
         prop_assert!(p.jobs.iter().all(|j| j.reason != Reason::Starving), "{:?}", p);
-        prop_assert!((p.summary.min_fulfillment - best).abs() < 1e-9,
-            "ours {} oracle {} plan {:?}", p.summary.min_fulfillment, best, p.jobs);
+        let ours = min_fair_fulfillment(&spec, &p);
+        prop_assert!((ours - best).abs() < 1e-9,
+            "ours {} oracle {} plan {:?}", ours, best, p.jobs);
     }
 
     #[test]
@@ -240,8 +294,8 @@ proptest! {
             })
             .collect();
         if packable(&free, &more) {
-            prop_assert!(ours.summary.min_fulfillment >= edl.summary.min_fulfillment - 1e-9,
-                "ours {:?} edl {:?}", ours.jobs, edl.jobs);
+            let (ours_min, edl_min) = (min_fair_fulfillment(&spec, &ours), min_fair_fulfillment(&spec, &edl));
+            prop_assert!(ours_min >= edl_min - 1e-9, "ours {:?} edl {:?}", ours.jobs, edl.jobs);
         }
     }
 }

@@ -10,7 +10,12 @@ use trainscale::sim::{self, RunResult, Scenario, SchedulerKind};
 
 const HEADER: &str = "job_id,submit_time_s,orig_timestamp,vc,num_gpus,duration_s,gpu_time_s,application,gpus_per_worker,cpus_per_worker,mem_mib_per_worker,req_workers,min_workers,max_workers,work_worker_s";
 
-const ALL: [Policy; 3] = [Policy::Fulfillment, Policy::Edl, Policy::Static];
+const ALL: [Policy; 4] = [
+    Policy::Fulfillment,
+    Policy::Goodput,
+    Policy::Edl,
+    Policy::Static,
+];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -70,7 +75,45 @@ rescale_cost_s: 30
         assert_eq!(s.makespan_s, Some(1610.0), "{policy}");
         assert_eq!(s.avg_queue_s, Some((0.0 + 1050.0) / 2.0), "{policy}");
         assert_eq!(s.rescales_per_job, 0.0, "{policy}");
+        // GPUs held: a's 4 over [0, 1030], b's 8 over [1080, 1610]; work 8000 worker-s.
+        let held = 4.0 * 1030.0 + 8.0 * 530.0;
+        assert!(
+            (s.gpu_hours - held / 3600.0).abs() < 1e-9,
+            "{policy}: {}",
+            s.gpu_hours
+        );
+        let goodput = s.goodput.unwrap();
+        assert!(
+            (goodput - 8000.0 / held).abs() < 1e-9,
+            "{policy}: {goodput}"
+        );
     }
+}
+
+/// `static` is rigid: a job of min 1, max 8, requested 4 runs as one gang of 4 from its start to
+/// its end (0 rescales), where `fulfillment` grows it to 8.
+#[test]
+fn static_runs_the_requested_gang_and_never_resizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_scenario(
+        dir.path(),
+        "cluster:
+  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
+trace: {path: trace.csv, format: philly-pollux}
+speedup: {model: linear}
+interval_s: 60
+rescale_cost_s: 30
+",
+        &[row("a", 0, 1, 8, 4, 4000)],
+    );
+    let runs = run(&path, &[Policy::Static, Policy::Fulfillment]);
+    let rigid = &runs[0];
+    assert_eq!(rigid.jobs[0].jct_s(), Some(30.0 + 4000.0 / 4.0));
+    assert_eq!(rigid.jobs[0].rescales, 0);
+    assert!((rigid.summary().gpu_hours - 4.0 * 1030.0 / 3600.0).abs() < 1e-9);
+    // Elastic: starts at 1 at the tick at 0 and grows to 8 at once (one rescale, 8 GPUs).
+    let elastic = &runs[1];
+    assert!(elastic.jobs[0].jct_s().unwrap() < 1030.0);
 }
 
 /// Same node, no rescale cost, 10 s ticks, amdahl: exact arithmetic still holds.
@@ -148,7 +191,7 @@ faults: [{{at_s: 3600, node_pool: gpu, count: 1, down_for_s: 3600}}]
     )
     .unwrap();
     let runs = run(&path, &ALL);
-    assert_eq!(runs.len(), 6);
+    assert_eq!(runs.len(), 8);
     for r in &runs {
         let s = r.summary();
         assert_eq!(
@@ -166,10 +209,10 @@ faults: [{{at_s: 3600, node_pool: gpu, count: 1, down_for_s: 3600}}]
     // The kube-scheduler model is deterministic too.
     let again = run(&path, &[Policy::Edl]);
     assert_eq!(again[1].label(), "edl/kube-scheduler");
-    assert_eq!(again[1].jobs, runs[3].jobs);
+    assert_eq!(again[1].jobs, runs[5].jobs);
     assert_eq!(
         again[1].summary().stranded_gpu_hours,
-        runs[3].summary().stranded_gpu_hours
+        runs[5].summary().stranded_gpu_hours
     );
 }
 
@@ -289,6 +332,8 @@ fn simulate_writes_summary_timeseries_and_plots() {
         "mem_util",
         "stranded_gpus_avg",
         "rescales_per_job",
+        "gpu_hours",
+        "goodput",
         "fulfillment_avg",
         "nodes_spanned_avg",
         "stranded_gpu_hours",
@@ -313,7 +358,8 @@ fn simulate_writes_summary_timeseries_and_plots() {
     assert!(outcome.table.contains("| avg JCT"));
     assert!(outcome.table.contains("| static/trainscale"));
     assert!(outcome.table.contains("| mean nodes spanned"));
-    assert!(outcome.table.contains(">=16 GPUs") || outcome.table.contains("8 GPUs"));
+    assert!(outcome.table.contains("| 1 workers ("));
+    assert!(outcome.table.contains("| GPU-hours") && outcome.table.contains("| goodput"));
     let ts = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
     assert!(ts.starts_with("policy,scheduler,time_s,gpu_util"));
     assert!(ts.lines().count() > 2);

@@ -11,6 +11,7 @@ mod paddlejob;
 pub mod priority;
 pub mod quantity;
 mod resources;
+pub mod speedup;
 mod types;
 pub mod validate;
 

@@ -10,6 +10,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::manifest::Document;
 use super::priority::PriorityClasses;
+use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use super::{
     FRAMEWORKS, FieldError, JOB_TYPES, JobKind, PaddleJob, Quantity, TrainingJob,
     paddle_job_problem,
@@ -179,6 +180,18 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
             "spec.fault_tolerant",
             "the job is elastic but not fault tolerant: trainers restart when it is resized and \
              must re-read their count (/etc/trainscale/trainers) on restart",
+        );
+    }
+    if let Some(text) = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEEDUP_ANNOTATION))
+        && let Err(e) = SpeedupCurve::parse(text)
+    {
+        warning(
+            &format!("metadata.annotations[\"{SPEEDUP_ANNOTATION}\"]"),
+            &format!("{e}; the goodput policy plans this job as if its speedup were linear"),
         );
     }
     findings

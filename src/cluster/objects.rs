@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::filters::NodeTraits;
 
 use crate::api::priority::PriorityClasses;
+use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::{
     FieldError, GPU_RESOURCE_NAMES, JobKey, JobKind, LABEL_MASTER, LABEL_PADDLE_JOB, LABEL_PSERVER,
     LABEL_TRAINER, Quantity, Resources, TrainingJob, TrainingJobPhase, parse_resources,
@@ -265,6 +266,16 @@ pub fn trainer_constraints(job: &Job) -> Arc<crate::cluster::filters::PodConstra
     Arc::new(read.unwrap_or_default())
 }
 
+/// The speedup curve a job's metadata declares, if any; an annotation that does not parse is an
+/// error naming it (validation reports it as a warning, and the job is planned as linear).
+pub fn read_speedup(meta: &ObjectMeta) -> Result<Option<SpeedupCurve>, String> {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(SPEEDUP_ANNOTATION))
+        .map(|text| SpeedupCurve::parse(text).map_err(|e| e.to_string()))
+        .transpose()
+}
+
 /// What the planner needs of a job, whatever its kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobInfo {
@@ -285,6 +296,8 @@ pub struct JobInfo {
     pub stored_parallelism: Option<i32>,
     /// Time of the newest scale record, seconds since the epoch.
     pub last_scale: Option<i64>,
+    /// The declared speedup curve (`trainscale.io/speedup`), read by `goodput`; `None` is linear.
+    pub speedup: Option<Arc<SpeedupCurve>>,
 }
 
 /// Reads a checked TrainingJob spec (of any kind that runs as one) into the model; the warning
@@ -331,6 +344,7 @@ pub fn read_training_job_spec(
             .and_then(|j| j.spec.as_ref())
             .and_then(|s| s.parallelism),
         last_scale,
+        speedup: read_speedup(&job.metadata).ok().flatten().map(Arc::new),
     };
     Ok((info, warning))
 }

@@ -76,6 +76,19 @@ pub fn max_load_desired(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// `--min-marginal-speedup`: a relative speedup in [0, 1) (1 would stop every job growing past
+/// one trainer, the most linear speedup adds).
+pub fn min_marginal_speedup(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..1.0).contains(&value) {
+        return Err(format!("{value} is not in [0, 1)"));
+    }
+    Ok(value)
+}
+
 /// `--now`: an RFC 3339 time, not before 1970, as seconds since the epoch.
 pub fn rfc3339_seconds(text: &str) -> Result<i64, String> {
     let refused = |why: String| {

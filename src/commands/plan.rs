@@ -131,6 +131,10 @@ pub struct PlanArgs {
     /// `edl` only: load above which jobs are scaled down, in (0, 1].
     #[arg(long, default_value = "0.97", allow_negative_numbers = true, value_parser = flags::max_load_desired)]
     pub max_load_desired: f64,
+    /// `goodput` only: a job grows only by trainers that each add at least this relative
+    /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
+    #[arg(long, default_value = "0", value_parser = flags::min_marginal_speedup)]
+    pub min_marginal_speedup: f64,
     /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`; at most
     /// 7 days.
     #[arg(long, default_value = "0s", value_parser = flags::cooldown)]
@@ -155,6 +159,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         now,
         // Bounded by flags::MAX_COOLDOWN.
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
+        min_marginal_speedup: args.min_marginal_speedup,
         ..PlannerConfig::default()
     };
     let (text, warnings) = plan_snapshot(&args.snapshot, &config, args.output)?;

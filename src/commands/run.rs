@@ -36,6 +36,10 @@ pub struct RunArgs {
     /// `edl` policy: the load above which jobs are scaled down, in (0, 1].
     #[arg(long, env = "TRAINSCALE_MAX_LOAD_DESIRED", default_value = "0.97", allow_negative_numbers = true, value_parser = flags::max_load_desired)]
     pub max_load_desired: f64,
+    /// `goodput` policy: a job grows only by trainers that each add at least this relative
+    /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
+    #[arg(long, env = "TRAINSCALE_MIN_MARGINAL_SPEEDUP", default_value = "0", value_parser = flags::min_marginal_speedup)]
+    pub min_marginal_speedup: f64,
     /// Period of the unconditional pass (e.g. 30s, 2m), above zero, at most 24h.
     #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = flags::interval)]
     pub interval: Duration,
@@ -130,6 +134,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     let config = DaemonConfig {
         policy: args.policy,
         max_load_desired: args.max_load_desired,
+        min_marginal_speedup: args.min_marginal_speedup,
         interval: args.interval,
         debounce: args.debounce,
         cooldown: args.cooldown,

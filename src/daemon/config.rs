@@ -11,6 +11,8 @@ use crate::planner::Policy;
 pub struct DaemonConfig {
     pub policy: Policy,
     pub max_load_desired: f64,
+    /// `goodput`: the least relative speedup a trainer must add for a job to grow by it.
+    pub min_marginal_speedup: f64,
     /// Period of the unconditional pass.
     pub interval: Duration,
     /// Delay from the first change seen to the pass it triggers.
@@ -43,6 +45,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             policy: Policy::Fulfillment,
             max_load_desired: 0.97,
+            min_marginal_speedup: 0.0,
             interval: Duration::from_secs(30),
             debounce: Duration::from_secs(2),
             cooldown: Duration::from_secs(60),

@@ -385,6 +385,7 @@ impl Daemon {
             max_load_desired: self.config.max_load_desired,
             now,
             cooldown_s: self.config.cooldown.as_secs() as i64,
+            min_marginal_speedup: self.config.min_marginal_speedup,
             ..PlannerConfig::default()
         }
     }

@@ -1,5 +1,6 @@
 //! Bulk steps before exact water-filling. While the cluster has ample room, every queued job is
-//! raised to one common fulfillment level at once, its trainers placed best-fit in per-node chunks:
+//! raised to one common level at once (of fair fulfillment, or under `goodput` of the gain of the
+//! next trainer), its trainers placed best-fit in per-node chunks:
 //! far fewer index updates than one trainer at a time, and a job's trainers land together. Exact
 //! water-filling takes over where room gets tight, so that is where fairness is decided.
 //!
@@ -15,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
-use super::candidates::Candidate;
+use super::candidates::{Candidate, Share};
 use super::fill_queue::Queueing;
 use super::nodes::NodeIndex;
 use crate::api::Resources;
@@ -26,7 +27,7 @@ use crate::cluster::filters::PodClassId;
 const ROOM_SHARE_NUM: i128 = 3;
 const ROOM_SHARE_DEN: i128 = 4;
 
-/// Levels are fulfillments k / LEVEL_STEPS.
+/// Levels are fulfillments k / LEVEL_STEPS (under `goodput`, next-trainer gains 1 − k / LEVEL_STEPS).
 const LEVEL_STEPS: i64 = 256;
 
 /// Steps before bulk filling gives the rest to exact water-filling.
@@ -82,9 +83,10 @@ pub fn bulk_fill(
     // first), then largest trainers first (first-fit decreasing), which also fails a step
     // early; equal shapes keep exact water-filling's order (least fulfilled first).
     let order = by_shape_then_key(jobs, &queued, &shapes, &order_of, queueing);
+    let mut curves = Curves::default();
     let mut wants: Vec<Want> = order
         .iter()
-        .map(|&i| Want::of(i, &jobs[i]))
+        .map(|&i| Want::of(i, &jobs[i], curves.slot(&jobs[i])))
         .filter(|w| !left_out.contains(&(w.trainer, w.class)))
         .collect();
     let mut level = 0;
@@ -93,12 +95,13 @@ pub fn bulk_fill(
     let mut scratch = Scratch::default();
     for _ in 0..MAX_STEPS {
         let free = index.total_free();
-        let Some(next) = highest_level(&wants, level, free) else {
+        let Some(next) = highest_level(&wants, &mut curves, level, free) else {
             break;
         };
+        let counts = curves.at(next);
         quotas.clear();
         quotas.extend(wants.iter().filter_map(|w| {
-            let trainers = w.quota(next);
+            let trainers = w.quota(next, counts);
             (trainers > 0).then_some(Quota {
                 job: w.job,
                 trainers: trainers as u32,
@@ -121,8 +124,9 @@ pub fn bulk_fill(
             wants.retain(|w| (w.trainer, w.class) != failed);
             continue;
         }
+        let counts = curves.at(next);
         for w in &mut wants {
-            w.planned += i64::from(w.quota(next));
+            w.planned += i64::from(w.quota(next, counts));
         }
         level = next;
     }
@@ -235,37 +239,101 @@ struct Want {
     planned: i64,
     trainer: Resources,
     class: Option<PodClassId>,
+    /// `goodput`: the job's curve, as its slot in [`Curves`].
+    curve: Option<usize>,
 }
 
 impl Want {
-    fn of(job: usize, j: &Candidate) -> Self {
+    fn of(job: usize, j: &Candidate, curve: Option<usize>) -> Self {
         Want {
             job,
             min: i64::from(j.min),
-            span: i64::from(j.max - j.min),
+            span: i64::from(j.fair_max - j.min),
             max: i64::from(j.ceiling()),
             planned: i64::from(j.planned),
             trainer: j.trainer(),
             class: j.class,
+            curve,
         }
     }
 
-    /// Trainers the job needs to reach fulfillment `level / LEVEL_STEPS` (0 if it is there).
-    fn quota(&self, level: i64) -> i32 {
-        let target = self.min + (level * self.span + LEVEL_STEPS - 1) / LEVEL_STEPS;
+    /// Trainers the job needs to reach level `level` (0 if it is there): fair fulfillment
+    /// `level / LEVEL_STEPS`, or under `goodput` the count `counts` gives its curve at that
+    /// level ([`Curves::at`]).
+    fn quota(&self, level: i64, counts: &[i64]) -> i32 {
+        let target = match self.curve {
+            None => self.min + (level * self.span + LEVEL_STEPS - 1) / LEVEL_STEPS,
+            // Shares never fall as a job grows: the curve's count, if the job is below it.
+            Some(slot) => counts.get(slot).copied().unwrap_or(0).max(self.min),
+        };
         (target.min(self.max) - self.planned).max(0) as i32
     }
 }
 
+/// `goodput`'s distinct speedup curves (`None`: linear) and, per level, the count each reaches:
+/// the smallest count whose next trainer adds at most `1 − level / LEVEL_STEPS`. Jobs share a
+/// few curves, so a level is searched once per curve, not per job.
+#[derive(Default)]
+struct Curves<'a> {
+    shares: Vec<Share<'a>>,
+    /// The largest ceiling among the curve's jobs: the search's upper end.
+    caps: Vec<i64>,
+    /// The counts at the level last given to [`Curves::at`].
+    counts: Vec<i64>,
+}
+
+impl<'a> Curves<'a> {
+    /// The slot of job `j`'s curve, added if new (`None` unless `goodput`).
+    fn slot(&mut self, j: &Candidate<'a>) -> Option<usize> {
+        if !j.goodput {
+            return None;
+        }
+        // A curve's share at counts of at least 1 does not depend on the job's min or max.
+        let share = Share::of_curve(j.curve);
+        let slot = match self.shares.iter().position(|s| s.same_curve(&share)) {
+            Some(slot) => slot,
+            None => {
+                self.shares.push(share);
+                self.caps.push(0);
+                self.counts.push(0);
+                self.shares.len() - 1
+            }
+        };
+        self.caps[slot] = self.caps[slot].max(i64::from(j.ceiling()));
+        Some(slot)
+    }
+
+    /// Each curve's count at `level`.
+    fn at(&mut self, level: i64) -> &[i64] {
+        let floor = level as f64 / LEVEL_STEPS as f64 - 1.0;
+        for ((share, cap), count) in self.shares.iter().zip(&self.caps).zip(&mut self.counts) {
+            let (mut low, mut high) = (1i64, (*cap).max(1));
+            while low < high {
+                let mid = low + (high - low) / 2;
+                if share.at(mid as i32) >= floor {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            *count = low;
+        }
+        &self.counts
+    }
+}
+
 /// The highest level above `from` whose quotas fit the room share, if any.
-fn highest_level(wants: &[Want], from: i64, free: Resources) -> Option<i64> {
-    let fits = |level: i64| {
+fn highest_level(wants: &[Want], curves: &mut Curves, from: i64, free: Resources) -> Option<i64> {
+    let mut fits = |level: i64| {
+        let counts = curves.at(level);
         let (mut cpu, mut memory, mut gpu) = (0i128, 0i128, 0i128);
-        for w in wants {
-            let q = i128::from(w.quota(level));
-            cpu += q * i128::from(w.trainer.cpu_milli);
-            memory += q * i128::from(w.trainer.memory);
-            gpu += q * i128::from(w.trainer.gpu);
+        // Wants come in runs of one trainer shape: count a run's trainers, multiply once.
+        for run in wants.chunk_by(|a, b| a.trainer == b.trainer) {
+            let q: i64 = run.iter().map(|w| i64::from(w.quota(level, counts))).sum();
+            let (q, t) = (i128::from(q), run[0].trainer);
+            cpu += q * i128::from(t.cpu_milli);
+            memory += q * i128::from(t.memory);
+            gpu += q * i128::from(t.gpu);
         }
         let within =
             |need: i128, room: i64| need * ROOM_SHARE_DEN <= i128::from(room) * ROOM_SHARE_NUM;

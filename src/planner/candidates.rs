@@ -2,12 +2,14 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
+use foldhash::fast::RandomState;
 use litemap::LiteMap;
 
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
+use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, JobSlot, NodeId};
@@ -27,6 +29,18 @@ pub struct Candidate<'a> {
     /// and a copy beside the counts saves a cache miss each.
     pub min: i32,
     pub max: i32,
+    /// The max that fairness counts with: max-instance, capped at the trainers of this shape
+    /// the cluster's schedulable nodes could hold if empty (see [`cap_fair_maxes`]), so declaring
+    /// a huge max wins nothing. Never below min.
+    pub fair_max: i32,
+    /// The most trainers worth having (`goodput` with a marginal-speedup threshold: past this
+    /// count the next trainer adds less); max-instance otherwise.
+    pub useful_max: i32,
+    /// The declared speedup curve (`goodput`); `None` is linear.
+    pub curve: Option<&'a SpeedupCurve>,
+    /// Whether the pass orders jobs by the gain of their next trainer (`goodput`) instead of by
+    /// fulfillment.
+    pub goodput: bool,
     pub priority: i32,
     pub trainer: Resources,
     /// The trainers' eligibility class: the nodes they may go to (`None`: every node).
@@ -57,6 +71,62 @@ pub struct Candidate<'a> {
     positions: Option<Vec<Option<NodeId>>>,
 }
 
+/// A job's share at a trainer count, the order every fair decision of the pass uses: the lower,
+/// the sooner the job gets a trainer and the later it gives one up. Fair fulfillment, or under
+/// `goodput` the negated gain of the next trainer (curves' gains never grow with the count, so
+/// under either policy a job's share never falls as it grows).
+#[derive(Debug, Clone, Copy)]
+pub struct Share<'a> {
+    min: i32,
+    fair_max: i32,
+    curve: Option<&'a SpeedupCurve>,
+    goodput: bool,
+}
+
+impl<'a> Share<'a> {
+    /// `goodput`'s share of a job with `curve` and min 0: its share at any count of at least
+    /// one is every such job's at that count.
+    pub fn of_curve(curve: Option<&'a SpeedupCurve>) -> Self {
+        Share {
+            min: 0,
+            fair_max: 0,
+            curve,
+            goodput: true,
+        }
+    }
+
+    /// Whether both read the same curve (the same object, or both linear).
+    pub fn same_curve(&self, other: &Share) -> bool {
+        match (self.curve, other.curve) {
+            (Some(a), Some(b)) => std::ptr::eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    /// The share at `count` trainers.
+    pub fn at(&self, count: i32) -> f64 {
+        if self.goodput {
+            // Below its gang a job comes before every job at or above its own (as negative
+            // fulfillment does): nothing may take it below min.
+            if count < self.min {
+                return f64::NEG_INFINITY;
+            }
+            let gain = match self.curve {
+                Some(curve) => curve.gain(count),
+                None => SpeedupCurve::linear_gain(count),
+            };
+            -gain
+        } else {
+            fulfillment_of(
+                i64::from(count),
+                i64::from(self.min),
+                i64::from(self.fair_max),
+            )
+        }
+    }
+}
+
 /// What one [`Candidate::shrink`] did, for [`Candidate::unshrink`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Shrunk {
@@ -85,9 +155,43 @@ impl<'a> Candidate<'a> {
         self.trainer
     }
 
-    /// Fulfillment at `count` trainers.
+    /// Fulfillment at `count` trainers, against the declared max (what the plan reports).
     pub fn fulfillment_at(&self, count: i32) -> f64 {
         fulfillment_of(i64::from(count), i64::from(self.min), i64::from(self.max))
+    }
+
+    /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses).
+    pub fn fair_fulfillment_at(&self, count: i32) -> f64 {
+        fulfillment_of(
+            i64::from(count),
+            i64::from(self.min),
+            i64::from(self.fair_max),
+        )
+    }
+
+    /// The job's share at `count` trainers (see [`Share`]).
+    pub fn share_at(&self, count: i32) -> f64 {
+        self.share().at(count)
+    }
+
+    /// What the job's share depends on, copied out (so it can be read while the job changes).
+    pub fn share(&self) -> Share<'a> {
+        Share {
+            min: self.min,
+            fair_max: self.fair_max,
+            curve: self.curve,
+            goodput: self.goodput,
+        }
+    }
+
+    /// What orders jobs of equal share before the tie rank: fair fulfillment after one more
+    /// trainer, or under `goodput` fair fulfillment now.
+    pub fn second_at(&self, count: i32) -> f64 {
+        if self.goodput {
+            self.fair_fulfillment_at(count)
+        } else {
+            self.fair_fulfillment_at(count + 1)
+        }
     }
 
     /// Whether the job scales at all.
@@ -149,10 +253,11 @@ impl<'a> Candidate<'a> {
     /// its kept positions (growing back would only undo the shrink: the Job controller cannot
     /// move a trainer).
     pub fn ceiling(&self) -> i32 {
+        let max = self.max.min(self.useful_max);
         if self.kept < self.current {
-            self.kept.min(self.max)
+            self.kept.min(max)
         } else {
-            self.max
+            max
         }
     }
 
@@ -412,6 +517,10 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     rank,
                     min: info.min,
                     max: info.max,
+                    fair_max: info.max,
+                    useful_max: info.max,
+                    curve: info.speedup.as_deref(),
+                    goodput: false,
                     priority: info.priority,
                     trainer: info.trainer,
                     class: slot.class,
@@ -431,6 +540,64 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             }),
     );
     out
+}
+
+/// Sets each job's [`Candidate::useful_max`] to the count past which its next trainer adds less
+/// than `threshold` (never below min; a threshold of 0 or less leaves max-instance).
+pub fn cap_useful_maxes(jobs: &mut [Candidate], threshold: f64) {
+    if threshold.is_nan() || threshold <= 0.0 {
+        return;
+    }
+    for j in jobs.iter_mut() {
+        let share = j.share();
+        // Gains never grow with the count: the first count whose next trainer adds too little.
+        let (mut low, mut high) = (j.min.max(0), j.max.max(j.min));
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if -share.at(mid) < threshold {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        j.useful_max = low.max(j.min);
+    }
+}
+
+/// Caps each elastic job's [`Candidate::fair_max`] at the trainers of its shape that all
+/// schedulable nodes its class may use could hold if they were empty. Counting stops once a
+/// job's max is reached, so only a job declaring more than the cluster holds costs a scan of
+/// every node; full counts are kept per shape and class.
+pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
+    let mut full: HashMap<(Resources, Option<PodClassId>), i64, RandomState> = HashMap::default();
+    for j in jobs.iter_mut().filter(|j| j.elastic()) {
+        let shape = (j.trainer, j.class);
+        let want = i64::from(j.max);
+        let cap = match full.get(&shape) {
+            Some(&cap) => cap,
+            None => {
+                let mut held = 0i64;
+                for (id, slot) in state.nodes() {
+                    let Some(node) = slot.info.as_ref().filter(|n| n.schedulable) else {
+                        continue;
+                    };
+                    if state.eligible(j.class, id) {
+                        held = held.saturating_add(j.trainer.fit_count(&node.allocatable));
+                        if held >= want {
+                            break;
+                        }
+                    }
+                }
+                if held < want {
+                    full.insert(shape, held);
+                }
+                held
+            }
+        };
+        if cap < want {
+            j.fair_max = (cap.max(i64::from(j.min))) as i32;
+        }
+    }
 }
 
 #[cfg(test)]

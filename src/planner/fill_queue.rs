@@ -8,8 +8,9 @@ use foldhash::fast::RandomState;
 
 use super::candidates::Candidate;
 
-/// A job's place in the queue (greatest first): fulfillment and fulfillment after one more
-/// trainer, each as an integer that is greater the lower the float, then the job's tie rank.
+/// A job's place in the queue (greatest first): its share and what breaks equal shares
+/// ([`Candidate::share_at`], [`Candidate::second_at`]), each as an integer that is greater the
+/// lower the float, then the job's tie rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     pub now: u64,
@@ -100,8 +101,8 @@ impl FillQueue {
 /// The key of job `i` (tie rank `tie`) at `planned` trainers.
 pub fn key_at(j: &Candidate, tie: u32, i: usize, planned: i32) -> Key {
     Key {
-        now: lowest_first(j.fulfillment_at(planned)),
-        next: lowest_first(j.fulfillment_at(planned + 1)),
+        now: lowest_first(j.share_at(planned)),
+        next: lowest_first(j.second_at(planned)),
         tie,
         job: i,
     }

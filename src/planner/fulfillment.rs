@@ -1,5 +1,7 @@
-//! The `fulfillment` policy: starvation relief for whole gangs, then max-min fair water-filling
-//! with best-fit placement on real nodes, after over-max and overload trims (design.md §3).
+//! The `fulfillment` and `goodput` policies: starvation relief for whole gangs, then water-filling
+//! with best-fit placement on real nodes, after over-max and overload trims (design.md §3). The
+//! two differ only in the order of jobs (`Candidate::share_at`): max-min fair fulfillment, or the
+//! largest relative speedup of the next trainer.
 
 use std::collections::HashMap;
 
@@ -7,14 +9,14 @@ use foldhash::fast::RandomState;
 use ordered_float::OrderedFloat;
 
 use super::bulk::bulk_fill;
-use super::candidates::{Candidate, candidates};
+use super::candidates::{Candidate, candidates, cap_fair_maxes, cap_useful_maxes};
 use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
 use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
 use super::summary::FreeAfter;
-use super::{JobPlan, PlannerConfig, Reason};
+use super::{JobPlan, PlannerConfig, Policy, Reason};
 use crate::api::Resources;
 use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, NodeId};
@@ -32,6 +34,13 @@ pub fn plan<'s>(
     config: &PlannerConfig,
 ) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
     let mut jobs = candidates(state);
+    cap_fair_maxes(state, &mut jobs);
+    if config.policy == Policy::Goodput {
+        for j in &mut jobs {
+            j.goodput = true;
+        }
+        cap_useful_maxes(&mut jobs, config.min_marginal_speedup);
+    }
     let mut index = NodeIndex::for_shapes(state, jobs.iter().map(Candidate::trainer));
     let cooling: Vec<bool> = jobs
         .iter()
@@ -133,6 +142,8 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
         } else {
             Reason::Overload
         }
+    } else if j.useful_max < j.max && target >= j.useful_max {
+        Reason::LowGain
     } else if no_fit {
         Reason::NoFit
     } else {
@@ -141,7 +152,8 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
     (target, reason)
 }
 
-/// Brings jobs asking for more than max-instance down to max, as lowering `parallelism` does.
+/// Brings jobs asking for more than max-instance down to max, as lowering `parallelism` does;
+/// then (`goodput` with a threshold) jobs above their useful max down to it.
 fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
         while j.kept > j.max {
@@ -149,6 +161,12 @@ fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
                 break;
             }
             j.reason = Some(Reason::OverMax);
+        }
+        while j.kept > j.useful_max {
+            if j.shrink(index).is_none() {
+                break;
+            }
+            j.reason = Some(Reason::LowGain);
         }
     }
 }
@@ -183,8 +201,8 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
                 .enumerate()
                 .filter(|(_, j)| j.on_node.contains_key(&node) && j.planned > j.min)
                 .max_by(|(_, a), (_, b)| {
-                    OrderedFloat(a.fulfillment_at(a.planned))
-                        .cmp(&OrderedFloat(b.fulfillment_at(b.planned)))
+                    OrderedFloat(a.share_at(a.planned))
+                        .cmp(&OrderedFloat(b.share_at(b.planned)))
                         .then_with(|| b.order_key().cmp(&a.order_key()))
                 })
                 .map(|(i, _)| i);

@@ -15,14 +15,11 @@ mod sorted_blocks;
 mod static_policy;
 mod summary;
 
-use std::collections::BTreeMap;
-
 pub use plan::{
     JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
     ScalePlan,
 };
 
-use crate::api::JobKey;
 use crate::cluster::ClusterState;
 
 /// Which policy decides the trainer counts.
@@ -36,6 +33,9 @@ pub enum Policy {
     Edl,
     /// No elasticity: fixed-size gangs in arrival order with backfill.
     Static,
+    /// `fulfillment`'s guarantees, but spare trainers go to the job whose next trainer adds the
+    /// largest relative speedup (its `trainscale.io/speedup` curve; linear without one).
+    Goodput,
 }
 
 impl Policy {
@@ -45,6 +45,7 @@ impl Policy {
             Policy::Fulfillment => "fulfillment",
             Policy::Edl => "edl",
             Policy::Static => "static",
+            Policy::Goodput => "goodput",
         }
     }
 }
@@ -56,8 +57,9 @@ impl std::str::FromStr for Policy {
             "fulfillment" => Ok(Policy::Fulfillment),
             "edl" => Ok(Policy::Edl),
             "static" => Ok(Policy::Static),
+            "goodput" => Ok(Policy::Goodput),
             other => Err(format!(
-                "unknown policy {other:?} (known: fulfillment, edl, static)"
+                "unknown policy {other:?} (known: fulfillment, edl, static, goodput)"
             )),
         }
     }
@@ -78,8 +80,9 @@ pub struct PlannerConfig {
     pub bulk_min_trainers: u32,
     /// `edl` only: outer iterations before the pass gives up with a warning.
     pub edl_iteration_cap: u32,
-    /// `static` only: the fixed size of a job; jobs not listed run at their min-instance.
-    pub static_sizes: BTreeMap<JobKey, i32>,
+    /// `goodput` only: a job grows only by trainers that each add at least this relative
+    /// speedup (`s(n+1)/s(n) − 1`); 0 lets it grow to max-instance.
+    pub min_marginal_speedup: f64,
 }
 
 impl Default for PlannerConfig {
@@ -91,7 +94,7 @@ impl Default for PlannerConfig {
             cooldown_s: 0,
             bulk_min_trainers: 256,
             edl_iteration_cap: 10_000,
-            static_sizes: BTreeMap::new(),
+            min_marginal_speedup: 0.0,
         }
     }
 }
@@ -99,12 +102,12 @@ impl Default for PlannerConfig {
 /// Runs one planning pass with the configured policy.
 pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> ScalePlan<'s> {
     let (jobs, warnings, free_after) = match config.policy {
-        Policy::Fulfillment => fulfillment::plan(state, config),
+        Policy::Fulfillment | Policy::Goodput => fulfillment::plan(state, config),
         Policy::Edl => {
             let (jobs, warnings) = edl::plan(state, config);
             (jobs, warnings, None)
         }
-        Policy::Static => static_policy::plan(state, config),
+        Policy::Static => static_policy::plan(state),
     };
     let free_after = free_after.unwrap_or_else(|| summary::free_after(state, &jobs));
     let summary = summary::summarize(&jobs, &free_after);

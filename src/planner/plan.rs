@@ -28,6 +28,9 @@ pub enum Reason {
     Unchanged,
     /// Below min and its whole gang does not fit.
     Starving,
+    /// `goodput`: held at (or brought down to) the size past which its next trainer adds less
+    /// than `min_marginal_speedup`.
+    LowGain,
 }
 
 impl Reason {
@@ -42,6 +45,7 @@ impl Reason {
             Reason::NoFit => "no_fit",
             Reason::Unchanged => "unchanged",
             Reason::Starving => "starving",
+            Reason::LowGain => "low_gain",
         }
     }
 }
@@ -226,6 +230,7 @@ mod tests {
             Reason::NoFit,
             Reason::Unchanged,
             Reason::Starving,
+            Reason::LowGain,
         ] {
             assert_eq!(
                 serde_json::to_value(reason).ok(),

@@ -8,7 +8,7 @@ use super::Reason;
 use super::candidates::{Candidate, NodeCounts};
 use super::fill_queue::{Queueing, lowest_first};
 use super::nodes::NodeIndex;
-use crate::api::{Resources, fulfillment_of};
+use crate::api::Resources;
 use crate::cluster::NodeId;
 use crate::cluster::filters::PodClassId;
 
@@ -38,7 +38,7 @@ pub fn rebalance(
     // Least fulfilled first, then by the tie order (priority, age, name), packed with the job.
     let key = |i: usize| {
         let j = &jobs[i];
-        let ascending = !lowest_first(j.fulfillment_at(j.planned));
+        let ascending = !lowest_first(j.share_at(j.planned));
         (u128::from(ascending) << 64) | (u128::from(u32::MAX - queueing.ties[i]) << 32)
     };
     sort_by_packed_key(&mut takers, key);
@@ -85,18 +85,15 @@ fn take_one(
     if jobs[t].planned >= jobs[t].ceiling() {
         return false;
     }
-    let floor = jobs[t].fulfillment_at(jobs[t].planned);
+    let floor = jobs[t].share_at(jobs[t].planned);
     let want = jobs[t].trainer();
     let class = jobs[t].class;
     let priority = jobs[t].priority;
     for &d in donors {
-        if sorted && jobs[d].fulfillment_at(jobs[d].planned) <= floor {
+        if sorted && jobs[d].share_at(jobs[d].planned) <= floor {
             break;
         }
-        if d == t
-            || jobs[d].priority > priority
-            || jobs[d].fulfillment_at(jobs[d].planned - 1) <= floor
-        {
+        if d == t || jobs[d].priority > priority || jobs[d].share_at(jobs[d].planned - 1) <= floor {
             continue;
         }
         // Room comes free only on the donor's nodes: none the taker may use, no help.
@@ -133,7 +130,7 @@ fn take_one(
             let mut k = 0;
             while !want.fits_in(&room)
                 && k < have as i32
-                && jobs[d].fulfillment_at(jobs[d].planned - k - 1) > floor
+                && jobs[d].share_at(jobs[d].planned - k - 1) > floor
             {
                 k += 1;
                 room += give;
@@ -176,8 +173,8 @@ fn top_run(
     budget: &mut usize,
 ) -> Option<(usize, NodeId)> {
     let give = donor.trainer();
-    let (mut kept, mut planned, min, max) = (donor.kept, donor.planned, donor.min, donor.max);
-    let fulfillment = |count: i32| fulfillment_of(i64::from(count), i64::from(min), i64::from(max));
+    let (mut kept, mut planned) = (donor.kept, donor.planned);
+    let share = donor.share();
     let mut placed = donor.placed.clone();
     let take_placed = |placed: &mut NodeCounts| {
         let (node, n) = placed.iter_mut().next_back()?;
@@ -210,7 +207,7 @@ fn top_run(
         let Some(node) = node else {
             continue;
         };
-        if fulfillment(planned - 1) <= floor {
+        if share.at(planned - 1) <= floor {
             return None;
         }
         planned -= 1;

@@ -88,8 +88,8 @@ fn reclaim_for(
             })
             .max_by(|&a, &b| {
                 let (ja, jb) = (&jobs[a], &jobs[b]);
-                OrderedFloat(ja.fulfillment_at(ja.planned))
-                    .cmp(&OrderedFloat(jb.fulfillment_at(jb.planned)))
+                OrderedFloat(ja.share_at(ja.planned))
+                    .cmp(&OrderedFloat(jb.share_at(jb.planned)))
                     .then_with(|| jb.order_key().cmp(&ja.order_key()))
             })
             .and_then(|d| {

@@ -1,19 +1,17 @@
-//! The `static` policy: no elasticity. Each job runs at one fixed size, admitted as a whole gang in
+//! The `static` policy: no elasticity, the rigid baseline. Each job runs at its min-instance (the
+//! simulator gives a trace job min = max = its requested size), admitted as a whole gang in
 //! arrival order; later jobs that fit are backfilled; running jobs are never resized. Trainers
-//! asked for beyond the fixed size are dropped with reason `over_max` (the size is the job's max).
+//! asked for beyond that size are dropped with reason `over_max`.
 
 use super::candidates::candidates;
 use super::nodes::NodeIndex;
 use super::relocate::{Repairs, place_gang};
 use super::summary::FreeAfter;
-use super::{JobPlan, PlannerConfig, Reason};
+use super::{JobPlan, Reason};
 use crate::cluster::ClusterState;
 
 /// Runs the `static` pass.
-pub fn plan<'s>(
-    state: &'s ClusterState,
-    config: &PlannerConfig,
-) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
+pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -21,12 +19,7 @@ pub fn plan<'s>(
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
     for i in order {
         let (bound, current, min) = (jobs[i].bound, jobs[i].current, jobs[i].min);
-        let size = config
-            .static_sizes
-            .get(jobs[i].key)
-            .copied()
-            .unwrap_or(min)
-            .max(0);
+        let size = min.max(0);
         decided[i] = if bound >= size {
             let target = bound.max(size);
             let reason = if target < current {

@@ -18,7 +18,8 @@
 //!   waits below min, while its controller recreates the lost indexes as pending pods.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 use std::time::Instant;
 
 use ordered_float::OrderedFloat;
@@ -31,6 +32,7 @@ use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
 use super::trace::{TraceJob, replicas};
 use crate::api::priority::resolve_priority;
+use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
 use crate::cluster::JobInfo;
 use crate::planner::{self, PlannerConfig, Policy};
@@ -86,6 +88,11 @@ struct JobRun {
     /// Nodes spanned since `span_since`, while at least min and at least 2 trainers are bound.
     span_nodes: Option<u32>,
     span_since: f64,
+    /// Worker replicas and GPUs bound since `last_t`, and their totals × seconds so far.
+    bound_replicas: u32,
+    bound_gpus: i64,
+    allocated_worker_s: f64,
+    allocated_gpu_s: f64,
 }
 
 /// What one pass's plan says of one live job: its target and where its new trainers go
@@ -94,6 +101,19 @@ struct Decision {
     job: usize,
     target: i32,
     places: Vec<(usize, u32)>,
+}
+
+/// The speedup curve `goodput` plans a trace job with: the model's speedup of its application
+/// at 1 to `max` trainers relative to one, counted as spanning nodes when the trainers' GPUs
+/// exceed the largest node's (`node_gpus`).
+fn curve_of(model: &SpeedupModel, t: &TraceJob, max: i32, node_gpus: i64) -> SpeedupCurve {
+    let at = |n: u32| {
+        let multi_node = i64::from(n) * t.gpus_per_worker > node_gpus;
+        model.speedup(&t.application, replicas(n, t.gpus_per_worker), multi_node)
+    };
+    let one = at(1);
+    let table: Vec<f64> = (1..=max.max(1) as u32).map(|n| at(n) / one).collect();
+    SpeedupCurve::from_table(&table)
 }
 
 /// One simulation of one policy.
@@ -152,7 +172,15 @@ impl<'a> Engine<'a> {
         }
         let mut runs = Vec::with_capacity(trace.len());
         let mut key_index = HashMap::with_capacity(trace.len());
-        let mut static_sizes = BTreeMap::new();
+        // The GPUs of the largest node: `goodput`'s curves count a job whose trainers' GPUs
+        // exceed it as spanning nodes.
+        let node_gpus = scenario
+            .node_pools
+            .iter()
+            .map(|p| p.allocatable.gpu)
+            .max()
+            .unwrap_or(0);
+        let mut curves: HashMap<(&str, i64, i32), Arc<SpeedupCurve>> = HashMap::new();
         for (i, t) in trace.iter().enumerate() {
             let key = JobKey::new(NAMESPACE, t.id.clone());
             let trainer = Resources::new(
@@ -164,9 +192,19 @@ impl<'a> Engine<'a> {
                 scenario.vc_priorities.get(&t.vc).map_or("", String::as_str),
                 &scenario.priority_classes,
             );
+            // A rigid job (`static`) is a gang of its requested size that never changes.
+            let (min, max) = if policy == Policy::Static {
+                (t.req_workers, t.req_workers)
+            } else {
+                (t.min_workers, t.max_workers)
+            };
+            let curve = curves
+                .entry((t.application.as_str(), t.gpus_per_worker, max))
+                .or_insert_with(|| Arc::new(curve_of(speedup, t, max, node_gpus)))
+                .clone();
             let info = JobInfo {
-                min: t.min_workers,
-                max: t.max_workers,
+                min,
+                max,
                 trainer,
                 exact: [
                     Quantity::from_units(t.gpus_per_worker),
@@ -177,10 +215,10 @@ impl<'a> Engine<'a> {
                 priority_class: priority.class,
                 created: t.submit_s as i64,
                 phase: TrainingJobPhase::Creating,
-                stored_parallelism: Some(t.min_workers),
+                stored_parallelism: Some(min),
                 last_scale: None,
+                speedup: Some(curve),
             };
-            static_sizes.insert(key.clone(), t.req_workers);
             let w = world.add_job(key.clone(), trainer);
             world.jobs[w].priority = priority.value;
             key_index.insert(key, i);
@@ -197,6 +235,10 @@ impl<'a> Engine<'a> {
                 rescales: 0,
                 span_nodes: None,
                 span_since: 0.0,
+                bound_replicas: 0,
+                bound_gpus: 0,
+                allocated_worker_s: 0.0,
+                allocated_gpu_s: 0.0,
             });
         }
         let config = PlannerConfig {
@@ -204,7 +246,7 @@ impl<'a> Engine<'a> {
             max_load_desired: scenario.max_load_desired,
             now: 0,
             cooldown_s: scenario.cooldown_s,
-            static_sizes,
+            min_marginal_speedup: scenario.min_marginal_speedup,
             ..PlannerConfig::default()
         };
         let mut engine = Engine {
@@ -317,6 +359,7 @@ impl<'a> Engine<'a> {
         }
         let still: Vec<usize> = self.active.iter().copied().collect();
         for job in still {
+            self.accrue(job, end);
             self.account_span(job, end);
         }
         let outcomes = self
@@ -331,6 +374,9 @@ impl<'a> Engine<'a> {
                 start_s: r.started,
                 finish_s: r.finished,
                 rescales: r.rescales,
+                work_done_worker_s: r.work_done,
+                allocated_worker_s: r.allocated_worker_s,
+                allocated_gpu_s: r.allocated_gpu_s,
             })
             .collect();
         RunResult {
@@ -371,11 +417,23 @@ impl<'a> Engine<'a> {
         self.active.insert(job);
     }
 
-    /// Adds the work done since the last update.
+    /// Adds the work done and the workers and GPUs held since the last update.
     fn accrue(&mut self, job: usize, now: f64) {
         let r = &mut self.runs[job];
-        r.work_done += r.rate * (now - r.last_t);
+        let dt = now - r.last_t;
+        r.work_done += r.rate * dt;
+        r.allocated_worker_s += f64::from(r.bound_replicas) * dt;
+        r.allocated_gpu_s += r.bound_gpus as f64 * dt;
         r.last_t = now;
+    }
+
+    /// Records what `job` holds from now on (after [`Engine::accrue`]).
+    fn hold(&mut self, job: usize) {
+        let bound = self.world.bound(job);
+        let gpus_per_worker = self.trace[job].gpus_per_worker;
+        let r = &mut self.runs[job];
+        r.bound_replicas = replicas(bound, gpus_per_worker);
+        r.bound_gpus = i64::from(bound) * gpus_per_worker;
     }
 
     /// Adds the nodes spanned since the last change to the totals, and starts a new interval with
@@ -399,6 +457,7 @@ impl<'a> Engine<'a> {
     /// The bound trainers of `job` changed: it pauses for the rescale cost (or waits below min).
     fn reallocated(&mut self, job: usize, now: f64) {
         self.accrue(job, now);
+        self.hold(job);
         self.account_span(job, now);
         let running = self.is_running(job);
         let r = &mut self.runs[job];
@@ -452,6 +511,8 @@ impl<'a> Engine<'a> {
         let r = &mut self.runs[job];
         r.finished = Some(now);
         r.rate = 0.0;
+        r.bound_replicas = 0;
+        r.bound_gpus = 0;
         r.version += 1;
         self.completed += 1;
         self.account_span(job, now);

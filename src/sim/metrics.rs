@@ -45,6 +45,12 @@ pub struct JobOutcome {
     pub finish_s: Option<f64>,
     /// Changes of its bound trainers after the start.
     pub rescales: u32,
+    /// Work done, in worker-seconds at the speedup model's rate.
+    pub work_done_worker_s: f64,
+    /// Σ worker replicas bound × seconds (held whether the job ran or waited below min).
+    pub allocated_worker_s: f64,
+    /// Σ GPUs bound × seconds.
+    pub allocated_gpu_s: f64,
 }
 
 impl JobOutcome {
@@ -96,6 +102,11 @@ pub struct PolicySummary {
     pub mem_util: f64,
     pub stranded_gpus_avg: f64,
     pub rescales_per_job: f64,
+    /// GPU-hours held by the jobs' trainers (bound, running or not).
+    pub gpu_hours: f64,
+    /// Useful worker-seconds (work done) over worker-seconds held: below 1 by sublinear speedup,
+    /// rescale pauses and gangs waiting below min.
+    pub goodput: Option<f64>,
     pub fulfillment_avg: Option<f64>,
     /// Time-weighted mean of the nodes spanned by jobs with at least min and 2 trainers bound.
     pub nodes_spanned_avg: Option<f64>,
@@ -193,6 +204,12 @@ impl RunResult {
             } else {
                 total_rescales as f64 / self.jobs.len() as f64
             },
+            gpu_hours: self.jobs.iter().map(|j| j.allocated_gpu_s).sum::<f64>() / 3600.0,
+            goodput: {
+                let held: f64 = self.jobs.iter().map(|j| j.allocated_worker_s).sum();
+                let useful: f64 = self.jobs.iter().map(|j| j.work_done_worker_s).sum();
+                (held > 0.0).then(|| useful / held)
+            },
             fulfillment_avg: mean(window.iter().filter_map(|s| s.fulfillment_avg)),
             nodes_spanned_avg: (self.nodes_spanned.1 > 0.0)
                 .then(|| self.nodes_spanned.0 / self.nodes_spanned.1),
@@ -210,7 +227,7 @@ impl RunResult {
         }
     }
 
-    /// JCT by requested GPUs: 1, 2-4, 8, >=16 (`cpu-only` and `other` when any job is so).
+    /// JCT by requested workers: 1, 2-4, 8, >=16 (`other` when any job is so).
     pub fn jct_by_size(&self) -> Vec<BucketJct> {
         SIZE_BUCKETS
             .iter()
@@ -218,9 +235,9 @@ impl RunResult {
                 let jobs: Vec<&JobOutcome> = self
                     .jobs
                     .iter()
-                    .filter(|j| size_bucket(j.req_gpus) == bucket)
+                    .filter(|j| size_bucket(j.req_workers) == bucket)
                     .collect();
-                if jobs.is_empty() && (bucket == "other" || bucket == "cpu-only") {
+                if jobs.is_empty() && bucket == "other" {
                     return None;
                 }
                 let jcts = sorted(jobs.iter().filter_map(|j| j.jct_s()).collect());

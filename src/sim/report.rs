@@ -162,6 +162,11 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
             "partial gangs (ticks / jobs)",
             Box::new(|s| format!("{} / {}", s.partial_gang_ticks, s.partial_gang_jobs)),
         ),
+        ("GPU-hours", Box::new(|s| format!("{:.0}", s.gpu_hours))),
+        (
+            "goodput",
+            Box::new(|s| s.goodput.map(pct).unwrap_or("-".into())),
+        ),
         (
             "rescales / job",
             Box::new(|s| format!("{:.3}", s.rescales_per_job)),
@@ -200,17 +205,13 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
 
     let buckets: Vec<Vec<BucketJct>> = runs.iter().map(RunResult::jct_by_size).collect();
     let mut grid = vec![
-        std::iter::once("JCT by GPUs (avg / p99)".to_string())
+        std::iter::once("JCT by workers (avg / p99)".to_string())
             .chain(p.iter().map(label))
             .collect::<Vec<_>>(),
     ];
     if let Some(first) = buckets.first() {
         for (i, b) in first.iter().enumerate() {
-            let name = if b.bucket == "cpu-only" {
-                format!("cpu-only ({} jobs)", b.jobs)
-            } else {
-                format!("{} GPUs ({} jobs)", b.bucket, b.jobs)
-            };
+            let name = format!("{} workers ({} jobs)", b.bucket, b.jobs);
             let mut row = vec![name];
             for run in &buckets {
                 row.push(match run.get(i) {

@@ -117,6 +117,8 @@ pub struct Scenario {
     pub interval_s: f64,
     pub rescale_cost_s: f64,
     pub cooldown_s: i64,
+    /// `goodput`: the least relative speedup a trainer must add for a job to grow by it.
+    pub min_marginal_speedup: f64,
     pub speedup: SpeedupSpec,
     pub seed: u64,
     pub faults: Vec<Fault>,
@@ -162,6 +164,7 @@ struct RawScenario {
     interval_s: Option<f64>,
     rescale_cost_s: Option<f64>,
     cooldown_s: Option<i64>,
+    min_marginal_speedup: Option<f64>,
     speedup: Option<RawSpeedup>,
     seed: Option<u64>,
     #[serde(default)]
@@ -455,7 +458,12 @@ impl Scenario {
 
         // Policies.
         let policies = match raw.policies {
-            None => vec![Policy::Fulfillment, Policy::Edl, Policy::Static],
+            None => vec![
+                Policy::Fulfillment,
+                Policy::Goodput,
+                Policy::Edl,
+                Policy::Static,
+            ],
             Some(list) => {
                 if list.is_empty() {
                     return Err(err("policies", "needs at least one policy".into()));
@@ -533,6 +541,13 @@ impl Scenario {
             return Err(err(
                 "cooldown_s",
                 format!("{cooldown_s} is not in [0, 604800]"),
+            ));
+        }
+        let min_marginal_speedup = raw.min_marginal_speedup.unwrap_or(0.0);
+        if !(0.0..1.0).contains(&min_marginal_speedup) {
+            return Err(err(
+                "min_marginal_speedup",
+                format!("{min_marginal_speedup} is not in [0, 1)"),
             ));
         }
         if let Some(h) = raw.horizon_s
@@ -687,6 +702,7 @@ impl Scenario {
             interval_s,
             rescale_cost_s,
             cooldown_s,
+            min_marginal_speedup,
             speedup,
             seed: raw.seed.unwrap_or(0),
             faults,
@@ -733,7 +749,8 @@ faults:
             Resources::new(96_000, 768 << 30, 8)
         );
         assert_eq!(s.trace.path, Path::new("/base/traces/t.csv"));
-        assert_eq!(s.policies.len(), 3);
+        assert_eq!(s.policies.len(), 4);
+        assert_eq!(s.min_marginal_speedup, 0.0);
         assert_eq!(s.schedulers, vec![SchedulerKind::Trainscale]);
         assert_eq!(s.trace.multi_gpu_workers, None);
         assert_eq!(s.interval_s, 60.0);

@@ -305,11 +305,9 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
 }
 
-/// Which size bucket a job falls in, by requested GPUs: `cpu-only` (none), `1`, `2-4`, `8`,
-/// `>=16`, or `other`.
-pub fn size_bucket(req_gpus: i64) -> &'static str {
-    match req_gpus {
-        0 => "cpu-only",
+/// Which size class a job falls in, by requested workers: `1`, `2-4`, `8`, `>=16`, or `other`.
+pub fn size_bucket(req_workers: i32) -> &'static str {
+    match req_workers {
         1 => "1",
         2..=4 => "2-4",
         8 => "8",
@@ -319,7 +317,7 @@ pub fn size_bucket(req_gpus: i64) -> &'static str {
 }
 
 /// The size buckets in report order.
-pub const SIZE_BUCKETS: [&str; 6] = ["cpu-only", "1", "2-4", "8", ">=16", "other"];
+pub const SIZE_BUCKETS: [&str; 5] = ["1", "2-4", "8", ">=16", "other"];
 
 #[cfg(test)]
 mod tests {
@@ -447,6 +445,6 @@ mod tests {
         assert_eq!(size_bucket(8), "8");
         assert_eq!(size_bucket(32), ">=16");
         assert_eq!(size_bucket(6), "other");
-        assert_eq!(size_bucket(0), "cpu-only");
+        assert_eq!(size_bucket(0), "other");
     }
 }

@@ -44,6 +44,7 @@ fn add_job(
         phase,
         stored_parallelism: Some(current),
         last_scale: None,
+        speedup: None,
     };
     let key = JobKey::new("ns", name);
     state.set_training_job(key.clone(), Some(info));
