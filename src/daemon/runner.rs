@@ -20,7 +20,7 @@ use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::scheduling::{BindOutcome, Binder};
 use super::store::{Store, WatchEvent};
-use super::watch::{WatchError, watch_all};
+use super::watch::{KindSelection, WatchError, select_kinds, watch_all};
 use crate::api::{JobKey, ScaleResults};
 use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
@@ -54,16 +54,18 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let store: Arc<SharedStore> =
-        Arc::new(Mutex::new(Arc::new(match config.namespace.as_deref() {
-            Some(ns) => Store::for_namespace(ns),
-            None => Store::new(),
-        })));
+    let kinds = select_kinds(&client, config.kinds.as_deref()).await;
+    let mut initial = match config.namespace.as_deref() {
+        Some(ns) => Store::for_namespace(ns),
+        None => Store::new(),
+    };
+    initial.expect_job_kinds(&kinds.now);
+    let store: Arc<SharedStore> = Arc::new(Mutex::new(Arc::new(initial)));
     let changed = Arc::new(Notify::new());
     let released = Arc::new(Notify::new());
     let watching = tokio::spawn(consume_watch(
         client.clone(),
-        config.namespace.clone(),
+        (config.namespace.clone(), kinds),
         store.clone(),
         changed.clone(),
         released.clone(),
@@ -205,14 +207,14 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// (`released`), so an event's lag is at most the rest of that pass.
 async fn consume_watch(
     client: Client,
-    namespace: Option<String>,
+    (namespace, kinds): (Option<String>, KindSelection),
     store: Arc<SharedStore>,
     changed: Arc<Notify>,
     released: Arc<Notify>,
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut watches = watch_all(client, namespace.as_deref());
+    let mut watches = watch_all(client, namespace.as_deref(), &kinds);
     let mut gate = EventGate::default();
     loop {
         tokio::select! {
@@ -450,6 +452,18 @@ impl Daemon {
                     break;
                 }
                 self.actuator.report_invalid(job).await;
+            }
+            Arc::make_mut(&mut lock(&self.store)).mark_reported(&job.key, &job.resource_version);
+        }
+        for job in &work.left_alone {
+            for problem in &job.problems {
+                tracing::info!(job = %job.key, field = %problem.field, why = %problem.problem, "left alone");
+            }
+            if !self.config.dry_run {
+                if !self.actuator.may_write() {
+                    break;
+                }
+                self.actuator.report_left_alone(job).await;
             }
             Arc::make_mut(&mut lock(&self.store)).mark_reported(&job.key, &job.resource_version);
         }

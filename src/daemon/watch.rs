@@ -1,4 +1,4 @@
-//! The watch streams (six, seven with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
+//! The watch streams (four plus one per job kind, one more with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
 //!
 //! A watch that fails is not resumed: its task reports the error, drops the watcher and, after
 //! a backoff, starts a fresh one, which re-lists (`Init` … `InitDone`). The store marks the kind
@@ -19,7 +19,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::store::{Kind, WatchEvent};
-use crate::api::guard::{GuardedPaddleJob, GuardedTrainingJob};
+use crate::api::JobKind;
+use crate::api::guard::{
+    GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
+};
 
 /// First wait before a failed watch is started afresh.
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
@@ -27,6 +30,52 @@ pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 /// Events buffered between the watch tasks and the store.
 const CHANNEL: usize = 1024;
+/// How often a job kind whose CRD the API server did not serve is looked up again.
+pub const DISCOVERY_RECHECK: Duration = Duration::from_secs(60);
+
+/// The job kinds to watch: from the start, and once discovery finds their CRD.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindSelection {
+    pub now: Vec<JobKind>,
+    pub when_served: Vec<JobKind>,
+}
+
+/// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
+/// server counts as not serving it.
+pub async fn served(client: &Client, kind: JobKind) -> bool {
+    match client.list_api_group_resources(kind.api_version()).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == kind.plural()),
+        Err(e) => {
+            tracing::debug!(kind = kind.as_str(), error = %e, "discovery: not served");
+            false
+        }
+    }
+}
+
+/// The kinds to watch: `requested` exactly (`--kinds`), or by default TrainingJob and PaddleJob
+/// plus each other kind whose CRD discovery finds now; the rest are looked up again every
+/// [`DISCOVERY_RECHECK`].
+pub async fn select_kinds(client: &Client, requested: Option<&[JobKind]>) -> KindSelection {
+    if let Some(kinds) = requested {
+        return KindSelection {
+            now: kinds.to_vec(),
+            when_served: Vec::new(),
+        };
+    }
+    let mut selection = KindSelection::default();
+    for kind in JobKind::ALL {
+        if kind.created_by_trainscale() || served(client, kind).await {
+            selection.now.push(kind);
+        } else {
+            tracing::info!(
+                kind = kind.as_str(),
+                "CRD not served; looked up again every minute"
+            );
+            selection.when_served.push(kind);
+        }
+    }
+    selection
+}
 
 /// An error of one watch stream; its kind re-lists after a backoff.
 #[derive(Debug)]
@@ -55,7 +104,10 @@ type Raw<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 /// `namespace` or all namespaces. With a namespace, also the live pods of every other namespace
 /// that are bound to a node (read only, field-selected): they hold node capacity, so without
 /// them the plan would overcommit nodes shared with other namespaces.
-pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
+///
+/// Of the job kinds, those of `kinds.now` are watched from the start, those of
+/// `kinds.when_served` once discovery finds their CRD.
+pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection) -> Watches {
     let (tx, events) = mpsc::channel(CHANNEL);
     let ns = namespace.map(str::to_string);
     let config = watcher::Config::default;
@@ -82,21 +134,49 @@ pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
             .modify(|job| job.managed_fields_mut().clear())
             .boxed()
     });
-    let (c, n) = (client.clone(), ns.clone());
-    let training_jobs = spawn_kind(
-        Kind::TrainingJob,
-        WatchEvent::TrainingJob,
-        tx.clone(),
-        move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
-    );
-    let (c, n) = (client.clone(), ns.clone());
-    let paddle_jobs = spawn_kind(
-        Kind::PaddleJob,
-        WatchEvent::PaddleJob,
-        tx.clone(),
-        move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
-    );
-    let mut tasks = vec![nodes, classes, pods, jobs, training_jobs, paddle_jobs];
+    let mut tasks = vec![nodes, classes, pods, jobs];
+    let job_kinds = kinds.now.iter().map(|k| (*k, false));
+    for (kind, discover) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, true))) {
+        let gate = discover.then(|| (client.clone(), kind));
+        let (c, n) = (client.clone(), ns.clone());
+        let task = match kind {
+            JobKind::TrainingJob => spawn_kind_when(
+                gate,
+                Kind::TrainingJob,
+                WatchEvent::TrainingJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+            JobKind::PaddleJob => spawn_kind_when(
+                gate,
+                Kind::PaddleJob,
+                WatchEvent::PaddleJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+            JobKind::PyTorchTrainingJob => spawn_kind_when(
+                gate,
+                Kind::PyTorchTrainingJob,
+                WatchEvent::PyTorchTrainingJob,
+                tx.clone(),
+                move || {
+                    watcher(
+                        scoped::<GuardedPyTorchTrainingJob>(&c, n.as_deref()),
+                        config(),
+                    )
+                    .boxed()
+                },
+            ),
+            JobKind::PyTorchJob => spawn_kind_when(
+                gate,
+                Kind::PyTorchJob,
+                WatchEvent::PyTorchJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedPyTorchJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+        };
+        tasks.push(task);
+    }
     if let Some(own) = ns {
         let selector = foreign_pods_selector(&own);
         tasks.push(spawn_kind(
@@ -113,6 +193,32 @@ pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
     Watches { events, tasks }
 }
 
+/// [`spawn_kind`], after discovery finds the job kind of `gate` (looked up every
+/// [`DISCOVERY_RECHECK`]) when there is one.
+fn spawn_kind_when<K: Send + 'static>(
+    gate: Option<(Client, JobKind)>,
+    kind: Kind,
+    wrap: fn(Event<K>) -> WatchEvent,
+    tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: impl Fn() -> Raw<K> + Send + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Some((client, job_kind)) = gate {
+            loop {
+                tokio::time::sleep(DISCOVERY_RECHECK).await;
+                if tx.is_closed() {
+                    return;
+                }
+                if served(&client, job_kind).await {
+                    tracing::info!(kind = job_kind.as_str(), "CRD now served; watching");
+                    break;
+                }
+            }
+        }
+        run_kind(kind, wrap, tx, start).await;
+    })
+}
+
 /// Runs one kind's watch until the receiver is gone: events are forwarded; an error is
 /// forwarded, the watcher dropped and, after a backoff, a fresh one started (it re-lists).
 fn spawn_kind<K: Send + 'static>(
@@ -121,7 +227,16 @@ fn spawn_kind<K: Send + 'static>(
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
     start: impl Fn() -> Raw<K> + Send + 'static,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
+    tokio::spawn(run_kind(kind, wrap, tx, start))
+}
+
+async fn run_kind<K: Send + 'static>(
+    kind: Kind,
+    wrap: fn(Event<K>) -> WatchEvent,
+    tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: impl Fn() -> Raw<K> + Send + 'static,
+) {
+    {
         let mut backoff = RESTART_BACKOFF;
         loop {
             let mut stream = start();
@@ -147,7 +262,7 @@ fn spawn_kind<K: Send + 'static>(
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
         }
-    })
+    }
 }
 
 /// Pods of namespaces other than `own` that are bound to a node and have not finished.

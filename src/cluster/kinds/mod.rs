@@ -2,10 +2,18 @@
 //! ([`JobInfo`]), says how the kind is resized and where its scale records go. Past the adapters
 //! nothing knows the kind: the planner, `ClusterState` and the simulator see only `JobInfo`.
 //!
+//! The paddlepaddle.org kinds run as trainer batch/v1 Jobs trainscale's operator creates; the
+//! PyTorch kinds are created by their own operators and sized by one field of the job object,
+//! their current size read from that field (else from their live worker pods, see [`pods`]).
+//!
 //! Adding a kind means one adapter module here, its types in `api`, its RBAC in `deploy/` and its
 //! tests; the daemon's watch list and the snapshot reader name the kind once each.
 
 mod paddle_job;
+mod pods;
+mod pytorch_job;
+mod pytorch_training_job;
+mod template;
 mod training_job;
 
 use kube::ResourceExt;
@@ -14,12 +22,30 @@ use super::objects::JobInfo;
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKey, JobKind};
 
+pub use pods::sized_pod_owner;
+pub use pytorch_job::kubeflow_phase;
+pub use pytorch_training_job::t9k_phase;
+pub use template::{LastScale, last_scale_annotation};
+
 /// How a kind's trainer count is changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resize {
     /// `spec.parallelism` (and `spec.completions` when Indexed) of the batch/v1 trainer Job that
     /// trainscale's operator created for the job and owns through it.
     TrainerJob,
+    /// A merge patch of one field of the job object itself (its operator creates and removes the
+    /// pods); the path from the object's root.
+    Field(&'static [&'static str]),
+}
+
+impl Resize {
+    /// The field written, dotted (`spec.elastic.expectedReplicas`), or what it is.
+    pub fn describe(self) -> String {
+        match self {
+            Resize::TrainerJob => "the trainer Job's spec.parallelism".to_string(),
+            Resize::Field(path) => path.join("."),
+        }
+    }
 }
 
 /// Where a kind's scale records go.
@@ -27,6 +53,9 @@ pub enum Resize {
 pub enum Records {
     /// `status.scale_records.ScaleRecords` of the job object, through its status subresource.
     Status,
+    /// The annotation `trainscale.io/last-scale` on the job object, written in the same merge
+    /// patch as the size, plus an Event; never the other operator's status.
+    Annotation,
 }
 
 /// A job object read into the planning model.
@@ -37,6 +66,24 @@ pub struct ReadJob {
     /// What the original accepted but the user should know (not the unknown-PriorityClass
     /// warning, which `ClusterState` derives as classes come and go).
     pub warnings: Vec<FieldError>,
+}
+
+/// Why a job of a kind trainscale only sizes is not planned (and not an error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftAlone {
+    /// The field that decides it.
+    pub field: &'static str,
+    pub why: String,
+    /// Whether the daemon says so with an Event (once per resourceVersion); the ordinary cases
+    /// (not elastic, paused) are silent.
+    pub announce: bool,
+}
+
+/// What an adapter reads of an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reading {
+    Planned(ReadJob),
+    LeftAlone(LeftAlone),
 }
 
 /// One job kind's adapter.
@@ -54,14 +101,18 @@ pub trait JobAdapter: ResourceExt {
     }
 
     /// Reads the object into the model with its warnings, resolving its priority against
-    /// `classes`; the errors when it cannot be planned.
-    fn read(&self, classes: &PriorityClasses) -> Result<ReadJob, Vec<FieldError>>;
+    /// `classes`, or says why it is left alone; the errors when it cannot be planned.
+    fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>>;
 }
 
 /// How jobs of `kind` are resized.
 pub const fn resize_of(kind: JobKind) -> Resize {
     match kind {
         JobKind::TrainingJob | JobKind::PaddleJob => Resize::TrainerJob,
+        JobKind::PyTorchTrainingJob => Resize::Field(&["spec", "elastic", "expectedReplicas"]),
+        JobKind::PyTorchJob => {
+            Resize::Field(&["spec", "pytorchReplicaSpecs", "Worker", "replicas"])
+        }
     }
 }
 
@@ -69,6 +120,7 @@ pub const fn resize_of(kind: JobKind) -> Resize {
 pub const fn records_of(kind: JobKind) -> Records {
     match kind {
         JobKind::TrainingJob | JobKind::PaddleJob => Records::Status,
+        JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => Records::Annotation,
     }
 }
 
@@ -76,5 +128,66 @@ pub const fn records_of(kind: JobKind) -> Records {
 pub const fn priority_field(kind: JobKind) -> &'static str {
     match kind {
         JobKind::TrainingJob | JobKind::PaddleJob => "spec.annotations.priority",
+        JobKind::PyTorchTrainingJob => "spec.scheduler.t9kScheduler.priority",
+        JobKind::PyTorchJob => "spec.runPolicy.schedulingPolicy.priorityClass",
+    }
+}
+
+/// Validates a manifest of a kind trainscale only sizes: the adapter's errors, its warnings, and
+/// why it would be left alone (a warning).
+pub fn check_document(
+    doc: &crate::api::manifest::Document,
+    kind: JobKind,
+    classes: &PriorityClasses,
+) -> crate::api::validate::ObjectReport {
+    fn check<A: JobAdapter + serde::de::DeserializeOwned>(
+        doc: &crate::api::manifest::Document,
+        classes: &PriorityClasses,
+    ) -> crate::api::validate::ObjectReport {
+        let job = match doc.decode::<A>() {
+            Ok(job) => job,
+            Err(e) => {
+                return crate::api::validate::ObjectReport {
+                    object: doc.object_ref(),
+                    errors: vec![e],
+                    warnings: Vec::new(),
+                };
+            }
+        };
+        let object = job.job_key().object_ref();
+        let (errors, warnings) = match job.read(classes) {
+            Ok(Reading::Planned(read)) => {
+                let mut warnings = read.warnings;
+                if let Some(text) = read
+                    .info
+                    .priority_class
+                    .as_deref()
+                    .and_then(|c| crate::api::priority::resolve_priority(c, classes).warning)
+                {
+                    warnings.push(FieldError::new(&object, priority_field(A::KIND), text));
+                }
+                (Vec::new(), warnings)
+            }
+            Ok(Reading::LeftAlone(why)) => (
+                Vec::new(),
+                vec![FieldError::new(
+                    &object,
+                    why.field,
+                    format!("not planned: {}", why.why),
+                )],
+            ),
+            Err(errors) => (errors, Vec::new()),
+        };
+        crate::api::validate::ObjectReport {
+            object,
+            errors,
+            warnings,
+        }
+    }
+    match kind {
+        JobKind::PyTorchTrainingJob => check::<crate::api::PyTorchTrainingJob>(doc, classes),
+        JobKind::PyTorchJob => check::<crate::api::PyTorchJob>(doc, classes),
+        JobKind::TrainingJob => check::<crate::api::TrainingJob>(doc, classes),
+        JobKind::PaddleJob => check::<crate::api::PaddleJob>(doc, classes),
     }
 }
