@@ -1,7 +1,8 @@
 """A small Kubernetes API on loopback for the daemon's end-to-end tests.
 
 Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and the
-PriorityClass `high` (value 1000), writes a
+PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the PyTorchTrainingJob and
+PyTorchJob resources (discovery included), writes a
 kubeconfig pointing at it, prints `READY <url>` and serves until stdin closes or `--lifetime`
 seconds pass (so it never outlives a crashed test). The test itself applies the TrainingJob.
 
@@ -136,6 +137,17 @@ RESOURCES = {
     "scheduling.volcano.sh/v1beta1/podgroups": dict(namespaced=True, kind="PodGroup"),
     "events.k8s.io/v1/events": dict(namespaced=True, kind="Event"),
     "coordination.k8s.io/v1/leases": dict(namespaced=True, kind="Lease"),
+}
+
+# The CRDs of the kinds trainscale only sizes, served with `--pytorch-crds` (off by default, so the
+# other tests see a cluster without them): T9k's PyTorchTrainingJob and Kubeflow's PyTorchJob.
+PYTORCH_RESOURCES = {
+    "batch.tensorstack.dev/v1beta1/pytorchtrainingjobs": dict(
+        namespaced=True, kind="PyTorchTrainingJob", subresources={"status"}
+    ),
+    "kubeflow.org/v1/pytorchjobs": dict(
+        namespaced=True, kind="PyTorchJob", subresources={"status", "scale"}
+    ),
 }
 
 NODE = "node-1"
@@ -593,9 +605,12 @@ class StampingEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(emulator, cpu, memory, pods):
+def seed(emulator, cpu, memory, pods, pytorch_crds=False):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
+    if pytorch_crds:
+        for key, info in PYTORCH_RESOURCES.items():
+            emulator.resources[key] = info
     emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": "high", "uid": "uid-pc-high"}, "value": 1000,
@@ -849,12 +864,15 @@ async def main():
     parser.add_argument("--schedulers", default=",".join(sorted(PLAYED_SCHEDULERS)),
                         help="comma-separated schedulers the harness plays: pods naming one of "
                              "them (or none) are created bound, others stay pending")
+    parser.add_argument("--pytorch-crds", action="store_true",
+                        help="also serve pytorchtrainingjobs (batch.tensorstack.dev/v1beta1) "
+                             "and pytorchjobs (kubeflow.org/v1)")
     args = parser.parse_args()
     NODE = args.node_name
     PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
-    seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
+    seed(emulator, args.node_cpu, args.node_memory, args.node_pods, args.pytorch_crds)
     headers = {"User-Agent": HARNESS_AGENT}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
