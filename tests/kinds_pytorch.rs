@@ -554,3 +554,100 @@ fn validate_accepts_both_kinds_and_says_why_one_is_left_alone() {
     );
     assert!(!stdout.contains("invalid:"), "{stdout}");
 }
+
+#[test]
+fn the_worker_template_confines_the_workers_to_its_nodes() {
+    let mut t9k = example("deploy/examples/003-pytorchtrainingjob-elastic.yaml").remove(0);
+    t9k["spec"]["replicaSpecs"][0]["template"]["spec"]["nodeSelector"] = json!({"gpu": "a100"});
+    let node = |name: &str, labels: Value| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+               "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": 8}}})
+    };
+    let docs = vec![
+        node("a100", json!({"gpu": "a100"})),
+        node("t4", json!({"gpu": "t4"})),
+        t9k,
+    ];
+    let mut state = ClusterState::new();
+    let mut warnings = Vec::new();
+    for doc in docs {
+        let doc = trainscale::api::manifest::Document {
+            value: doc,
+            origin: "test".into(),
+        };
+        state.apply_document(&doc, &mut warnings);
+    }
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let key = JobKey::of_kind(JobKind::PyTorchTrainingJob, "ml", "torch-elastic-mnist");
+    let class = state.job(&key).unwrap().class;
+    assert!(class.is_some());
+    let a100 = state.node_id_of("a100").unwrap();
+    let t4 = state.node_id_of("t4").unwrap();
+    assert!(state.eligible(class, a100));
+    assert!(!state.eligible(class, t4));
+    // Deleting the job gives the class back.
+    state.delete_job(&key);
+    assert!(state.job(&key).is_none());
+}
+
+#[test]
+fn kinds_flag_names_each_kind_and_refuses_others() {
+    use trainscale::commands::flags::job_kind;
+    assert_eq!(job_kind("pytorchjob"), Ok(JobKind::PyTorchJob));
+    assert_eq!(
+        job_kind("PyTorchTrainingJob"),
+        Ok(JobKind::PyTorchTrainingJob)
+    );
+    assert_eq!(job_kind("trainingjob"), Ok(JobKind::TrainingJob));
+    let e = job_kind("tfjob").unwrap_err();
+    assert!(
+        e.contains("trainingjob, paddlejob, pytorchtrainingjob, pytorchjob"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn discovery_adds_the_kinds_whose_crd_is_served() {
+    use trainscale::daemon::watch::select_kinds;
+    let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) = expect(
+            &mut handle,
+            Method::GET,
+            "/apis/batch.tensorstack.dev/v1beta1",
+        )
+        .await;
+        respond(
+            send,
+            StatusCode::NOT_FOUND,
+            api_status(404, "NotFound", "not found"),
+        );
+        let (_, _, _, send) = expect(&mut handle, Method::GET, "/apis/kubeflow.org/v1").await;
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "APIResourceList", "groupVersion": "kubeflow.org/v1",
+                   "resources": [{"name": "pytorchjobs", "singularName": "pytorchjob",
+                                  "namespaced": true, "kind": "PyTorchJob",
+                                  "verbs": ["get", "list", "watch", "patch"]}]}),
+        );
+    });
+    let selection = select_kinds(&client, None).await;
+    server.await.unwrap();
+    assert_eq!(
+        selection.now,
+        vec![
+            JobKind::TrainingJob,
+            JobKind::PaddleJob,
+            JobKind::PyTorchJob
+        ]
+    );
+    assert_eq!(selection.when_served, vec![JobKind::PyTorchTrainingJob]);
+    // `--kinds` is taken as it is, without discovery.
+    let (service, _handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let chosen = select_kinds(&client, Some(&[JobKind::PyTorchTrainingJob])).await;
+    assert_eq!(chosen.now, vec![JobKind::PyTorchTrainingJob]);
+    assert!(chosen.when_served.is_empty());
+}

@@ -155,16 +155,6 @@ pub struct KubeflowReplicaSpec {
 pub struct KubeflowRunPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling_policy: Option<KubeflowSchedulingPolicy>,
-}
-
-/// `spec.runPolicy.schedulingPolicy`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct KubeflowSchedulingPolicy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub priority_class: Option<String>,
 }
 
 /// What trainscale reads of a Kubeflow job's status.

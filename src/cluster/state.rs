@@ -530,8 +530,17 @@ impl ClusterState {
     /// errors returned; it stays listed under [`ClusterState::invalid_jobs`].
     pub fn apply_job<A: JobAdapter>(&mut self, job: &A) -> Result<(), Vec<FieldError>> {
         let parsed = job.read(&self.priority_classes);
-        let slot = self.jobs.entry(job.job_key()).or_default();
-        slot.sized_by_pods = matches!(resize_of(A::KIND), Resize::Field(_));
+        let key = job.job_key();
+        let sized_by_pods = matches!(resize_of(A::KIND), Resize::Field(_));
+        if sized_by_pods {
+            // The workers' eligibility comes from the job's own worker template.
+            let class = matches!(parsed, Ok(Reading::Planned(_)))
+                .then(|| job.worker_constraints())
+                .flatten();
+            self.set_trainer_class(&key, class);
+        }
+        let slot = self.jobs.entry(key).or_default();
+        slot.sized_by_pods = sized_by_pods;
         match parsed {
             Ok(Reading::Planned(read)) => {
                 slot.info = Some(read.info);
@@ -593,6 +602,9 @@ impl ClusterState {
     /// Removes a job.
     pub fn delete_job(&mut self, key: &JobKey) {
         self.unreserve_from(key, 0);
+        if matches!(resize_of(key.kind), Resize::Field(_)) {
+            self.set_trainer_class(key, None);
+        }
         if let Some(slot) = self.jobs.get_mut(key) {
             slot.info = None;
             slot.invalid = None;

@@ -16,8 +16,11 @@ mod pytorch_training_job;
 mod template;
 mod training_job;
 
+use std::sync::Arc;
+
 use kube::ResourceExt;
 
+use super::filters::PodConstraints;
 use super::objects::JobInfo;
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKey, JobKind};
@@ -103,6 +106,26 @@ pub trait JobAdapter: ResourceExt {
     /// Reads the object into the model with its warnings, resolving its priority against
     /// `classes`, or says why it is left alone; the errors when it cannot be planned.
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>>;
+
+    /// The scheduling constraints (selectors, affinity, tolerations, ...) of the worker pod
+    /// template, for kinds whose workers no trainer Job of trainscale's makes; `None` for the
+    /// others (their trainer Job's template is read instead). An unreadable template counts as
+    /// unconstrained, as a trainer Job's does.
+    fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
+        None
+    }
+}
+
+/// The constraints of a worker pod template at `field` of `object`.
+fn template_constraints(
+    template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>,
+    object: &str,
+    field: &str,
+) -> Option<Arc<PodConstraints>> {
+    let spec = template?.spec.as_ref()?;
+    PodConstraints::read(spec, object, &format!("{field}.spec"))
+        .ok()
+        .map(Arc::new)
 }
 
 /// How jobs of `kind` are resized.
@@ -129,7 +152,7 @@ pub const fn priority_field(kind: JobKind) -> &'static str {
     match kind {
         JobKind::TrainingJob | JobKind::PaddleJob => "spec.annotations.priority",
         JobKind::PyTorchTrainingJob => "spec.scheduler.t9kScheduler.priority",
-        JobKind::PyTorchJob => "spec.runPolicy.schedulingPolicy.priorityClass",
+        JobKind::PyTorchJob => "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName",
     }
 }
 

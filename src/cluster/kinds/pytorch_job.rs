@@ -4,16 +4,19 @@
 //! metrics the training operator creates an HPA that owns the size: the job is left to it, and
 //! the daemon says so with an Event); not when `spec.runPolicy.suspend` is true. The size is
 //! `spec.pytorchReplicaSpecs.Worker.replicas` (else the live worker pods); the per-worker request
-//! from the Worker pod template; priority from `spec.runPolicy.schedulingPolicy.priorityClass`,
-//! else the Worker template's `priorityClassName`, resolved against the PriorityClasses. A
+//! from the Worker pod template; priority from the Worker template's `priorityClassName` (what
+//! Kubernetes orders and preempts the worker pods by), resolved against the PriorityClasses. A
 //! `Succeeded` or `Failed` condition that is True finishes it.
 
 use kube::ResourceExt;
 
 use super::template::{check_bounds, exact_of, last_scale_of, template_request};
-use super::{JobAdapter, LeftAlone, ReadJob, Reading};
+use std::sync::Arc;
+
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKind, PyTorchJob, TrainingJobPhase};
+use crate::cluster::filters::PodConstraints;
 use crate::cluster::objects::JobInfo;
 
 /// The replica type whose size trainscale writes.
@@ -29,6 +32,15 @@ fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Re
 
 impl JobAdapter for PyTorchJob {
     const KIND: JobKind = JobKind::PyTorchJob;
+
+    fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
+        let worker = self.spec.pytorch_replica_specs.get(WORKER)?;
+        template_constraints(
+            worker.template.as_ref(),
+            &self.job_key().object_ref(),
+            &format!("spec.pytorchReplicaSpecs.{WORKER}.template"),
+        )
+    }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let object = self.job_key().object_ref();
@@ -89,15 +101,11 @@ impl JobAdapter for PyTorchJob {
                 format!("{replicas} is negative"),
             )]);
         }
-        let class = run_policy
-            .and_then(|r| r.scheduling_policy.as_ref())
-            .and_then(|s| s.priority_class.clone())
-            .or_else(|| {
-                template
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.priority_class_name.clone())
-            })
+        // The class Kubernetes orders the worker pods by (and preempts with).
+        let class = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone())
             .unwrap_or_default();
         // A number is no PriorityClass name: only names are resolved.
         let priority = if class.trim().parse::<i64>().is_ok() {

@@ -9,9 +9,12 @@
 use kube::ResourceExt;
 
 use super::template::{check_bounds, exact_of, last_scale_of, template_request};
-use super::{JobAdapter, LeftAlone, ReadJob, Reading};
+use std::sync::Arc;
+
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKind, PyTorchTrainingJob, TrainingJobPhase};
+use crate::cluster::filters::PodConstraints;
 use crate::cluster::objects::JobInfo;
 
 /// T9k's default priority of a job naming its scheduler without a priority.
@@ -19,6 +22,20 @@ const T9K_DEFAULT_PRIORITY: i32 = 10;
 
 impl JobAdapter for PyTorchTrainingJob {
     const KIND: JobKind = JobKind::PyTorchTrainingJob;
+
+    fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
+        let (i, worker) = self
+            .spec
+            .replica_specs
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.type_.eq_ignore_ascii_case("worker"))?;
+        template_constraints(
+            worker.template.as_ref(),
+            &self.job_key().object_ref(),
+            &format!("spec.replicaSpecs[{i}].template"),
+        )
+    }
 
     fn read(&self, _classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let object = self.job_key().object_ref();
