@@ -10,7 +10,8 @@
 //! `spec.pytorchReplicaSpecs.Worker.replicas`), the daemon's writes are exactly those patches,
 //! the scale records and the Events, applied in the plan's order across kinds; nothing else in
 //! the job objects changes, and the HPA-managed job is untouched but for an Event saying why.
-//! Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
+//! A second test installs the PyTorch CRDs while the daemon runs: discovery finds them and their
+//! jobs are sized. Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -342,24 +343,7 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
 async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
-    let mut emulator = Guard(
-        Command::new("python3")
-            .arg(&helper)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["--lifetime", "90", "--pytorch-crds", "--no-controllers"])
-            .args(["--node-cpu", "16", "--node-memory", "64Gi"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut ready = String::new();
-    BufReader::new(emulator.0.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    assert!(ready.starts_with("READY "), "emulator said {ready:?}");
+    let emulator = spawn_emulator(&kubeconfig, &["--pytorch-crds"]);
 
     // 16 CPUs; 2 + 1 + 2 + 2 + 2 (the HPA job) trainers of 1 CPU run: 7 free, 12 wanted.
     let client = client(&kubeconfig).await;
@@ -431,26 +415,7 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
 
     let port = free_port();
     let started = Instant::now();
-    let mut daemon = Guard(
-        Command::new(env!("CARGO_BIN_EXE_trainscale"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args([
-                "--interval",
-                "1s",
-                "--debounce",
-                "200ms",
-                "--cooldown",
-                "0s",
-            ])
-            .args(["--lease-namespace", "trainscale-system", "--leader-elect"])
-            .args(["--operator=false", "--scheduler-name="])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .env("RUST_LOG", "info")
-            .spawn()
-            .unwrap(),
-    );
+    let mut daemon = spawn_daemon(&kubeconfig, port, &[]);
     // Every job reaches its planned size.
     loop {
         let mut done = true;
@@ -588,16 +553,140 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
         not_planned[0]["note"]
     );
 
+    stop(daemon, emulator).await;
+}
+
+/// The emulator helper without controllers (nothing creates or removes pods), 16 CPUs, 64Gi,
+/// with `flags`; returns once it is READY.
+fn spawn_emulator(kubeconfig: &Path, flags: &[&str]) -> Guard {
+    let helper = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kmock_cluster.py");
+    let mut emulator = Guard(
+        Command::new("python3")
+            .arg(&helper)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--lifetime", "90", "--no-controllers"])
+            .args(["--node-cpu", "16", "--node-memory", "64Gi"])
+            .args(flags)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut ready = String::new();
+    BufReader::new(emulator.0.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert!(ready.starts_with("READY "), "emulator said {ready:?}");
+    emulator
+}
+
+/// `trainscale run` with the operator and the scheduler role off, 1 s passes, no cooldown.
+fn spawn_daemon(kubeconfig: &Path, port: u16, extra: &[&str]) -> Guard {
+    Guard(
+        Command::new(env!("CARGO_BIN_EXE_trainscale"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([
+                "--interval",
+                "1s",
+                "--debounce",
+                "200ms",
+                "--cooldown",
+                "0s",
+            ])
+            .args(["--lease-namespace", "trainscale-system", "--leader-elect"])
+            .args(["--operator=false", "--scheduler-name="])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// SIGTERM: a clean exit, promptly; then the emulator ends.
+async fn stop(mut daemon: Guard, mut emulator: Guard) {
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.0.id().to_string()])
         .status();
     let stopping = Instant::now();
-    while daemon.0.try_wait().unwrap().is_none() {
+    let status = loop {
+        if let Some(status) = daemon.0.try_wait().unwrap() {
+            break status;
+        }
         assert!(
             stopping.elapsed() < Duration::from_secs(15),
             "no exit after SIGTERM"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    assert!(status.success(), "exit status {status}");
     drop(emulator.0.stdin.take());
+}
+
+/// Polls `probe` until it holds, failing after [`DEADLINE`] or if the daemon exits.
+async fn until<F, Fut>(daemon: &mut Guard, what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while !probe().await {
+        assert!(
+            started.elapsed() < DEADLINE,
+            "{what}: not within {DEADLINE:?}"
+        );
+        assert!(
+            daemon.0.try_wait().unwrap().is_none(),
+            "{what}: the daemon exited"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A CRD installed while the daemon runs: discovery finds it at the next look-up
+/// (`--discovery-interval 1s`), the kind is watched from then on, readiness never drops, and a
+/// PyTorchJob applied then is sized like any job.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_crd_installed_later_is_found_and_its_jobs_sized() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let emulator = spawn_emulator(&kubeconfig, &[]);
+    let port = free_port();
+    let mut daemon = spawn_daemon(&kubeconfig, port, &["--discovery-interval", "1s"]);
+    until(&mut daemon, "/readyz 200", || async {
+        http_status(port, "/readyz") == Some(200)
+    })
+    .await;
+    let log = daemon_log(&kubeconfig).await;
+    assert!(!log.contains_key("watch pytorchjobs"), "{log:?}");
+
+    let client = client(&kubeconfig).await;
+    let served: Value = client
+        .request(
+            http::Request::post("/_harness/serve-pytorch-crds")
+                .body(Vec::new())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(served.as_array().map(Vec::len), Some(2));
+    kubeflow_job(&client, "late", 4, 1, false).await;
+    until(&mut daemon, "the late PyTorchJob sized to 4", || async {
+        let job = get(&client, "PyTorchJob", "late").await;
+        at(&job, &["spec", "pytorchReplicaSpecs", "Worker", "replicas"]) == Some(4)
+    })
+    .await;
+    let log = daemon_log(&kubeconfig).await;
+    assert!(log.contains_key("watch pytorchjobs"), "{log:?}");
+    assert!(log.contains_key("watch pytorchtrainingjobs"), "{log:?}");
+    assert_eq!(log.get("patch pytorchjobs"), Some(&1), "{log:?}");
+    assert_eq!(http_status(port, "/readyz"), Some(200));
+    stop(daemon, emulator).await;
 }

@@ -633,7 +633,7 @@ async fn discovery_adds_the_kinds_whose_crd_is_served() {
                                   "verbs": ["get", "list", "watch", "patch"]}]}),
         );
     });
-    let selection = select_kinds(&client, None).await;
+    let selection = select_kinds(&client, None, Duration::from_secs(60)).await;
     server.await.unwrap();
     assert_eq!(
         selection.now,
@@ -647,7 +647,12 @@ async fn discovery_adds_the_kinds_whose_crd_is_served() {
     // `--kinds` is taken as it is, without discovery.
     let (service, _handle) = mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
-    let chosen = select_kinds(&client, Some(&[JobKind::PyTorchTrainingJob])).await;
+    let chosen = select_kinds(
+        &client,
+        Some(&[JobKind::PyTorchTrainingJob]),
+        Duration::from_secs(60),
+    )
+    .await;
     assert_eq!(chosen.now, vec![JobKind::PyTorchTrainingJob]);
     assert!(chosen.when_served.is_empty());
 }

@@ -64,6 +64,11 @@ pub fn scheduler_name(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// `--discovery-interval`: 1s up to 1h.
+pub fn discovery_interval(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), Duration::from_secs(3600))
+}
+
 /// One job kind of `--kinds`, by its lowercase name (`pytorchjob`).
 pub fn job_kind(text: &str) -> Result<crate::api::JobKind, String> {
     let name = text.trim().to_ascii_lowercase();

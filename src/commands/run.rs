@@ -97,6 +97,10 @@ pub struct RunArgs {
     /// server serves (looked up at start and again every minute while absent).
     #[arg(long, env = "TRAINSCALE_KINDS", value_delimiter = ',', num_args = 1.., value_parser = flags::job_kind)]
     pub kinds: Option<Vec<JobKind>>,
+    /// Without --kinds: how often a job kind whose CRD is not served is looked up again (e.g.
+    /// 60s), 1s..1h.
+    #[arg(long, env = "TRAINSCALE_DISCOVERY_INTERVAL", default_value = "60s", value_parser = flags::discovery_interval)]
+    pub discovery_interval: Duration,
     #[command(flatten)]
     pub operator_config: OperatorConfig,
 }
@@ -148,6 +152,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         scheduler_name: Some(args.scheduler_name.clone()).filter(|n| !n.is_empty()),
         reservation_ttl: args.reservation_ttl,
+        discovery_interval: args.discovery_interval,
         kinds: args.kinds.map(|mut kinds| {
             kinds.sort();
             kinds.dedup();

@@ -40,6 +40,8 @@ pub struct DaemonConfig {
     /// The job kinds to size (`--kinds`); `None`: TrainingJob and PaddleJob plus each other kind
     /// whose CRD the API server serves (discovery at start, looked up again while absent).
     pub kinds: Option<Vec<JobKind>>,
+    /// How often a kind whose CRD is not served is looked up again (without `kinds`).
+    pub discovery_interval: Duration,
 }
 
 impl Default for DaemonConfig {
@@ -62,6 +64,7 @@ impl Default for DaemonConfig {
             reservation_ttl: Duration::from_secs(60),
             operator: None,
             kinds: None,
+            discovery_interval: crate::daemon::watch::DISCOVERY_RECHECK,
         }
     }
 }

@@ -54,7 +54,7 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let kinds = select_kinds(&client, config.kinds.as_deref()).await;
+    let kinds = select_kinds(&client, config.kinds.as_deref(), config.discovery_interval).await;
     let mut initial = match config.namespace.as_deref() {
         Some(ns) => Store::for_namespace(ns),
         None => Store::new(),

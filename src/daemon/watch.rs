@@ -30,14 +30,16 @@ pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 /// Events buffered between the watch tasks and the store.
 const CHANNEL: usize = 1024;
-/// How often a job kind whose CRD the API server did not serve is looked up again.
+/// How often, by default, a job kind whose CRD the API server did not serve is looked up again.
 pub const DISCOVERY_RECHECK: Duration = Duration::from_secs(60);
 
-/// The job kinds to watch: from the start, and once discovery finds their CRD.
+/// The job kinds to watch: from the start, and once discovery finds their CRD (looked up every
+/// `recheck`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KindSelection {
     pub now: Vec<JobKind>,
     pub when_served: Vec<JobKind>,
+    pub recheck: Duration,
 }
 
 /// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
@@ -54,23 +56,28 @@ pub async fn served(client: &Client, kind: JobKind) -> bool {
 
 /// The kinds to watch: `requested` exactly (`--kinds`), or by default TrainingJob and PaddleJob
 /// plus each other kind whose CRD discovery finds now; the rest are looked up again every
-/// [`DISCOVERY_RECHECK`].
-pub async fn select_kinds(client: &Client, requested: Option<&[JobKind]>) -> KindSelection {
+/// `recheck` (`--discovery-interval`).
+pub async fn select_kinds(
+    client: &Client,
+    requested: Option<&[JobKind]>,
+    recheck: Duration,
+) -> KindSelection {
     if let Some(kinds) = requested {
         return KindSelection {
             now: kinds.to_vec(),
             when_served: Vec::new(),
+            recheck,
         };
     }
-    let mut selection = KindSelection::default();
+    let mut selection = KindSelection {
+        recheck,
+        ..KindSelection::default()
+    };
     for kind in JobKind::ALL {
         if kind.created_by_trainscale() || served(client, kind).await {
             selection.now.push(kind);
         } else {
-            tracing::info!(
-                kind = kind.as_str(),
-                "CRD not served; looked up again every minute"
-            );
+            tracing::info!(kind = kind.as_str(), every = ?recheck, "CRD not served; looked up again");
             selection.when_served.push(kind);
         }
     }
@@ -137,7 +144,7 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
     let mut tasks = vec![nodes, classes, pods, jobs];
     let job_kinds = kinds.now.iter().map(|k| (*k, false));
     for (kind, discover) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, true))) {
-        let gate = discover.then(|| (client.clone(), kind));
+        let gate = discover.then(|| (client.clone(), kind, kinds.recheck));
         let (c, n) = (client.clone(), ns.clone());
         let task = match kind {
             JobKind::TrainingJob => spawn_kind_when(
@@ -193,19 +200,19 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
     Watches { events, tasks }
 }
 
-/// [`spawn_kind`], after discovery finds the job kind of `gate` (looked up every
-/// [`DISCOVERY_RECHECK`]) when there is one.
+/// [`spawn_kind`], after discovery finds the job kind of `gate` (looked up at the period it
+/// gives) when there is one.
 fn spawn_kind_when<K: Send + 'static>(
-    gate: Option<(Client, JobKind)>,
+    gate: Option<(Client, JobKind, Duration)>,
     kind: Kind,
     wrap: fn(Event<K>) -> WatchEvent,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
     start: impl Fn() -> Raw<K> + Send + 'static,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        if let Some((client, job_kind)) = gate {
+        if let Some((client, job_kind, recheck)) = gate {
             loop {
-                tokio::time::sleep(DISCOVERY_RECHECK).await;
+                tokio::time::sleep(recheck).await;
                 if tx.is_closed() {
                     return;
                 }

@@ -92,6 +92,10 @@ counts as JSON `{"<verb> <resource>": n}`, and `GET /_harness/requests?by=agent`
 per User-Agent header (`-` when a client sends none, as the daemon does):
 `{"<agent>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
 
+CRDs installed late: `POST /_harness/serve-pytorch-crds` starts serving the resources of
+`--pytorch-crds` (discovery included) from then on, as when their CRDs are applied to a running
+cluster.
+
 Outages: `POST /_harness/unavailable?resource=leases` (repeatable) makes every request for those
 resources, but the fake controllers', answer 503 ServiceUnavailable (they are still logged), as an
 API server whose storage for them is failing; `POST /_harness/unavailable` ends the outage.
@@ -183,6 +187,7 @@ WATCH_VERSIONS = collections.defaultdict(list)  # resource -> resourceVersion of
 REQUESTS = collections.Counter()
 REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
 BINDINGS_PATH = "/_harness/bindings"
+SERVE_PYTORCH_PATH = "/_harness/serve-pytorch-crds"  # starts serving PYTORCH_RESOURCES
 POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
 BINDINGS = []  # one {namespace, name, node, created, bound} per successful binding, in order
 
@@ -427,6 +432,10 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(WATCH_VERSIONS)
         if request.url.path == BINDINGS_PATH:
             return aiohttp.web.json_response(BINDINGS)
+        if request.url.path == SERVE_PYTORCH_PATH:
+            for key, info in PYTORCH_RESOURCES.items():
+                self.resources[key] = info
+            return aiohttp.web.json_response(sorted(PYTORCH_RESOURCES))
         agent = header(request, "User-Agent")
         deleted_pod = None
         if agent != HARNESS_AGENT:
