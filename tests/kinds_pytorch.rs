@@ -656,3 +656,30 @@ async fn discovery_adds_the_kinds_whose_crd_is_served() {
     assert_eq!(chosen.now, vec![JobKind::PyTorchTrainingJob]);
     assert!(chosen.when_served.is_empty());
 }
+
+#[test]
+fn a_malformed_pytorch_job_is_reported_and_the_others_still_planned() {
+    let mut store = store_with_examples();
+    let mut bad = example("deploy/examples/005-pytorchjob-elastic.yaml").remove(0);
+    bad["metadata"]["name"] = json!("bad");
+    bad["metadata"]["resourceVersion"] = json!("11");
+    bad["spec"]["elasticPolicy"]["minReplicas"] = json!("two");
+    let bad: GuardedPyTorchJob = guarded(bad);
+    store.handle(WatchEvent::PyTorchJob(Event::Apply(bad)));
+    let invalid = store.unreported_invalid();
+    assert_eq!(invalid.len(), 1, "{invalid:?}");
+    assert_eq!(invalid[0].key.name.as_ref(), "bad");
+    assert_eq!(invalid[0].key.kind, JobKind::PyTorchJob);
+    assert_eq!(
+        invalid[0].problems[0].field,
+        "spec.elasticPolicy.minReplicas"
+    );
+    assert_eq!(store.skipped_counts()[&JobKind::PyTorchJob], 1);
+    let work = prepare(&store, &PlannerConfig::default(), None);
+    assert_eq!(work.rescales.len(), 2, "the others are still planned");
+    // Gone with its object.
+    let gone: GuardedPyTorchJob = guarded(json!({"apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob", "metadata": {"name": "bad", "namespace": "ml"}, "spec": {}}));
+    store.handle(WatchEvent::PyTorchJob(Event::Delete(gone)));
+    assert!(store.unreported_invalid().is_empty());
+}
