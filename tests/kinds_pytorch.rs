@@ -683,3 +683,76 @@ fn a_malformed_pytorch_job_is_reported_and_the_others_still_planned() {
     store.handle(WatchEvent::PyTorchJob(Event::Delete(gone)));
     assert!(store.unreported_invalid().is_empty());
 }
+
+#[test]
+fn a_kind_found_later_lists_like_a_relist_but_is_no_restart() {
+    let mut store = Store::new();
+    for e in [
+        WatchEvent::Node(Event::Init),
+        WatchEvent::Node(Event::InitDone),
+        WatchEvent::Pod(Event::Init),
+        WatchEvent::Pod(Event::InitDone),
+        WatchEvent::Job(Event::Init),
+        WatchEvent::Job(Event::InitDone),
+        WatchEvent::PriorityClass(Event::Init),
+        WatchEvent::PriorityClass(Event::InitDone),
+        WatchEvent::TrainingJob(Event::Init),
+        WatchEvent::TrainingJob(Event::InitDone),
+        WatchEvent::PaddleJob(Event::Init),
+        WatchEvent::PaddleJob(Event::InitDone),
+    ] {
+        store.handle(e);
+    }
+    // The PyTorch kinds are not expected by default: ready without them.
+    assert!(store.synced() && !store.relisting());
+    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    assert!(store.synced(), "readiness does not drop");
+    assert!(
+        store.relisting(),
+        "passes wait for the new kind's first list"
+    );
+    let job: GuardedPyTorchJob =
+        guarded(example("deploy/examples/005-pytorchjob-elastic.yaml").remove(0));
+    store.handle(WatchEvent::PyTorchJob(Event::InitApply(job)));
+    store.handle(WatchEvent::PyTorchJob(Event::InitDone));
+    assert!(!store.relisting());
+    assert_eq!(store.restarts(), 0);
+    assert!(store.listed_kind(trainscale::daemon::Kind::PyTorchJob));
+    let key = JobKey::of_kind(JobKind::PyTorchJob, "ml", "elastic-example-imagenet");
+    assert!(
+        store
+            .state()
+            .job(&key)
+            .and_then(|s| s.info.as_ref())
+            .is_some()
+    );
+    // A later Init of that kind is a restart.
+    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    assert_eq!(store.restarts(), 1);
+}
+
+#[test]
+fn a_refused_watch_of_a_discovered_kind_is_dropped_not_waited_for() {
+    use kube::core::Status;
+    use kube::runtime::watcher::Error;
+    use trainscale::daemon::watch::refused;
+    let status = |code: u16| Box::new(Status::failure("no", "Forbidden").with_code(code));
+    let api = |code: u16| kube::Error::Api(status(code));
+    assert!(refused(&Error::InitialListFailed(api(403))));
+    assert!(refused(&Error::WatchStartFailed(api(404))));
+    assert!(!refused(&Error::InitialListFailed(api(503))));
+    assert!(!refused(&Error::WatchError(status(410))));
+    assert!(!refused(&Error::NoResourceVersion));
+
+    // Expected at start, refused: the store stops waiting and forgets its objects.
+    let mut store = store_with_examples();
+    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    assert!(store.relisting());
+    store.drop_kind(trainscale::daemon::Kind::PyTorchJob);
+    assert!(store.synced() && !store.relisting());
+    let kf = JobKey::of_kind(JobKind::PyTorchJob, "ml", "elastic-example-imagenet");
+    assert!(store.state().job(&kf).is_none());
+    let t9k = JobKey::of_kind(JobKind::PyTorchTrainingJob, "ml", "torch-elastic-mnist");
+    let planned = store.state().job(&t9k).and_then(|s| s.info.as_ref());
+    assert!(planned.is_some(), "the other kind is kept");
+}

@@ -249,7 +249,7 @@ fn apply_watch_item(
         Ok(event) => {
             health.watch_delivered();
             if let Some(kind) = event.restarted_kind()
-                && store.synced_kind(kind)
+                && store.listed_kind(kind)
             {
                 metrics::watch_restart(kind.as_str());
                 tracing::info!(kind = kind.as_str(), "watch restarted; relisting");
@@ -257,6 +257,13 @@ fn apply_watch_item(
             if store.handle(event) {
                 changed.notify_one();
             }
+        }
+        Err(e) if e.dropped => {
+            // A kind discovery found and the server refuses: the others go on without it.
+            store.drop_kind(e.kind);
+            metrics::watch_error(e.kind.as_str());
+            tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch refused; the kind is not sized until discovery finds it again");
+            changed.notify_one();
         }
         Err(e) => {
             health.watch_failed();

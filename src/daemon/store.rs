@@ -184,6 +184,9 @@ pub struct Store {
     /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
     relisting: [Option<HashSet<ObjKey>>; KINDS],
     synced: [bool; KINDS],
+    /// Kinds that completed a list (`InitDone`): a later `Init` is a restart. A job kind watched
+    /// only once discovery found it counts as synced before its first list, not as listed.
+    listed: [bool; KINDS],
     /// The resourceVersion last reported for each invalid job.
     reported_invalid: HashMap<JobKey, String>,
     /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
@@ -255,6 +258,11 @@ impl Store {
         self.synced[kind.index()]
     }
 
+    /// Whether one kind was listed from a watch at least once (its next `Init` is a restart).
+    pub fn listed_kind(&self, kind: Kind) -> bool {
+        self.listed[kind.index()]
+    }
+
     /// Whether a kind is being re-listed (deletions not yet known).
     pub fn relisting(&self) -> bool {
         self.relisting.iter().any(Option::is_some)
@@ -267,6 +275,16 @@ impl Store {
         if seen.is_none() {
             *seen = Some(HashSet::new());
         }
+    }
+
+    /// Stops expecting a kind whose watch was given up (a job kind discovery found, refused by
+    /// the server): its objects are forgotten and no relist is waited for.
+    pub fn drop_kind(&mut self, kind: Kind) {
+        self.relisting[kind.index()] = None;
+        for stale in self.keys(kind) {
+            self.delete(kind, &stale);
+        }
+        self.synced[kind.index()] = true;
     }
 
     /// Number of `Init` events after a kind's first list.
@@ -339,7 +357,7 @@ impl Store {
                 true
             }
             Event::Init => {
-                if self.synced[i] {
+                if self.listed[i] {
                     self.restarts += 1;
                 }
                 self.relisting[i] = Some(HashSet::new());
@@ -362,6 +380,7 @@ impl Store {
                     }
                 }
                 self.synced[i] = true;
+                self.listed[i] = true;
                 true
             }
         }

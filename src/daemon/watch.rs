@@ -40,6 +40,16 @@ pub struct KindSelection {
     pub now: Vec<JobKind>,
     pub when_served: Vec<JobKind>,
     pub recheck: Duration,
+    /// Chosen by discovery (no `--kinds`): the kinds besides TrainingJob and PaddleJob are
+    /// optional (see [`KindSelection::discovered`]).
+    pub by_discovery: bool,
+}
+
+impl KindSelection {
+    /// Whether `kind` is watched because discovery found it: a refused watch drops it.
+    pub fn discovered(&self, kind: JobKind) -> bool {
+        self.by_discovery && !kind.created_by_trainscale()
+    }
 }
 
 /// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
@@ -67,10 +77,12 @@ pub async fn select_kinds(
             now: kinds.to_vec(),
             when_served: Vec::new(),
             recheck,
+            by_discovery: false,
         };
     }
     let mut selection = KindSelection {
         recheck,
+        by_discovery: true,
         ..KindSelection::default()
     };
     for kind in JobKind::ALL {
@@ -89,6 +101,9 @@ pub async fn select_kinds(
 pub struct WatchError {
     pub kind: Kind,
     pub error: watcher::Error,
+    /// The kind, found by discovery, was refused and is no longer watched (until discovery finds
+    /// it again): the store forgets its objects instead of waiting for a relist.
+    pub dropped: bool,
 }
 
 /// The running watches; dropping it stops them.
@@ -142,9 +157,14 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
             .boxed()
     });
     let mut tasks = vec![nodes, classes, pods, jobs];
-    let job_kinds = kinds.now.iter().map(|k| (*k, false));
-    for (kind, discover) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, true))) {
-        let gate = discover.then(|| (client.clone(), kind, kinds.recheck));
+    let job_kinds = kinds.now.iter().map(|k| (*k, true));
+    for (kind, served) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, false))) {
+        let gate = kinds.discovered(kind).then(|| Discovered {
+            client: client.clone(),
+            kind,
+            recheck: kinds.recheck,
+            served,
+        });
         let (c, n) = (client.clone(), ns.clone());
         let task = match kind {
             JobKind::TrainingJob => spawn_kind_when(
@@ -200,29 +220,48 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
     Watches { events, tasks }
 }
 
-/// [`spawn_kind`], after discovery finds the job kind of `gate` (looked up at the period it
-/// gives) when there is one.
+/// A job kind watched because discovery found it (not named by `--kinds`): it waits until its
+/// CRD is served, and a watch the server refuses (403: RBAC; 404: the CRD was removed) is given
+/// up and the kind looked up again, so a kind trainscale may not read never stalls the others.
+struct Discovered {
+    client: Client,
+    kind: JobKind,
+    recheck: Duration,
+    /// Served at start: watch at once.
+    served: bool,
+}
+
+/// [`spawn_kind`], for a kind discovery found (`gate`) when there is one.
 fn spawn_kind_when<K: Send + 'static>(
-    gate: Option<(Client, JobKind, Duration)>,
+    gate: Option<Discovered>,
     kind: Kind,
     wrap: fn(Event<K>) -> WatchEvent,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
-    start: impl Fn() -> Raw<K> + Send + 'static,
+    start: impl Fn() -> Raw<K> + Send + Sync + 'static,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        if let Some((client, job_kind, recheck)) = gate {
-            loop {
-                tokio::time::sleep(recheck).await;
+        let Some(gate) = gate else {
+            run_kind(kind, wrap, &tx, &start, false).await;
+            return;
+        };
+        let mut found = gate.served;
+        loop {
+            while !found {
+                tokio::time::sleep(gate.recheck).await;
                 if tx.is_closed() {
                     return;
                 }
-                if served(&client, job_kind).await {
-                    tracing::info!(kind = job_kind.as_str(), "CRD now served; watching");
-                    break;
+                found = served(&gate.client, gate.kind).await;
+                if found {
+                    tracing::info!(kind = gate.kind.as_str(), "CRD now served; watching");
                 }
             }
+            if run_kind(kind, wrap, &tx, &start, true).await == Ended::ReceiverGone {
+                return;
+            }
+            tracing::warn!(kind = gate.kind.as_str(), every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
+            found = false;
         }
-        run_kind(kind, wrap, tx, start).await;
     })
 }
 
@@ -232,44 +271,76 @@ fn spawn_kind<K: Send + 'static>(
     kind: Kind,
     wrap: fn(Event<K>) -> WatchEvent,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
-    start: impl Fn() -> Raw<K> + Send + 'static,
+    start: impl Fn() -> Raw<K> + Send + Sync + 'static,
 ) -> JoinHandle<()> {
-    tokio::spawn(run_kind(kind, wrap, tx, start))
+    tokio::spawn(async move {
+        run_kind(kind, wrap, &tx, &start, false).await;
+    })
 }
 
+/// Why a watch loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    ReceiverGone,
+    /// An optional kind's watch was refused (see [`refused`]).
+    Dropped,
+}
+
+/// The watch loop of [`spawn_kind`]; with `optional`, a refused watch ends it (`Dropped`).
 async fn run_kind<K: Send + 'static>(
     kind: Kind,
     wrap: fn(Event<K>) -> WatchEvent,
-    tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
-    start: impl Fn() -> Raw<K> + Send + 'static,
-) {
-    {
-        let mut backoff = RESTART_BACKOFF;
-        loop {
-            let mut stream = start();
-            while let Some(item) = stream.next().await {
-                let sent = match item {
-                    Ok(event) => {
-                        if matches!(event, Event::InitDone) {
-                            backoff = RESTART_BACKOFF;
-                        }
-                        tx.send(Ok(wrap(event))).await
+    tx: &mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: &(impl Fn() -> Raw<K> + Sync),
+    optional: bool,
+) -> Ended {
+    let mut backoff = RESTART_BACKOFF;
+    loop {
+        let mut stream = start();
+        while let Some(item) = stream.next().await {
+            let sent = match item {
+                Ok(event) => {
+                    if matches!(event, Event::InitDone) {
+                        backoff = RESTART_BACKOFF;
                     }
-                    Err(error) => {
-                        if tx.send(Err(WatchError { kind, error })).await.is_err() {
-                            return;
-                        }
-                        break;
-                    }
-                };
-                if sent.is_err() {
-                    return;
+                    tx.send(Ok(wrap(event))).await
                 }
+                Err(error) => {
+                    let dropped = optional && refused(&error);
+                    let report = WatchError {
+                        kind,
+                        error,
+                        dropped,
+                    };
+                    if tx.send(Err(report)).await.is_err() {
+                        return Ended::ReceiverGone;
+                    }
+                    if dropped {
+                        return Ended::Dropped;
+                    }
+                    break;
+                }
+            };
+            if sent.is_err() {
+                return Ended::ReceiverGone;
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
         }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
     }
+}
+
+/// Whether the server refused the watch for good: 403 Forbidden (RBAC) or 404 Not Found (no
+/// such resource any more).
+pub fn refused(error: &watcher::Error) -> bool {
+    let code = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
+        watcher::Error::WatchError(s) => s.code,
+        _ => return false,
+    };
+    matches!(code, 403 | 404)
 }
 
 /// Pods of namespaces other than `own` that are bound to a node and have not finished.
