@@ -15,6 +15,7 @@ mod pytorch_job;
 mod pytorch_training_job;
 mod template;
 mod training_job;
+mod validate;
 
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ pub use pods::sized_pod_owner;
 pub use pytorch_job::kubeflow_phase;
 pub use pytorch_training_job::t9k_phase;
 pub use template::{LastScale, last_scale_annotation};
+pub use validate::check_document;
 
 /// How a kind's trainer count is changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,16 +41,6 @@ pub enum Resize {
     /// A merge patch of one field of the job object itself (its operator creates and removes the
     /// pods); the path from the object's root.
     Field(&'static [&'static str]),
-}
-
-impl Resize {
-    /// The field written, dotted (`spec.elastic.expectedReplicas`), or what it is.
-    pub fn describe(self) -> String {
-        match self {
-            Resize::TrainerJob => "the trainer Job's spec.parallelism".to_string(),
-            Resize::Field(path) => path.join("."),
-        }
-    }
 }
 
 /// Where a kind's scale records go.
@@ -153,64 +145,5 @@ pub const fn priority_field(kind: JobKind) -> &'static str {
         JobKind::TrainingJob | JobKind::PaddleJob => "spec.annotations.priority",
         JobKind::PyTorchTrainingJob => "spec.scheduler.t9kScheduler.priority",
         JobKind::PyTorchJob => "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName",
-    }
-}
-
-/// Validates a manifest of a kind trainscale only sizes: the adapter's errors, its warnings, and
-/// why it would be left alone (a warning).
-pub fn check_document(
-    doc: &crate::api::manifest::Document,
-    kind: JobKind,
-    classes: &PriorityClasses,
-) -> crate::api::validate::ObjectReport {
-    fn check<A: JobAdapter + serde::de::DeserializeOwned>(
-        doc: &crate::api::manifest::Document,
-        classes: &PriorityClasses,
-    ) -> crate::api::validate::ObjectReport {
-        let job = match doc.decode::<A>() {
-            Ok(job) => job,
-            Err(e) => {
-                return crate::api::validate::ObjectReport {
-                    object: doc.object_ref(),
-                    errors: vec![e],
-                    warnings: Vec::new(),
-                };
-            }
-        };
-        let object = job.job_key().object_ref();
-        let (errors, warnings) = match job.read(classes) {
-            Ok(Reading::Planned(read)) => {
-                let mut warnings = read.warnings;
-                if let Some(text) = read
-                    .info
-                    .priority_class
-                    .as_deref()
-                    .and_then(|c| crate::api::priority::resolve_priority(c, classes).warning)
-                {
-                    warnings.push(FieldError::new(&object, priority_field(A::KIND), text));
-                }
-                (Vec::new(), warnings)
-            }
-            Ok(Reading::LeftAlone(why)) => (
-                Vec::new(),
-                vec![FieldError::new(
-                    &object,
-                    why.field,
-                    format!("not planned: {}", why.why),
-                )],
-            ),
-            Err(errors) => (errors, Vec::new()),
-        };
-        crate::api::validate::ObjectReport {
-            object,
-            errors,
-            warnings,
-        }
-    }
-    match kind {
-        JobKind::PyTorchTrainingJob => check::<crate::api::PyTorchTrainingJob>(doc, classes),
-        JobKind::PyTorchJob => check::<crate::api::PyTorchJob>(doc, classes),
-        JobKind::TrainingJob => check::<crate::api::TrainingJob>(doc, classes),
-        JobKind::PaddleJob => check::<crate::api::PaddleJob>(doc, classes),
     }
 }
