@@ -1,4 +1,5 @@
-//! ClusterState update cost: one pod add + delete on a 10,000-node, 100,000-pod state.
+//! ClusterState update cost: one pod add + delete on a 10,000-node, 100,000-pod state (a
+//! TrainingJob's trainer, and a Kubeflow PyTorchJob's worker found by its labels).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -65,6 +66,26 @@ fn bench(c: &mut Criterion) {
             state.delete_pod("team-7", "bench-trainer-0");
         })
     });
+    let mut worker = trainer_pod(&node_name(4242));
+    worker.metadata.labels = Some(BTreeMap::from([
+        (
+            "training.kubeflow.org/job-name".to_string(),
+            "elastic-7".to_string(),
+        ),
+        (
+            "training.kubeflow.org/replica-type".to_string(),
+            "worker".to_string(),
+        ),
+    ]));
+    c.bench_function(
+        "PyTorchJob worker pod add+delete (10k nodes, 100k pods)",
+        |b| {
+            b.iter(|| {
+                state.apply_pod(black_box(&worker)).ok();
+                state.delete_pod("team-7", "bench-trainer-0");
+            })
+        },
+    );
 }
 
 criterion_group!(benches, bench);

@@ -24,8 +24,8 @@ enum Command {
     /// Print the TrainingJob CustomResourceDefinition (YAML).
     Crd,
     /// Run the in-cluster scheduler/autoscaler daemon.
-    Run(commands::run::RunArgs),
-    /// Check TrainingJob manifests; exit 1 if any object is invalid.
+    Run(Box<commands::run::RunArgs>),
+    /// Check job manifests (every kind); exit 1 if any object is invalid.
     Validate(commands::validate::ValidateArgs),
     /// Show the free resources and trainer counts derived from a cluster dump.
     State(commands::state::StateArgs),
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Crd => commands::crd::run(),
-        Command::Run(args) => commands::run::run(args),
+        Command::Run(args) => commands::run::run(*args),
         Command::Validate(args) => Ok(commands::validate::run(args)),
         Command::State(args) => commands::state::run(args),
         Command::Submit(args) => commands::submit::run(&args),

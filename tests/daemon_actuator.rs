@@ -55,6 +55,7 @@ fn rescale(name: &str, current: i32, target: i32, indexed: bool) -> Rescale {
     Rescale {
         key: JobKey::new("ml", name),
         uid: Some(format!("uid-{name}")),
+        resource_version: None,
         trainer_job: Some(TrainerJobRef {
             namespace: "ml".to_string(),
             name: format!("{name}-trainer"),

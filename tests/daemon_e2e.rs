@@ -960,8 +960,10 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
             .unwrap_or(15),
     );
     let lifetime = (300 + jobs_wanted * 6).to_string();
+    // `--kinds`: the emulator serves no PyTorch CRDs, and without it discovery would look them up
+    // again every `--discovery-interval` (two GETs a minute, the one read such a cluster sends).
     let mut cluster = start_with(
-        &["--podgroups", "volcano"],
+        &["--podgroups", "volcano", "--kinds", "trainingjob,paddlejob"],
         &[
             "--lifetime",
             &lifetime,

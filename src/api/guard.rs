@@ -11,7 +11,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-use super::{PaddleJob, TrainingJob};
+use super::{PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob};
 
 /// A job object as the watch delivers it: parsed (boxed: the types are over 10 kB, too big to
 /// move through stream futures), or the reason it could not be.
@@ -22,6 +22,10 @@ pub struct Guarded<K>(pub Result<Box<K>, MalformedJob>);
 pub type GuardedTrainingJob = Guarded<TrainingJob>;
 /// A watched PaddleJob.
 pub type GuardedPaddleJob = Guarded<PaddleJob>;
+/// A watched PyTorchTrainingJob.
+pub type GuardedPyTorchTrainingJob = Guarded<PyTorchTrainingJob>;
+/// A watched PyTorchJob.
+pub type GuardedPyTorchJob = Guarded<PyTorchJob>;
 
 /// A job object that does not deserialize.
 #[derive(Debug, Clone, PartialEq)]

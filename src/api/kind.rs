@@ -25,30 +25,46 @@ pub enum JobKind {
     TrainingJob,
     /// `paddlepaddle.org/v1` PaddleJob (seed 001).
     PaddleJob,
+    /// `batch.tensorstack.dev/v1beta1` PyTorchTrainingJob of T9k (seed 003); sized, never created.
+    PyTorchTrainingJob,
+    /// `kubeflow.org/v1` PyTorchJob of the Kubeflow training operator; sized, never created.
+    PyTorchJob,
 }
 
 impl JobKind {
     /// Every kind, in the order listings show them.
-    pub const ALL: [JobKind; 2] = [JobKind::TrainingJob, JobKind::PaddleJob];
+    pub const ALL: [JobKind; 4] = [
+        JobKind::TrainingJob,
+        JobKind::PaddleJob,
+        JobKind::PyTorchTrainingJob,
+        JobKind::PyTorchJob,
+    ];
 
     /// The kind as `kind:` writes it.
     pub const fn as_str(self) -> &'static str {
         match self {
             JobKind::TrainingJob => "TrainingJob",
             JobKind::PaddleJob => "PaddleJob",
+            JobKind::PyTorchTrainingJob => "PyTorchTrainingJob",
+            JobKind::PyTorchJob => "PyTorchJob",
         }
     }
 
     /// The API group.
     pub const fn group(self) -> &'static str {
-        "paddlepaddle.org"
+        match self {
+            JobKind::TrainingJob | JobKind::PaddleJob => "paddlepaddle.org",
+            JobKind::PyTorchTrainingJob => "batch.tensorstack.dev",
+            JobKind::PyTorchJob => "kubeflow.org",
+        }
     }
 
     /// The API version within the group.
     pub const fn version(self) -> &'static str {
         match self {
             JobKind::TrainingJob => "v1alpha1",
-            JobKind::PaddleJob => "v1",
+            JobKind::PaddleJob | JobKind::PyTorchJob => "v1",
+            JobKind::PyTorchTrainingJob => "v1beta1",
         }
     }
 
@@ -57,6 +73,8 @@ impl JobKind {
         match self {
             JobKind::TrainingJob => "paddlepaddle.org/v1alpha1",
             JobKind::PaddleJob => "paddlepaddle.org/v1",
+            JobKind::PyTorchTrainingJob => "batch.tensorstack.dev/v1beta1",
+            JobKind::PyTorchJob => "kubeflow.org/v1",
         }
     }
 
@@ -65,7 +83,25 @@ impl JobKind {
         match self {
             JobKind::TrainingJob => "trainingjobs",
             JobKind::PaddleJob => "paddlejobs",
+            JobKind::PyTorchTrainingJob => "pytorchtrainingjobs",
+            JobKind::PyTorchJob => "pytorchjobs",
         }
+    }
+
+    /// The kind as `--kinds` names it: the plural's singular, lowercase (`pytorchjob`).
+    pub const fn flag_name(self) -> &'static str {
+        match self {
+            JobKind::TrainingJob => "trainingjob",
+            JobKind::PaddleJob => "paddlejob",
+            JobKind::PyTorchTrainingJob => "pytorchtrainingjob",
+            JobKind::PyTorchJob => "pytorchjob",
+        }
+    }
+
+    /// Whether trainscale's operator creates this kind's workload (the paddlepaddle.org kinds);
+    /// the others are created by their own operators and only sized.
+    pub const fn created_by_trainscale(self) -> bool {
+        matches!(self, JobKind::TrainingJob | JobKind::PaddleJob)
     }
 
     /// The kind of an object by its `kind` and `apiVersion`.
@@ -116,5 +152,20 @@ mod tests {
         );
         assert_eq!(JobKind::of("PaddleJob", "paddlepaddle.org/v1alpha1"), None);
         assert_eq!(JobKind::PaddleJob.api_resource().plural, "paddlejobs");
+        assert_eq!(
+            JobKind::of("PyTorchTrainingJob", "batch.tensorstack.dev/v1beta1"),
+            Some(JobKind::PyTorchTrainingJob)
+        );
+        assert_eq!(
+            JobKind::of("PyTorchJob", "kubeflow.org/v1"),
+            Some(JobKind::PyTorchJob)
+        );
+        for kind in JobKind::ALL {
+            assert_eq!(
+                kind.api_version(),
+                format!("{}/{}", kind.group(), kind.version())
+            );
+            assert_eq!(kind.flag_name(), kind.as_str().to_lowercase());
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The job APIs (TrainingJob, PaddleJob): CRD types, quantities, helper methods, validation and manifest loading.
+//! The job APIs (TrainingJob, PaddleJob; the PyTorch kinds trainscale only sizes): CRD types, quantities, helper methods, validation and manifest loading.
 
 mod embedded;
 mod error;
@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod note;
 mod paddlejob;
 pub mod priority;
+mod pytorch;
 pub mod quantity;
 mod resources;
 pub mod speedup;
@@ -20,6 +21,7 @@ pub use error::FieldError;
 pub use job::{JobKey, fulfillment_of};
 pub use kind::JobKind;
 pub use paddlejob::*;
+pub use pytorch::*;
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{GPU_RESOURCE_NAMES, Resources, parse_resources, read_quantity, resources_of};
 pub use types::*;

@@ -249,7 +249,7 @@ pub fn priority_classes_of(docs: &[Document]) -> PriorityClasses {
         .collect()
 }
 
-/// Validates one manifest object: a TrainingJob, a PaddleJob or a PriorityClass (resolving job
+/// Validates one manifest object: a job of any kind or a PriorityClass (resolving job
 /// priorities against `classes`); any other kind is an error.
 pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectReport {
     let object = doc.object_ref();
@@ -275,9 +275,10 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     }
     let Some(job_kind) = JobKind::named(kind) else {
         let text = if kind.is_empty() {
-            "has no kind; expected a TrainingJob or PaddleJob".to_string()
+            "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob"
+                .to_string()
         } else {
-            format!("is a {kind}, not a TrainingJob or PaddleJob")
+            format!("is a {kind}, not a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob")
         };
         return ObjectReport::error(object, "kind", text);
     };
@@ -291,6 +292,9 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     let decoded = match job_kind {
         JobKind::TrainingJob => doc.decode::<TrainingJob>(),
         JobKind::PaddleJob => doc.decode::<PaddleJob>().map(|job| job.as_training_job()),
+        JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => {
+            return crate::cluster::kinds::check_document(doc, job_kind, classes);
+        }
     };
     let job = match decoded {
         Ok(job) => job,
@@ -312,8 +316,8 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     }
     let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
         match job_kind {
-            JobKind::TrainingJob => problems,
             JobKind::PaddleJob => problems.into_iter().map(paddle_job_problem).collect(),
+            _ => problems,
         }
     };
     ObjectReport {

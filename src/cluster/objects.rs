@@ -85,7 +85,7 @@ pub fn read_node(node: &Node) -> Result<(NodeInfo, NodeTraits), FieldError> {
     Ok((info, traits))
 }
 
-/// The role of a pod in a TrainingJob, from its labels.
+/// The role of a pod in its job (a PyTorch kind's worker is a `Trainer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Role {
     Trainer,
@@ -199,6 +199,10 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         labels
             .and_then(|l| l.get(label))
             .map(|job| (JobKey::of_kind(kind, namespace.clone(), job.clone()), role))
+    })
+    .or_else(|| {
+        crate::cluster::kinds::sized_pod_owner(&pod.metadata)
+            .map(|(kind, job, role)| (JobKey::of_kind(kind, namespace.clone(), job), role))
     });
     Ok(PodInfo {
         node,

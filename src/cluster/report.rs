@@ -45,6 +45,20 @@ pub fn skipped_jobs(state: &ClusterState) -> Vec<JobProblem> {
         .collect()
 }
 
+/// Every job of a sized-only kind that is not planned, and why (not an error).
+pub fn left_alone_jobs(state: &ClusterState) -> Vec<JobProblem> {
+    state
+        .left_alone_jobs()
+        .map(|(key, why)| JobProblem {
+            kind: key.kind,
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
+            field: why.field.to_string(),
+            message: why.why.clone(),
+        })
+        .collect()
+}
+
 /// Every warning of every planned job.
 pub fn job_warnings(state: &ClusterState) -> Vec<JobProblem> {
     state
@@ -185,13 +199,13 @@ impl StateReport {
         }
         let _ = writeln!(
             out,
-            "\n{:<12} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6}",
+            "\n{:<18} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6}",
             "KIND", "JOB", "PHASE", "MIN", "MAX", "CURRENT", "BOUND", "PENDING", "FULFIL"
         );
         for j in &self.jobs {
             let _ = writeln!(
                 out,
-                "{:<12} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
+                "{:<18} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
                 j.kind.as_str(),
                 format!("{}/{}", j.namespace, j.name),
                 if j.phase.is_empty() { "-" } else { &j.phase },

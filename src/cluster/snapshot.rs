@@ -1,4 +1,4 @@
-//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`).
+//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`).
 
 use std::path::Path;
 
@@ -10,7 +10,9 @@ use crate::api::manifest::{Document, ManifestError, read_documents};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::kinds::JobAdapter;
-use crate::api::{FieldError, JobKey, JobKind, PaddleJob, TrainingJob};
+use crate::api::{
+    FieldError, JobKey, JobKind, PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob,
+};
 
 /// A state built from a dump, with what was skipped and why.
 #[derive(Debug)]
@@ -66,6 +68,12 @@ impl ClusterState {
             }
             ("PaddleJob", "paddlepaddle.org/v1") => {
                 self.apply_job_document::<PaddleJob>(doc, JobKind::PaddleJob)
+            }
+            ("PyTorchTrainingJob", "batch.tensorstack.dev/v1beta1") => {
+                self.apply_job_document::<PyTorchTrainingJob>(doc, JobKind::PyTorchTrainingJob)
+            }
+            ("PyTorchJob", "kubeflow.org/v1") => {
+                self.apply_job_document::<PyTorchJob>(doc, JobKind::PyTorchJob)
             }
             (kind, api) => warnings.push(FieldError::new(
                 doc.object_ref(),

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::filters::{Eligibility, NodeTraits, PodClassId, PodConstraints};
-use super::kinds::{JobAdapter, priority_field};
+use super::kinds::{JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of};
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
     trainer_constraints,
@@ -98,14 +98,27 @@ pub struct JobSlot {
     /// The eligibility class of the trainer pods (from the trainer Job's pod template); `None`:
     /// every schedulable node takes them (no trainer Job read yet, or a simulated one).
     pub class: Option<PodClassId>,
+    /// Why the job, of a kind trainscale only sizes, is not planned (not an error).
+    pub left_alone: Option<LeftAlone>,
+    /// Sized by a field of the job object (no trainer Job): without a stored size, the live
+    /// trainer pods are its size.
+    pub sized_by_pods: bool,
 }
 
 impl JobSlot {
-    /// Current trainer count: the trainer Job's parallelism, else the TrainingJob's stored one, else 0.
+    /// Current trainer count: the trainer Job's parallelism, else the job's stored size, else
+    /// (kinds sized by a field of the job object) its live trainer pods, else 0.
     pub fn current(&self) -> i32 {
         self.trainer_job_parallelism
             .or(self.info.as_ref().and_then(|i| i.stored_parallelism))
-            .unwrap_or(0)
+            .unwrap_or_else(|| {
+                if self.sized_by_pods {
+                    let live = self.trainers.bound.saturating_add(self.trainers.pending);
+                    i32::try_from(live).unwrap_or(i32::MAX)
+                } else {
+                    0
+                }
+            })
             .max(0)
     }
 
@@ -153,6 +166,7 @@ impl JobSlot {
             && self.warnings.is_empty()
             && !self.has_trainer_job
             && self.class.is_none()
+            && self.left_alone.is_none()
             && self.trainers == TrainerPods::default()
     }
 }
@@ -516,17 +530,36 @@ impl ClusterState {
     /// errors returned; it stays listed under [`ClusterState::invalid_jobs`].
     pub fn apply_job<A: JobAdapter>(&mut self, job: &A) -> Result<(), Vec<FieldError>> {
         let parsed = job.read(&self.priority_classes);
-        let slot = self.jobs.entry(job.job_key()).or_default();
+        let key = job.job_key();
+        let sized_by_pods = matches!(resize_of(A::KIND), Resize::Field(_));
+        if sized_by_pods {
+            // The workers' eligibility comes from the job's own worker template.
+            let class = matches!(parsed, Ok(Reading::Planned(_)))
+                .then(|| job.worker_constraints())
+                .flatten();
+            self.set_trainer_class(&key, class);
+        }
+        let slot = self.jobs.entry(key).or_default();
+        slot.sized_by_pods = sized_by_pods;
         match parsed {
-            Ok(read) => {
+            Ok(Reading::Planned(read)) => {
                 slot.info = Some(read.info);
                 slot.invalid = None;
+                slot.left_alone = None;
                 slot.warnings = read.warnings;
+                Ok(())
+            }
+            Ok(Reading::LeftAlone(why)) => {
+                slot.info = None;
+                slot.invalid = None;
+                slot.left_alone = Some(why);
+                slot.warnings = Vec::new();
                 Ok(())
             }
             Err(problems) => {
                 slot.info = None;
                 slot.invalid = Some(problems.clone());
+                slot.left_alone = None;
                 slot.warnings = Vec::new();
                 Err(problems)
             }
@@ -562,15 +595,20 @@ impl ClusterState {
         let slot = self.jobs.entry(key).or_default();
         slot.info = None;
         slot.invalid = Some(problems);
+        slot.left_alone = None;
         slot.warnings = Vec::new();
     }
 
     /// Removes a job.
     pub fn delete_job(&mut self, key: &JobKey) {
         self.unreserve_from(key, 0);
+        if matches!(resize_of(key.kind), Resize::Field(_)) {
+            self.set_trainer_class(key, None);
+        }
         if let Some(slot) = self.jobs.get_mut(key) {
             slot.info = None;
             slot.invalid = None;
+            slot.left_alone = None;
             slot.warnings = Vec::new();
         }
         self.drop_job_if_empty(key);
@@ -730,6 +768,13 @@ impl ClusterState {
         self.jobs
             .iter()
             .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
+    }
+
+    /// Jobs of the sized-only kinds that are not planned, and why.
+    pub fn left_alone_jobs(&self) -> impl Iterator<Item = (&JobKey, &LeftAlone)> + '_ {
+        self.jobs
+            .iter()
+            .filter_map(|(k, s)| s.left_alone.as_ref().map(|l| (k, l)))
     }
 
     // ----- totals -----

@@ -64,6 +64,29 @@ pub fn scheduler_name(text: &str) -> Result<String, String> {
     Ok(text.to_string())
 }
 
+/// `--discovery-interval`: 1s up to 1h.
+pub fn discovery_interval(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), Duration::from_secs(3600))
+}
+
+/// One job kind of `--kinds`, by its lowercase name (`pytorchjob`).
+pub fn job_kind(text: &str) -> Result<crate::api::JobKind, String> {
+    let name = text.trim().to_ascii_lowercase();
+    crate::api::JobKind::ALL
+        .into_iter()
+        .find(|k| k.flag_name() == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = crate::api::JobKind::ALL
+                .iter()
+                .map(|k| k.flag_name())
+                .collect();
+            format!(
+                "{text:?} is not a job kind; expected one of {}",
+                known.join(", ")
+            )
+        })
+}
+
 /// `--max-load-desired`: a number in (0, 1].
 pub fn max_load_desired(text: &str) -> Result<f64, String> {
     let value: f64 = text

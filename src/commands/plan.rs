@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::{OutputFormat, flags};
 use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
-use crate::cluster::report::{JobProblem, job_warnings, skipped_jobs};
+use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
 use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};
 
 /// The printed plan, nodes named.
@@ -27,6 +27,8 @@ pub struct PlanOutput<'a> {
     pub skipped: Vec<JobProblem>,
     /// Warnings of planned jobs.
     pub job_warnings: Vec<JobProblem>,
+    /// Jobs of the kinds trainscale only sizes that are not planned, and why.
+    pub left_alone: Vec<JobProblem>,
 }
 
 /// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
@@ -47,6 +49,7 @@ pub fn plan_snapshot(
         warnings: &result.warnings,
         skipped: skipped_jobs(&snap.state),
         job_warnings: job_warnings(&snap.state),
+        left_alone: left_alone_jobs(&snap.state),
     };
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&output).unwrap_or_default() + "\n",
@@ -60,7 +63,7 @@ fn render_table(p: &PlanOutput<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<12} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
+        "{:<18} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
         "KIND", "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
     );
     for j in &p.jobs {
@@ -76,7 +79,7 @@ fn render_table(p: &PlanOutput<'_>) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "{:<12} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
+            "{:<18} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
             j.key.kind.as_str(),
             j.key.to_string(),
             j.current,
@@ -116,6 +119,9 @@ fn render_table(p: &PlanOutput<'_>) -> String {
     for s in &p.skipped {
         let _ = writeln!(out, "skipped: {s}");
     }
+    for l in &p.left_alone {
+        let _ = writeln!(out, "left alone: {l}");
+    }
     out
 }
 
@@ -123,7 +129,7 @@ fn render_table(p: &PlanOutput<'_>) -> String {
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
     /// A List as printed by
-    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`.
+    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`.
     #[arg(long)]
     pub snapshot: PathBuf,
     #[arg(long, value_enum, default_value = "fulfillment")]

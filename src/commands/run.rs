@@ -11,6 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;
 
 use super::flags;
+use crate::api::JobKind;
 use crate::daemon::{self, DaemonConfig};
 use crate::operator::OperatorConfig;
 use crate::planner::Policy;
@@ -95,6 +96,15 @@ pub struct RunArgs {
     /// PodGroup; follow their phase) beside the autoscaler, on the leader only.
     #[arg(long, env = "TRAINSCALE_OPERATOR", num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = clap::ArgAction::Set)]
     pub operator: bool,
+    /// The job kinds to size, comma-separated: trainingjob, paddlejob, pytorchtrainingjob,
+    /// pytorchjob. Default: trainingjob and paddlejob, plus each other kind whose CRD the API
+    /// server serves (looked up at start and again every minute while absent).
+    #[arg(long, env = "TRAINSCALE_KINDS", value_delimiter = ',', num_args = 1.., value_parser = flags::job_kind)]
+    pub kinds: Option<Vec<JobKind>>,
+    /// Without --kinds: how often a job kind whose CRD is not served is looked up again (e.g.
+    /// 60s), 1s..1h.
+    #[arg(long, env = "TRAINSCALE_DISCOVERY_INTERVAL", default_value = "60s", value_parser = flags::discovery_interval)]
+    pub discovery_interval: Duration,
     #[command(flatten)]
     pub operator_config: OperatorConfig,
 }
@@ -147,6 +157,12 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         scheduler_name: Some(args.scheduler_name.clone()).filter(|n| !n.is_empty()),
         reservation_ttl: args.reservation_ttl,
+        discovery_interval: args.discovery_interval,
+        kinds: args.kinds.map(|mut kinds| {
+            kinds.sort();
+            kinds.dedup();
+            kinds
+        }),
         operator: args.operator.then(|| OperatorConfig {
             scheduler_name: Some(args.scheduler_name).filter(|n| !n.is_empty()),
             ..args.operator_config

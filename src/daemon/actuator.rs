@@ -1,5 +1,6 @@
-//! Applying a plan to the cluster: the trainer Job's parallelism, victim pods, the TrainingJob's
-//! scale records, and Events. The
+//! Applying a plan to the cluster: the trainer Job's parallelism (the paddlepaddle.org kinds) or
+//! one field of the job object with the `trainscale.io/last-scale` annotation (the PyTorch
+//! kinds), the TrainingJob's scale records, and Events. The
 //! autoscaler writes no phase: `status.phase` has one writer, the operator. Every write is bounded and one job's failure is returned
 //! as its outcome, never propagated to the others.
 
@@ -20,9 +21,10 @@ use super::http::Health;
 use super::leader::Fence;
 use super::metrics;
 use super::store::{InvalidJob, TrainerJobRef};
+use crate::api::LAST_SCALE_ANNOTATION;
 use crate::api::note::{fields_note, truncate_note};
 use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
-use crate::cluster::kinds::{Records, records_of};
+use crate::cluster::kinds::{Records, Resize, last_scale_annotation, records_of, resize_of};
 use crate::planner::Reason;
 
 /// Scale records kept in a TrainingJob's status.
@@ -35,6 +37,8 @@ pub const MAX_ATTEMPTS: u32 = 4;
 pub struct Rescale {
     pub key: JobKey,
     pub uid: Option<String>,
+    /// The job object's resourceVersion as planned (kinds sized by a field of the object).
+    pub resource_version: Option<String>,
     pub trainer_job: Option<TrainerJobRef>,
     pub current: i32,
     pub target: i32,
@@ -193,10 +197,13 @@ impl Actuator {
                 "the leader lease was lost before the trainer Job was patched",
             );
         }
-        let outcome = self.patch_parallelism(r).await;
+        let outcome = match resize_of(r.key.kind) {
+            Resize::TrainerJob => self.patch_parallelism(r).await,
+            Resize::Field(path) => self.patch_field(r, path).await,
+        };
         if outcome.vanished {
             // Dropped, not retried; no record is written for an object that is gone.
-            tracing::info!(job = %r.key, "the trainer Job vanished; rescale dropped");
+            tracing::info!(job = %r.key, "the object to resize vanished; rescale dropped");
             return outcome;
         }
         if !self.fence.held() {
@@ -268,7 +275,69 @@ impl Actuator {
     async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
         match records_of(r.key.kind) {
             Records::Status => self.record_in_status(r, outcome).await,
+            // Written with the size, in the same patch (see `patch_field`).
+            Records::Annotation => Ok(()),
         }
+    }
+
+    /// Sets the field at `path` of the job object to the target and, in the same merge patch,
+    /// the `trainscale.io/last-scale` annotation; guarded by the resourceVersion planned on. On
+    /// 409 the object is re-read: if the size is still the one planned on, the patch is retried
+    /// at the new resourceVersion, else the rescale is dropped for the next pass to re-decide.
+    async fn patch_field(&self, r: &Rescale, path: &'static [&'static str]) -> Outcome {
+        let api = self.job_api(&r.key);
+        let mut resource_version = r.resource_version.clone();
+        let annotation =
+            last_scale_annotation((self.clock)(), r.current, r.target, r.reason.as_str());
+        let field = path.join(".");
+        for attempt in 1..=MAX_ATTEMPTS {
+            let body = field_patch(path, r.target, &annotation, resource_version.as_deref());
+            match api
+                .patch(&r.key.name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(updated) => {
+                    return match value_at(&updated.data, path) {
+                        Some(v) if v == i64::from(r.target) => Outcome::ok(),
+                        Some(v) => {
+                            Outcome::unknown(format!("{field} reads back {v}, not {}", r.target))
+                        }
+                        None => Outcome::unknown(format!("{field} reads back nothing")),
+                    };
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    return Outcome::vanished(format!("{} no longer exists", r.key));
+                }
+                Err(kube::Error::Api(s)) if s.is_conflict() && attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(job = %r.key, attempt, "conflict patching the job; re-reading");
+                    match api.get(&r.key.name).await {
+                        Ok(fresh) => {
+                            let now = value_at(&fresh.data, path);
+                            if now.is_some() && now != Some(i64::from(r.current)) {
+                                return Outcome::failed(format!(
+                                    "{field} changed to {} since planned at {}; left to the next pass",
+                                    now.unwrap_or_default(),
+                                    r.current
+                                ));
+                            }
+                            resource_version = fresh.resource_version();
+                        }
+                        Err(kube::Error::Api(s)) if s.is_not_found() => {
+                            return Outcome::vanished(format!("{} no longer exists", r.key));
+                        }
+                        Err(e) => {
+                            metrics::api_error("get");
+                            return outcome_of(&e, "re-reading the job");
+                        }
+                    }
+                }
+                Err(e) => {
+                    metrics::api_error("patch");
+                    return outcome_of(&e, &format!("patching {field}"));
+                }
+            }
+        }
+        Outcome::failed("conflict: gave up after repeated 409s")
     }
 
     async fn record_in_status(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
@@ -347,6 +416,21 @@ impl Actuator {
         self.publish(&job.key, job.uid.clone(), &event).await;
     }
 
+    /// Says with a Normal Event why a job is left alone (a PyTorchJob left to its HPA).
+    pub async fn report_left_alone(&self, job: &InvalidJob) {
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "NotPlanned".to_string(),
+            note: Some(truncate_note(format!(
+                "trainscale leaves this job alone: {}",
+                fields_note(&job.problems)
+            ))),
+            action: "Plan".to_string(),
+            secondary: None,
+        };
+        self.publish(&job.key, job.uid.clone(), &event).await;
+    }
+
     /// Reports a planned job's warnings that only the autoscaler sees (a priority naming no
     /// PriorityClass) with a Warning Event.
     pub async fn report_warnings(&self, job: &InvalidJob) {
@@ -391,6 +475,33 @@ pub fn parallelism_patch(target: i32, indexed: bool, resource_version: Option<&s
         body["metadata"] = json!({ "resourceVersion": rv });
     }
     body
+}
+
+/// The merge patch resizing a job of a kind sized by one field (`path`), with the
+/// `trainscale.io/last-scale` annotation and, when given, the resourceVersion guard.
+pub fn field_patch(
+    path: &[&str],
+    target: i32,
+    annotation: &str,
+    resource_version: Option<&str>,
+) -> Value {
+    let mut value = json!(target);
+    for key in path.iter().rev() {
+        value = json!({ *key: value });
+    }
+    let mut metadata = json!({ "annotations": { LAST_SCALE_ANNOTATION: annotation } });
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.insert("metadata".to_string(), metadata);
+    }
+    value
+}
+
+/// The integer at `path` of an object's fields (`spec`, ...), if there is one.
+fn value_at(data: &Value, path: &[&str]) -> Option<i64> {
+    path.iter().try_fold(data, |v, key| v.get(key))?.as_i64()
 }
 
 /// The merge patch of a job's status: the whole record list (merge patches replace lists), and

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::api::JobKind;
 use crate::operator::OperatorConfig;
 use crate::planner::Policy;
 
@@ -38,6 +39,11 @@ pub struct DaemonConfig {
     /// Run the operator (creating and finishing TrainingJobs' objects) beside the autoscaler,
     /// only while leader; `None`: autoscaler only. Not started under `dry_run`.
     pub operator: Option<OperatorConfig>,
+    /// The job kinds to size (`--kinds`); `None`: TrainingJob and PaddleJob plus each other kind
+    /// whose CRD the API server serves (discovery at start, looked up again while absent).
+    pub kinds: Option<Vec<JobKind>>,
+    /// How often a kind whose CRD is not served is looked up again (without `kinds`).
+    pub discovery_interval: Duration,
 }
 
 impl Default for DaemonConfig {
@@ -60,6 +66,8 @@ impl Default for DaemonConfig {
             scheduler_name: Some("trainscale".to_string()),
             reservation_ttl: Duration::from_secs(60),
             operator: None,
+            kinds: None,
+            discovery_interval: crate::daemon::watch::DISCOVERY_RECHECK,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! for, the pods to bind, invalid jobs and warnings to report.
 
 use crate::api::JobKey;
+use crate::cluster::kinds::{Resize, resize_of};
 use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
@@ -18,6 +19,9 @@ pub struct PassWork {
     pub invalid: Vec<InvalidJob>,
     /// Planned jobs with a warning only the autoscaler sees, not yet reported.
     pub warned: Vec<InvalidJob>,
+    /// Jobs left alone for a reason an Event announces (a PyTorchJob left to its HPA), not yet
+    /// reported.
+    pub left_alone: Vec<InvalidJob>,
     /// Jobs the plan would resize that have no trainer Job yet; not written.
     pub waiting: Vec<JobKey>,
     /// The scheduler role's binds, reservations and unschedulable pods (when it is on).
@@ -26,6 +30,7 @@ pub struct PassWork {
 
 /// Plans and resolves the plan against the store.
 ///
+/// A job of a kind sized by a field of its own object is always rescaled when its target differs.
 /// A job whose trainer Job does not exist yet (just applied: the operator has not created it, or
 /// another operator creates it) is not rescaled but listed in `waiting`: there is nothing to patch,
 /// and a `False` scale record every pass would only be noise. Its planned room stays reserved for
@@ -43,12 +48,15 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -
         .iter()
         .filter(|j| j.target != j.current)
         .map(|j| rescale_of(store, j))
-        .partition(|r| r.trainer_job.is_some());
+        .partition(|r| {
+            r.trainer_job.is_some() || matches!(resize_of(r.key.kind), Resize::Field(_))
+        });
     let waiting = waiting.into_iter().map(|r| r.key).collect();
     PassWork {
         rescales,
         invalid: store.unreported_invalid(),
         warned: store.unreported_warnings(),
+        left_alone: store.unreported_left_alone(),
         waiting,
         assignments,
         plan: plan.into_owned(),
@@ -56,9 +64,11 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -
 }
 
 fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
+    let meta = store.training_job(&job.key);
     Rescale {
         key: job.key.clone().into_owned(),
-        uid: store.training_job(&job.key).and_then(|m| m.uid.clone()),
+        uid: meta.and_then(|m| m.uid.clone()),
+        resource_version: meta.and_then(|m| m.resource_version.clone()),
         trainer_job: store.trainer_job(&job.key).cloned(),
         current: job.current,
         target: job.target,

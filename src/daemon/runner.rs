@@ -20,7 +20,7 @@ use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::scheduling::{BindOutcome, Binder};
 use super::store::{Store, WatchEvent};
-use super::watch::{WatchError, watch_all};
+use super::watch::{KindSelection, WatchError, select_kinds, watch_all};
 use crate::api::{JobKey, ScaleResults};
 use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
@@ -54,16 +54,18 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let store: Arc<SharedStore> =
-        Arc::new(Mutex::new(Arc::new(match config.namespace.as_deref() {
-            Some(ns) => Store::for_namespace(ns),
-            None => Store::new(),
-        })));
+    let kinds = select_kinds(&client, config.kinds.as_deref(), config.discovery_interval).await;
+    let mut initial = match config.namespace.as_deref() {
+        Some(ns) => Store::for_namespace(ns),
+        None => Store::new(),
+    };
+    initial.expect_job_kinds(&kinds.now);
+    let store: Arc<SharedStore> = Arc::new(Mutex::new(Arc::new(initial)));
     let changed = Arc::new(Notify::new());
     let released = Arc::new(Notify::new());
     let watching = tokio::spawn(consume_watch(
         client.clone(),
-        config.namespace.clone(),
+        (config.namespace.clone(), kinds),
         store.clone(),
         changed.clone(),
         released.clone(),
@@ -205,14 +207,14 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 /// (`released`), so an event's lag is at most the rest of that pass.
 async fn consume_watch(
     client: Client,
-    namespace: Option<String>,
+    (namespace, kinds): (Option<String>, KindSelection),
     store: Arc<SharedStore>,
     changed: Arc<Notify>,
     released: Arc<Notify>,
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut watches = watch_all(client, namespace.as_deref());
+    let mut watches = watch_all(client, namespace.as_deref(), &kinds);
     let mut gate = EventGate::default();
     loop {
         tokio::select! {
@@ -247,7 +249,7 @@ fn apply_watch_item(
         Ok(event) => {
             health.watch_delivered();
             if let Some(kind) = event.restarted_kind()
-                && store.synced_kind(kind)
+                && store.listed_kind(kind)
             {
                 metrics::watch_restart(kind.as_str());
                 tracing::info!(kind = kind.as_str(), "watch restarted; relisting");
@@ -255,6 +257,13 @@ fn apply_watch_item(
             if store.handle(event) {
                 changed.notify_one();
             }
+        }
+        Err(e) if e.dropped => {
+            // A kind discovery found and the server refuses: the others go on without it.
+            store.drop_kind(e.kind);
+            metrics::watch_error(e.kind.as_str());
+            tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch refused; the kind is not sized until discovery finds it again");
+            changed.notify_one();
         }
         Err(e) => {
             health.watch_failed();
@@ -451,6 +460,18 @@ impl Daemon {
                     break;
                 }
                 self.actuator.report_invalid(job).await;
+            }
+            Arc::make_mut(&mut lock(&self.store)).mark_reported(&job.key, &job.resource_version);
+        }
+        for job in &work.left_alone {
+            for problem in &job.problems {
+                tracing::info!(job = %job.key, field = %problem.field, why = %problem.problem, "left alone");
+            }
+            if !self.config.dry_run {
+                if !self.actuator.may_write() {
+                    break;
+                }
+                self.actuator.report_left_alone(job).await;
             }
             Arc::make_mut(&mut lock(&self.store)).mark_reported(&job.key, &job.resource_version);
         }

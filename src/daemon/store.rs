@@ -13,7 +13,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
-use crate::api::guard::{Guarded, GuardedPaddleJob, GuardedTrainingJob};
+use crate::api::guard::{
+    Guarded, GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
+};
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, priority_field};
 use crate::cluster::objects::{read_trainer_job, trainer_constraints};
@@ -33,9 +35,11 @@ pub enum Kind {
     PaddleJob,
     /// With `--namespace`: pods of other namespaces bound to a node, which hold its capacity.
     ForeignPod,
+    PyTorchTrainingJob,
+    PyTorchJob,
 }
 
-const KINDS: usize = 7;
+const KINDS: usize = 9;
 
 impl Kind {
     pub const ALL: [Kind; KINDS] = [
@@ -46,6 +50,8 @@ impl Kind {
         Kind::TrainingJob,
         Kind::PaddleJob,
         Kind::ForeignPod,
+        Kind::PyTorchTrainingJob,
+        Kind::PyTorchJob,
     ];
 
     /// The kind's name in logs and metric labels.
@@ -58,6 +64,8 @@ impl Kind {
             Kind::TrainingJob => "trainingjob",
             Kind::PaddleJob => "paddlejob",
             Kind::ForeignPod => "foreignpod",
+            Kind::PyTorchTrainingJob => "pytorchtrainingjob",
+            Kind::PyTorchJob => "pytorchjob",
         }
     }
 
@@ -66,7 +74,19 @@ impl Kind {
         match self {
             Kind::TrainingJob => Some(JobKind::TrainingJob),
             Kind::PaddleJob => Some(JobKind::PaddleJob),
+            Kind::PyTorchTrainingJob => Some(JobKind::PyTorchTrainingJob),
+            Kind::PyTorchJob => Some(JobKind::PyTorchJob),
             _ => None,
+        }
+    }
+
+    /// The watch of a job kind.
+    pub fn of_job_kind(kind: JobKind) -> Kind {
+        match kind {
+            JobKind::TrainingJob => Kind::TrainingJob,
+            JobKind::PaddleJob => Kind::PaddleJob,
+            JobKind::PyTorchTrainingJob => Kind::PyTorchTrainingJob,
+            JobKind::PyTorchJob => Kind::PyTorchJob,
         }
     }
 
@@ -89,6 +109,8 @@ pub enum WatchEvent {
     TrainingJob(Event<GuardedTrainingJob>),
     PaddleJob(Event<GuardedPaddleJob>),
     ForeignPod(Event<Pod>),
+    PyTorchTrainingJob(Event<GuardedPyTorchTrainingJob>),
+    PyTorchJob(Event<GuardedPyTorchJob>),
 }
 
 impl WatchEvent {
@@ -102,6 +124,10 @@ impl WatchEvent {
             WatchEvent::TrainingJob(e) => (Kind::TrainingJob, matches!(e, Event::Init)),
             WatchEvent::PaddleJob(e) => (Kind::PaddleJob, matches!(e, Event::Init)),
             WatchEvent::ForeignPod(e) => (Kind::ForeignPod, matches!(e, Event::Init)),
+            WatchEvent::PyTorchTrainingJob(e) => {
+                (Kind::PyTorchTrainingJob, matches!(e, Event::Init))
+            }
+            WatchEvent::PyTorchJob(e) => (Kind::PyTorchJob, matches!(e, Event::Init)),
         };
         init.1.then_some(init.0)
     }
@@ -158,6 +184,9 @@ pub struct Store {
     /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
     relisting: [Option<HashSet<ObjKey>>; KINDS],
     synced: [bool; KINDS],
+    /// Kinds that completed a list (`InitDone`): a later `Init` is a restart. A job kind watched
+    /// only once discovery found it counts as synced before its first list, not as listed.
+    listed: [bool; KINDS],
     /// The resourceVersion last reported for each invalid job.
     reported_invalid: HashMap<JobKey, String>,
     /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
@@ -168,21 +197,34 @@ pub struct Store {
 }
 
 impl Store {
-    /// An empty store of every namespace; not ready until every kind has been listed once.
+    /// An empty store of every namespace; not ready until every kind has been listed once
+    /// (the PyTorch kinds only once [`Store::expect_job_kinds`] names them).
     pub fn new() -> Self {
         let mut store = Self::default();
         // Every pod is a `Pod` already: there are no foreign pods to list.
         store.synced[Kind::ForeignPod.index()] = true;
+        store.expect_job_kinds(&[JobKind::TrainingJob, JobKind::PaddleJob]);
         store
+    }
+
+    /// Makes readiness wait for the first list of exactly these job kinds; the others count as
+    /// listed (empty). A kind found later by discovery re-lists like a restarted watch: passes
+    /// wait for its `InitDone`, readiness does not drop.
+    pub fn expect_job_kinds(&mut self, kinds: &[JobKind]) {
+        for kind in JobKind::ALL {
+            self.synced[Kind::of_job_kind(kind).index()] = !kinds.contains(&kind);
+        }
     }
 
     /// An empty store of one namespace: besides its pods, it needs the pods of other namespaces
     /// bound to nodes (`Kind::ForeignPod`), or free capacity would be overstated.
     pub fn for_namespace(namespace: &str) -> Self {
-        Store {
+        let mut store = Store {
             namespace: Some(namespace.to_string()),
             ..Self::default()
-        }
+        };
+        store.expect_job_kinds(&[JobKind::TrainingJob, JobKind::PaddleJob]);
+        store
     }
 
     /// Whether a pod key belongs to the `Pod` kind (the watched namespace) rather than to
@@ -216,6 +258,11 @@ impl Store {
         self.synced[kind.index()]
     }
 
+    /// Whether one kind was listed from a watch at least once (its next `Init` is a restart).
+    pub fn listed_kind(&self, kind: Kind) -> bool {
+        self.listed[kind.index()]
+    }
+
     /// Whether a kind is being re-listed (deletions not yet known).
     pub fn relisting(&self) -> bool {
         self.relisting.iter().any(Option::is_some)
@@ -228,6 +275,16 @@ impl Store {
         if seen.is_none() {
             *seen = Some(HashSet::new());
         }
+    }
+
+    /// Stops expecting a kind whose watch was given up (a job kind discovery found, refused by
+    /// the server): its objects are forgotten and no relist is waited for.
+    pub fn drop_kind(&mut self, kind: Kind) {
+        self.relisting[kind.index()] = None;
+        for stale in self.keys(kind) {
+            self.delete(kind, &stale);
+        }
+        self.synced[kind.index()] = true;
     }
 
     /// Number of `Init` events after a kind's first list.
@@ -273,6 +330,12 @@ impl Store {
             WatchEvent::PaddleJob(e) => {
                 self.handle_kind(Kind::PaddleJob, e, Self::apply_guarded, key_of)
             }
+            WatchEvent::PyTorchTrainingJob(e) => {
+                self.handle_kind(Kind::PyTorchTrainingJob, e, Self::apply_guarded, key_of)
+            }
+            WatchEvent::PyTorchJob(e) => {
+                self.handle_kind(Kind::PyTorchJob, e, Self::apply_guarded, key_of)
+            }
         }
     }
 
@@ -294,7 +357,7 @@ impl Store {
                 true
             }
             Event::Init => {
-                if self.synced[i] {
+                if self.listed[i] {
                     self.restarts += 1;
                 }
                 self.relisting[i] = Some(HashSet::new());
@@ -317,6 +380,7 @@ impl Store {
                     }
                 }
                 self.synced[i] = true;
+                self.listed[i] = true;
                 true
             }
         }
@@ -349,13 +413,14 @@ impl Store {
                 .keys()
                 .map(|n| (String::new(), n.clone()))
                 .collect(),
-            Kind::TrainingJob | Kind::PaddleJob => self
-                .training_jobs
-                .keys()
-                .chain(self.malformed.keys())
-                .filter(|k| Some(k.kind) == kind.job_kind())
-                .map(|k| (k.namespace.to_string(), k.name.to_string()))
-                .collect(),
+            Kind::TrainingJob | Kind::PaddleJob | Kind::PyTorchTrainingJob | Kind::PyTorchJob => {
+                self.training_jobs
+                    .keys()
+                    .chain(self.malformed.keys())
+                    .filter(|k| Some(k.kind) == kind.job_kind())
+                    .map(|k| (k.namespace.to_string(), k.name.to_string()))
+                    .collect()
+            }
         }
     }
 
@@ -375,7 +440,7 @@ impl Store {
                 self.remove_batch_job(&(namespace.clone(), name.clone()));
             }
             Kind::PriorityClass => self.state.delete_priority_class(name),
-            Kind::TrainingJob | Kind::PaddleJob => {
+            Kind::TrainingJob | Kind::PaddleJob | Kind::PyTorchTrainingJob | Kind::PyTorchJob => {
                 let Some(job_kind) = kind.job_kind() else {
                     return;
                 };
@@ -564,6 +629,25 @@ impl Store {
             .collect()
     }
 
+    /// Jobs left alone for a reason the daemon announces (a PyTorchJob left to its HPA), not yet
+    /// reported at their current resourceVersion (marked with [`Store::mark_reported`]).
+    pub fn unreported_left_alone(&self) -> Vec<InvalidJob> {
+        self.state
+            .left_alone_jobs()
+            .filter(|(_, why)| why.announce)
+            .filter_map(|(key, why)| {
+                let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
+                let resource_version = meta.resource_version.unwrap_or_default();
+                (self.reported_invalid.get(key) != Some(&resource_version)).then(|| InvalidJob {
+                    key: key.clone(),
+                    uid: meta.uid,
+                    resource_version,
+                    problems: vec![FieldError::new(key.object_ref(), why.field, &why.why)],
+                })
+            })
+            .collect()
+    }
+
     /// Planned jobs whose priority names no known PriorityClass, not yet reported with these
     /// warnings at their current resourceVersion. (Spec warnings are the operator's to report.)
     pub fn unreported_warnings(&self) -> Vec<InvalidJob> {
@@ -632,5 +716,17 @@ impl JobStatus for crate::api::TrainingJob {
 impl JobStatus for crate::api::PaddleJob {
     fn phase(&self) -> TrainingJobPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+}
+
+impl JobStatus for crate::api::PyTorchTrainingJob {
+    fn phase(&self) -> TrainingJobPhase {
+        crate::cluster::kinds::t9k_phase(self)
+    }
+}
+
+impl JobStatus for crate::api::PyTorchJob {
+    fn phase(&self) -> TrainingJobPhase {
+        crate::cluster::kinds::kubeflow_phase(self)
     }
 }

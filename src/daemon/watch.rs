@@ -1,4 +1,4 @@
-//! The watch streams (six, seven with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
+//! The watch streams (four plus one per job kind, one more with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
 //!
 //! A watch that fails is not resumed: its task reports the error, drops the watcher and, after
 //! a backoff, starts a fresh one, which re-lists (`Init` … `InitDone`). The store marks the kind
@@ -19,7 +19,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::store::{Kind, WatchEvent};
-use crate::api::guard::{GuardedPaddleJob, GuardedTrainingJob};
+use crate::api::JobKind;
+use crate::api::guard::{
+    GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
+};
 
 /// First wait before a failed watch is started afresh.
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
@@ -27,12 +30,80 @@ pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
 pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 /// Events buffered between the watch tasks and the store.
 const CHANNEL: usize = 1024;
+/// How often, by default, a job kind whose CRD the API server did not serve is looked up again.
+pub const DISCOVERY_RECHECK: Duration = Duration::from_secs(60);
+
+/// The job kinds to watch: from the start, and once discovery finds their CRD (looked up every
+/// `recheck`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindSelection {
+    pub now: Vec<JobKind>,
+    pub when_served: Vec<JobKind>,
+    pub recheck: Duration,
+    /// Chosen by discovery (no `--kinds`): the kinds besides TrainingJob and PaddleJob are
+    /// optional (see [`KindSelection::discovered`]).
+    pub by_discovery: bool,
+}
+
+impl KindSelection {
+    /// Whether `kind` is watched because discovery found it: a refused watch drops it.
+    pub fn discovered(&self, kind: JobKind) -> bool {
+        self.by_discovery && !kind.created_by_trainscale()
+    }
+}
+
+/// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
+/// server counts as not serving it.
+pub async fn served(client: &Client, kind: JobKind) -> bool {
+    match client.list_api_group_resources(kind.api_version()).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == kind.plural()),
+        Err(e) => {
+            tracing::debug!(kind = kind.as_str(), error = %e, "discovery: not served");
+            false
+        }
+    }
+}
+
+/// The kinds to watch: `requested` exactly (`--kinds`), or by default TrainingJob and PaddleJob
+/// plus each other kind whose CRD discovery finds now; the rest are looked up again every
+/// `recheck` (`--discovery-interval`).
+pub async fn select_kinds(
+    client: &Client,
+    requested: Option<&[JobKind]>,
+    recheck: Duration,
+) -> KindSelection {
+    if let Some(kinds) = requested {
+        return KindSelection {
+            now: kinds.to_vec(),
+            when_served: Vec::new(),
+            recheck,
+            by_discovery: false,
+        };
+    }
+    let mut selection = KindSelection {
+        recheck,
+        by_discovery: true,
+        ..KindSelection::default()
+    };
+    for kind in JobKind::ALL {
+        if kind.created_by_trainscale() || served(client, kind).await {
+            selection.now.push(kind);
+        } else {
+            tracing::info!(kind = kind.as_str(), every = ?recheck, "CRD not served; looked up again");
+            selection.when_served.push(kind);
+        }
+    }
+    selection
+}
 
 /// An error of one watch stream; its kind re-lists after a backoff.
 #[derive(Debug)]
 pub struct WatchError {
     pub kind: Kind,
     pub error: watcher::Error,
+    /// The kind, found by discovery, was refused and is no longer watched (until discovery finds
+    /// it again): the store forgets its objects instead of waiting for a relist.
+    pub dropped: bool,
 }
 
 /// The running watches; dropping it stops them.
@@ -55,7 +126,10 @@ type Raw<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 /// `namespace` or all namespaces. With a namespace, also the live pods of every other namespace
 /// that are bound to a node (read only, field-selected): they hold node capacity, so without
 /// them the plan would overcommit nodes shared with other namespaces.
-pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
+///
+/// Of the job kinds, those of `kinds.now` are watched from the start, those of
+/// `kinds.when_served` once discovery finds their CRD.
+pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection) -> Watches {
     let (tx, events) = mpsc::channel(CHANNEL);
     let ns = namespace.map(str::to_string);
     let config = watcher::Config::default;
@@ -82,21 +156,54 @@ pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
             .modify(|job| job.managed_fields_mut().clear())
             .boxed()
     });
-    let (c, n) = (client.clone(), ns.clone());
-    let training_jobs = spawn_kind(
-        Kind::TrainingJob,
-        WatchEvent::TrainingJob,
-        tx.clone(),
-        move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
-    );
-    let (c, n) = (client.clone(), ns.clone());
-    let paddle_jobs = spawn_kind(
-        Kind::PaddleJob,
-        WatchEvent::PaddleJob,
-        tx.clone(),
-        move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
-    );
-    let mut tasks = vec![nodes, classes, pods, jobs, training_jobs, paddle_jobs];
+    let mut tasks = vec![nodes, classes, pods, jobs];
+    let job_kinds = kinds.now.iter().map(|k| (*k, true));
+    for (kind, served) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, false))) {
+        let gate = kinds.discovered(kind).then(|| Discovered {
+            client: client.clone(),
+            kind,
+            recheck: kinds.recheck,
+            served,
+        });
+        let (c, n) = (client.clone(), ns.clone());
+        let task = match kind {
+            JobKind::TrainingJob => spawn_kind_when(
+                gate,
+                Kind::TrainingJob,
+                WatchEvent::TrainingJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+            JobKind::PaddleJob => spawn_kind_when(
+                gate,
+                Kind::PaddleJob,
+                WatchEvent::PaddleJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+            JobKind::PyTorchTrainingJob => spawn_kind_when(
+                gate,
+                Kind::PyTorchTrainingJob,
+                WatchEvent::PyTorchTrainingJob,
+                tx.clone(),
+                move || {
+                    watcher(
+                        scoped::<GuardedPyTorchTrainingJob>(&c, n.as_deref()),
+                        config(),
+                    )
+                    .boxed()
+                },
+            ),
+            JobKind::PyTorchJob => spawn_kind_when(
+                gate,
+                Kind::PyTorchJob,
+                WatchEvent::PyTorchJob,
+                tx.clone(),
+                move || watcher(scoped::<GuardedPyTorchJob>(&c, n.as_deref()), config()).boxed(),
+            ),
+        };
+        tasks.push(task);
+    }
     if let Some(own) = ns {
         let selector = foreign_pods_selector(&own);
         tasks.push(spawn_kind(
@@ -113,41 +220,127 @@ pub fn watch_all(client: Client, namespace: Option<&str>) -> Watches {
     Watches { events, tasks }
 }
 
+/// A job kind watched because discovery found it (not named by `--kinds`): it waits until its
+/// CRD is served, and a watch the server refuses (403: RBAC; 404: the CRD was removed) is given
+/// up and the kind looked up again, so a kind trainscale may not read never stalls the others.
+struct Discovered {
+    client: Client,
+    kind: JobKind,
+    recheck: Duration,
+    /// Served at start: watch at once.
+    served: bool,
+}
+
+/// [`spawn_kind`], for a kind discovery found (`gate`) when there is one.
+fn spawn_kind_when<K: Send + 'static>(
+    gate: Option<Discovered>,
+    kind: Kind,
+    wrap: fn(Event<K>) -> WatchEvent,
+    tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: impl Fn() -> Raw<K> + Send + Sync + 'static,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(gate) = gate else {
+            run_kind(kind, wrap, &tx, &start, false).await;
+            return;
+        };
+        let mut found = gate.served;
+        loop {
+            while !found {
+                tokio::time::sleep(gate.recheck).await;
+                if tx.is_closed() {
+                    return;
+                }
+                found = served(&gate.client, gate.kind).await;
+                if found {
+                    tracing::info!(kind = gate.kind.as_str(), "CRD now served; watching");
+                }
+            }
+            if run_kind(kind, wrap, &tx, &start, true).await == Ended::ReceiverGone {
+                return;
+            }
+            tracing::warn!(kind = gate.kind.as_str(), every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
+            found = false;
+        }
+    })
+}
+
 /// Runs one kind's watch until the receiver is gone: events are forwarded; an error is
 /// forwarded, the watcher dropped and, after a backoff, a fresh one started (it re-lists).
 fn spawn_kind<K: Send + 'static>(
     kind: Kind,
     wrap: fn(Event<K>) -> WatchEvent,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
-    start: impl Fn() -> Raw<K> + Send + 'static,
+    start: impl Fn() -> Raw<K> + Send + Sync + 'static,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut backoff = RESTART_BACKOFF;
-        loop {
-            let mut stream = start();
-            while let Some(item) = stream.next().await {
-                let sent = match item {
-                    Ok(event) => {
-                        if matches!(event, Event::InitDone) {
-                            backoff = RESTART_BACKOFF;
-                        }
-                        tx.send(Ok(wrap(event))).await
-                    }
-                    Err(error) => {
-                        if tx.send(Err(WatchError { kind, error })).await.is_err() {
-                            return;
-                        }
-                        break;
-                    }
-                };
-                if sent.is_err() {
-                    return;
-                }
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
-        }
+        run_kind(kind, wrap, &tx, &start, false).await;
     })
+}
+
+/// Why a watch loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    ReceiverGone,
+    /// An optional kind's watch was refused (see [`refused`]).
+    Dropped,
+}
+
+/// The watch loop of [`spawn_kind`]; with `optional`, a refused watch ends it (`Dropped`).
+async fn run_kind<K: Send + 'static>(
+    kind: Kind,
+    wrap: fn(Event<K>) -> WatchEvent,
+    tx: &mpsc::Sender<Result<WatchEvent, WatchError>>,
+    start: &(impl Fn() -> Raw<K> + Sync),
+    optional: bool,
+) -> Ended {
+    let mut backoff = RESTART_BACKOFF;
+    loop {
+        let mut stream = start();
+        while let Some(item) = stream.next().await {
+            let sent = match item {
+                Ok(event) => {
+                    if matches!(event, Event::InitDone) {
+                        backoff = RESTART_BACKOFF;
+                    }
+                    tx.send(Ok(wrap(event))).await
+                }
+                Err(error) => {
+                    let dropped = optional && refused(&error);
+                    let report = WatchError {
+                        kind,
+                        error,
+                        dropped,
+                    };
+                    if tx.send(Err(report)).await.is_err() {
+                        return Ended::ReceiverGone;
+                    }
+                    if dropped {
+                        return Ended::Dropped;
+                    }
+                    break;
+                }
+            };
+            if sent.is_err() {
+                return Ended::ReceiverGone;
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_RESTART_BACKOFF);
+    }
+}
+
+/// Whether the server refused the watch for good: 403 Forbidden (RBAC) or 404 Not Found (no
+/// such resource any more).
+pub fn refused(error: &watcher::Error) -> bool {
+    let code = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
+        watcher::Error::WatchError(s) => s.code,
+        _ => return false,
+    };
+    matches!(code, 403 | 404)
 }
 
 /// Pods of namespaces other than `own` that are bound to a node and have not finished.

@@ -64,7 +64,8 @@ impl OperatorError {
 /// A problem found on a job's TrainingJob view, named as the `kind` object.
 pub fn rename_problem(kind: JobKind, problem: FieldError) -> FieldError {
     match kind {
-        JobKind::TrainingJob => problem,
         JobKind::PaddleJob => paddle_job_problem(problem),
+        // The operator creates only the paddlepaddle.org kinds.
+        JobKind::TrainingJob | JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => problem,
     }
 }

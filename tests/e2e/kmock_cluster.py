@@ -1,7 +1,8 @@
 """A small Kubernetes API on loopback for the daemon's end-to-end tests.
 
 Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and the
-PriorityClass `high` (value 1000), writes a
+PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the PyTorchTrainingJob and
+PyTorchJob resources (discovery included), writes a
 kubeconfig pointing at it, prints `READY <url>` and serves until stdin closes or `--lifetime`
 seconds pass (so it never outlives a crashed test). The test itself applies the TrainingJob.
 
@@ -91,6 +92,10 @@ counts as JSON `{"<verb> <resource>": n}`, and `GET /_harness/requests?by=agent`
 per User-Agent header (`-` when a client sends none, as the daemon does):
 `{"<agent>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
 
+CRDs installed late: `POST /_harness/serve-pytorch-crds` starts serving the resources of
+`--pytorch-crds` (discovery included) from then on, as when their CRDs are applied to a running
+cluster.
+
 Outages: `POST /_harness/unavailable?resource=leases` (repeatable) makes every request for those
 resources, but the fake controllers', answer 503 ServiceUnavailable (they are still logged), as an
 API server whose storage for them is failing; `POST /_harness/unavailable` ends the outage.
@@ -138,6 +143,17 @@ RESOURCES = {
     "coordination.k8s.io/v1/leases": dict(namespaced=True, kind="Lease"),
 }
 
+# The CRDs of the kinds trainscale only sizes, served with `--pytorch-crds` (off by default, so the
+# other tests see a cluster without them): T9k's PyTorchTrainingJob and Kubeflow's PyTorchJob.
+PYTORCH_RESOURCES = {
+    "batch.tensorstack.dev/v1beta1/pytorchtrainingjobs": dict(
+        namespaced=True, kind="PyTorchTrainingJob", subresources={"status"}
+    ),
+    "kubeflow.org/v1/pytorchjobs": dict(
+        namespaced=True, kind="PyTorchJob", subresources={"status", "scale"}
+    ),
+}
+
 NODE = "node-1"
 OWNED_LABEL = "trainscale.io/job"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -171,6 +187,7 @@ WATCH_VERSIONS = collections.defaultdict(list)  # resource -> resourceVersion of
 REQUESTS = collections.Counter()
 REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
 BINDINGS_PATH = "/_harness/bindings"
+SERVE_PYTORCH_PATH = "/_harness/serve-pytorch-crds"  # starts serving PYTORCH_RESOURCES
 POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
 BINDINGS = []  # one {namespace, name, node, created, bound} per successful binding, in order
 
@@ -415,6 +432,10 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(WATCH_VERSIONS)
         if request.url.path == BINDINGS_PATH:
             return aiohttp.web.json_response(BINDINGS)
+        if request.url.path == SERVE_PYTORCH_PATH:
+            for key, info in PYTORCH_RESOURCES.items():
+                self.resources[key] = info
+            return aiohttp.web.json_response(sorted(PYTORCH_RESOURCES))
         agent = header(request, "User-Agent")
         deleted_pod = None
         if agent != HARNESS_AGENT:
@@ -593,9 +614,12 @@ class StampingEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(emulator, cpu, memory, pods):
+def seed(emulator, cpu, memory, pods, pytorch_crds=False):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
+    if pytorch_crds:
+        for key, info in PYTORCH_RESOURCES.items():
+            emulator.resources[key] = info
     emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": "high", "uid": "uid-pc-high"}, "value": 1000,
@@ -849,12 +873,15 @@ async def main():
     parser.add_argument("--schedulers", default=",".join(sorted(PLAYED_SCHEDULERS)),
                         help="comma-separated schedulers the harness plays: pods naming one of "
                              "them (or none) are created bound, others stay pending")
+    parser.add_argument("--pytorch-crds", action="store_true",
+                        help="also serve pytorchtrainingjobs (batch.tensorstack.dev/v1beta1) "
+                             "and pytorchjobs (kubeflow.org/v1)")
     args = parser.parse_args()
     NODE = args.node_name
     PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
-    seed(emulator, args.node_cpu, args.node_memory, args.node_pods)
+    seed(emulator, args.node_cpu, args.node_memory, args.node_pods, args.pytorch_crds)
     headers = {"User-Agent": HARNESS_AGENT}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")

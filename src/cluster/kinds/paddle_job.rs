@@ -1,7 +1,7 @@
 //! The PaddleJob adapter (`paddlepaddle.org/v1`, seed 001): read as the TrainingJob spec it runs
 //! as, with problems named by the PaddleJob's own object and fields.
 
-use super::{JobAdapter, ReadJob};
+use super::{JobAdapter, ReadJob, Reading};
 use crate::api::priority::PriorityClasses;
 use crate::api::validate::check_training_job;
 use crate::api::{FieldError, JobKind, PaddleJob, paddle_job_problem};
@@ -10,7 +10,7 @@ use crate::cluster::objects::read_training_job_spec;
 impl JobAdapter for PaddleJob {
     const KIND: JobKind = JobKind::PaddleJob;
 
-    fn read(&self, classes: &PriorityClasses) -> Result<ReadJob, Vec<FieldError>> {
+    fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
             problems.into_iter().map(paddle_job_problem).collect()
         };
@@ -22,10 +22,10 @@ impl JobAdapter for PaddleJob {
         let (info, priority_warning) = read_training_job_spec(&view, classes).map_err(rename)?;
         let mut warnings = rename(findings.warnings);
         warnings.extend(priority_warning.map(paddle_job_problem));
-        Ok(ReadJob {
+        Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,
             warnings,
-        })
+        }))
     }
 }

@@ -126,15 +126,18 @@ pub fn assign(
     out
 }
 
-/// Whether scheduler `name` binds a job's trainers: its trainer Job's pod template names it and
-/// uses nothing trainscale does not evaluate. Other jobs are sized only (their pods, if one
-/// names `name` anyway, are refused one by one with the reason).
+/// Whether scheduler `name` binds a job's trainers as a job: a kind trainscale's operator
+/// creates, whose trainer Job's pod template names it and uses nothing trainscale does not
+/// evaluate. Other jobs are sized only: a PyTorch kind's workers carry no completion index to
+/// hold a position by, so no room is reserved for them, and their pods that name `name` are
+/// placed one by one like any other pod.
 fn schedules_job(state: &ClusterState, job: &JobKey, name: &str) -> bool {
-    state
-        .job(job)
-        .and_then(|slot| slot.class)
-        .and_then(|class| state.eligibility().constraints(class))
-        .is_some_and(|c| c.scheduler_name.as_deref() == Some(name) && c.unsupported.is_empty())
+    job.kind.created_by_trainscale()
+        && state
+            .job(job)
+            .and_then(|slot| slot.class)
+            .and_then(|class| state.eligibility().constraints(class))
+            .is_some_and(|c| c.scheduler_name.as_deref() == Some(name) && c.unsupported.is_empty())
 }
 
 /// One job's trainers: bind the present, reserve the missing, report the unplaced.

@@ -1,0 +1,164 @@
+//! The Kubeflow PyTorchJob adapter (`kubeflow.org/v1`).
+//!
+//! Planned when `spec.elasticPolicy` has `minReplicas < maxReplicas` and no `metrics` (with
+//! metrics the training operator creates an HPA that owns the size: the job is left to it, and
+//! the daemon says so with an Event); not when `spec.runPolicy.suspend` is true. The size is
+//! `spec.pytorchReplicaSpecs.Worker.replicas` (else the live worker pods); the per-worker request
+//! from the Worker pod template; priority from the Worker template's `priorityClassName` (what
+//! Kubernetes orders and preempts the worker pods by), resolved against the PriorityClasses. A
+//! `Succeeded` or `Failed` condition that is True finishes it.
+
+use kube::ResourceExt;
+
+use super::template::{check_bounds, exact_of, last_scale_of, template_request};
+use std::sync::Arc;
+
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
+use crate::api::priority::{PriorityClasses, resolve_priority};
+use crate::api::{FieldError, JobKind, PyTorchJob, TrainingJobPhase};
+use crate::cluster::filters::PodConstraints;
+use crate::cluster::objects::JobInfo;
+
+/// The replica type whose size trainscale writes.
+pub const WORKER: &str = "Worker";
+
+fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Reading {
+    Reading::LeftAlone(LeftAlone {
+        field,
+        why: why.into(),
+        announce,
+    })
+}
+
+impl JobAdapter for PyTorchJob {
+    const KIND: JobKind = JobKind::PyTorchJob;
+
+    fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
+        let worker = self.spec.pytorch_replica_specs.get(WORKER)?;
+        template_constraints(
+            worker.template.as_ref(),
+            &self.job_key().object_ref(),
+            &format!("spec.pytorchReplicaSpecs.{WORKER}.template"),
+        )
+    }
+
+    fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
+        let object = self.job_key().object_ref();
+        let spec = &self.spec;
+        let Some(policy) = spec.elastic_policy.as_ref() else {
+            return Ok(left_alone(
+                "spec.elasticPolicy",
+                "not elastic (no elasticPolicy)",
+                false,
+            ));
+        };
+        if policy.metrics.as_ref().is_some_and(|m| !m.is_empty()) {
+            return Ok(left_alone(
+                "spec.elasticPolicy.metrics",
+                "left to the HorizontalPodAutoscaler the training operator creates from \
+                 spec.elasticPolicy.metrics: two autoscalers on one field fight",
+                true,
+            ));
+        }
+        let run_policy = spec.run_policy.as_ref();
+        if run_policy.and_then(|r| r.suspend) == Some(true) {
+            return Ok(left_alone(
+                "spec.runPolicy.suspend",
+                "the job is suspended",
+                false,
+            ));
+        }
+        let (min, max) = check_bounds(
+            &object,
+            (policy.min_replicas, "spec.elasticPolicy.minReplicas"),
+            (policy.max_replicas, "spec.elasticPolicy.maxReplicas"),
+        )?;
+        if min == max {
+            return Ok(left_alone(
+                "spec.elasticPolicy",
+                format!("minReplicas equals maxReplicas ({min}): nothing to size"),
+                false,
+            ));
+        }
+        let Some(worker) = spec.pytorch_replica_specs.get(WORKER) else {
+            return Err(vec![FieldError::new(
+                object,
+                format!("spec.pytorchReplicaSpecs.{WORKER}"),
+                "required: the elastic workers",
+            )]);
+        };
+        let field = format!("spec.pytorchReplicaSpecs.{WORKER}.template");
+        let Some(template) = worker.template.as_ref() else {
+            return Err(vec![FieldError::new(object, field, "required")]);
+        };
+        let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
+        if let Some(replicas) = worker.replicas
+            && replicas < 0
+        {
+            return Err(vec![FieldError::new(
+                object,
+                format!("spec.pytorchReplicaSpecs.{WORKER}.replicas"),
+                format!("{replicas} is negative"),
+            )]);
+        }
+        // The class Kubernetes orders the worker pods by (and preempts with).
+        let class = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.clone())
+            .unwrap_or_default();
+        // A number is no PriorityClass name: only names are resolved.
+        let priority = if class.trim().parse::<i64>().is_ok() {
+            resolve_priority("", classes)
+        } else {
+            resolve_priority(&class, classes)
+        };
+        let mut warnings = Vec::new();
+        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
+        warnings.extend(warning);
+        let phase = kubeflow_phase(self);
+        let info = JobInfo {
+            min,
+            max,
+            trainer,
+            exact: exact_of(trainer),
+            priority: priority.value,
+            priority_class: priority.class,
+            created: self
+                .creation_timestamp()
+                .map(|t| t.0.as_second())
+                .unwrap_or(0),
+            phase,
+            stored_parallelism: worker.replicas,
+            last_scale,
+        };
+        Ok(Reading::Planned(ReadJob {
+            key: self.job_key(),
+            info,
+            warnings,
+        }))
+    }
+}
+
+/// The job's phase in the planning model, from its conditions: a True `Succeeded` or `Failed`
+/// finishes it.
+pub fn kubeflow_phase(job: &PyTorchJob) -> TrainingJobPhase {
+    let condition = |kind: &str| {
+        job.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == kind && c.status == "True")
+        })
+    };
+    if condition("Succeeded") {
+        TrainingJobPhase::Succeed
+    } else if condition("Failed") {
+        TrainingJobPhase::Failed
+    } else if condition("Running") {
+        TrainingJobPhase::Running
+    } else if job.status.is_some() {
+        TrainingJobPhase::Creating
+    } else {
+        TrainingJobPhase::None
+    }
+}
