@@ -121,7 +121,9 @@ pub fn bulk_fill(
             if !confined(failed.1) {
                 break;
             }
-            wants.retain(|w| (w.trainer, w.class) != failed);
+            // Its class's nodes are tight: every shape of the class leaves (one retry per class,
+            // not per shape).
+            wants.retain(|w| w.class != failed.1);
             continue;
         }
         let counts = curves.at(next);

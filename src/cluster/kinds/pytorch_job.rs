@@ -10,7 +10,7 @@
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, template_request};
+use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -116,6 +116,8 @@ impl JobAdapter for PyTorchJob {
         let mut warnings = Vec::new();
         let (last_scale, warning) = last_scale_of(&self.metadata, &object);
         warnings.extend(warning);
+        let (speedup, warning) = speedup_of(&self.metadata, &object);
+        warnings.extend(warning);
         let phase = kubeflow_phase(self);
         let info = JobInfo {
             min,
@@ -131,6 +133,7 @@ impl JobAdapter for PyTorchJob {
             phase,
             stored_parallelism: worker.replicas,
             last_scale,
+            speedup,
         };
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),

@@ -8,7 +8,7 @@
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, template_request};
+use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -103,6 +103,8 @@ impl JobAdapter for PyTorchTrainingJob {
         };
         let (last_scale, warning) = last_scale_of(&self.metadata, &object);
         warnings.extend(warning);
+        let (speedup, warning) = speedup_of(&self.metadata, &object);
+        warnings.extend(warning);
         let phase = t9k_phase(self);
         let info = JobInfo {
             min,
@@ -118,6 +120,7 @@ impl JobAdapter for PyTorchTrainingJob {
             phase,
             stored_parallelism: elastic.expected_replicas,
             last_scale,
+            speedup,
         };
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),

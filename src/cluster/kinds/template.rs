@@ -1,7 +1,8 @@
 //! What the sized-only kinds share: a replica's per-pod request from its pod template, and the
-//! `trainscale.io/last-scale` annotation.
+//! `trainscale.io/last-scale` and `trainscale.io/speedup` annotations.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
@@ -9,7 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, resources_of};
+use crate::cluster::objects::read_speedup;
 
 /// A container's request map as the API server defaults it: a resource with a limit and no
 /// request is requested at its limit.
@@ -93,6 +96,25 @@ pub fn last_scale_annotation(time: Timestamp, from: i32, to: i32, reason: &str) 
 
 /// The time of the last rescale from the annotation, seconds since the epoch; an unreadable
 /// annotation is a warning and counts as none.
+/// The speedup curve the object's `trainscale.io/speedup` annotation declares, and a warning
+/// naming the annotation when it does not parse (the job is then planned as linear).
+pub fn speedup_of(
+    meta: &ObjectMeta,
+    object: &str,
+) -> (Option<Arc<SpeedupCurve>>, Option<FieldError>) {
+    match read_speedup(meta) {
+        Ok(curve) => (curve.map(Arc::new), None),
+        Err(text) => (
+            None,
+            Some(FieldError::new(
+                object.to_string(),
+                format!("metadata.annotations[\"{SPEEDUP_ANNOTATION}\"]"),
+                format!("{text}; the goodput policy plans this job as if its speedup were linear"),
+            )),
+        ),
+    }
+}
+
 pub fn last_scale_of(meta: &ObjectMeta, object: &str) -> (Option<i64>, Option<FieldError>) {
     let Some(text) = meta
         .annotations
