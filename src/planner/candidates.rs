@@ -564,12 +564,25 @@ pub fn cap_useful_maxes(jobs: &mut [Candidate], threshold: f64) {
     }
 }
 
+/// Nodes [`cap_fair_maxes`] counts before it asks whether any node of the class fits the trainer.
+const QUICK_SCAN: usize = 64;
+
 /// Caps each elastic job's [`Candidate::fair_max`] at the trainers of its shape that all
 /// schedulable nodes its class may use could hold if they were empty. Counting stops once a
 /// job's max is reached, so only a job declaring more than the cluster holds costs a scan of
-/// every node; full counts are kept per shape and class.
+/// its class's nodes; a trainer larger in some resource than every such node holds none without
+/// a scan; full counts are kept per shape and class.
 pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
     let mut full: HashMap<(Resources, Option<PodClassId>), i64, RandomState> = HashMap::default();
+    // Per class: the largest amount of each resource on a schedulable node it may use.
+    let mut largest: HashMap<Option<PodClassId>, Resources, RandomState> = HashMap::default();
+    let rooms = |class: Option<PodClassId>| {
+        state
+            .nodes()
+            .filter(move |(id, _)| state.eligible(class, *id))
+            .filter_map(|(_, slot)| slot.info.as_ref().filter(|n| n.schedulable))
+            .map(|n| n.allocatable)
+    };
     for j in jobs.iter_mut().filter(|j| j.elastic()) {
         let shape = (j.trainer, j.class);
         let want = i64::from(j.max);
@@ -577,15 +590,20 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
             Some(&cap) => cap,
             None => {
                 let mut held = 0i64;
-                for (id, slot) in state.nodes() {
-                    let Some(node) = slot.info.as_ref().filter(|n| n.schedulable) else {
-                        continue;
-                    };
-                    if state.eligible(j.class, id) {
-                        held = held.saturating_add(j.trainer.fit_count(&node.allocatable));
-                        if held >= want {
+                for (scanned, room) in rooms(j.class).enumerate() {
+                    // A long scan may be for a trainer no node of the class can hold: the
+                    // class's largest node says so at once (found once per class).
+                    if scanned == QUICK_SCAN {
+                        let largest = largest.entry(j.class).or_insert_with(|| {
+                            rooms(j.class).fold(Resources::ZERO, Resources::max)
+                        });
+                        if !j.trainer.fits_in(largest) {
                             break;
                         }
+                    }
+                    held = held.saturating_add(j.trainer.fit_count(&room));
+                    if held >= want {
+                        break;
                     }
                 }
                 if held < want {
