@@ -33,6 +33,8 @@ enum Command {
     Submit(Box<commands::submit::SubmitArgs>),
     /// Run one planning pass on a cluster dump and print the plan (changes nothing).
     Plan(commands::plan::PlanArgs),
+    /// Say why one job is at its size, who is ahead of it and what room would let it grow.
+    Explain(commands::explain::ExplainArgs),
     /// Replay a job trace in simulated time under each policy; write a summary, a time series
     /// and plots, and print the policies side by side.
     Simulate(commands::simulate::SimulateArgs),
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::State(args) => commands::state::run(args),
         Command::Submit(args) => commands::submit::run(&args),
         Command::Plan(args) => commands::plan::run(args),
+        Command::Explain(args) => commands::explain::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
     };
     result.unwrap_or_else(|e| {

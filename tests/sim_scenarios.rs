@@ -87,6 +87,14 @@ rescale_cost_s: 30
             (goodput - 8000.0 / held).abs() < 1e-9,
             "{policy}: {goodput}"
         );
+        // Job-time by what held each job: b waits for its gang, both run at their max.
+        let share = |k: &str| s.held_by.get(k).copied().unwrap_or(0.0);
+        // (`edl` has no gangs: b is at its max, waiting for room.)
+        if r.policy != Policy::Edl {
+            assert!(share("waiting for gang") > 0.0, "{policy}: {:?}", s.held_by);
+        }
+        assert!(share("at max") > 0.0, "{policy}: {:?}", s.held_by);
+        assert!((s.held_by.values().sum::<f64>() - 1.0).abs() < 1e-9);
     }
 }
 
@@ -340,6 +348,7 @@ fn simulate_writes_summary_timeseries_and_plots() {
         "pod_pending_avg_s",
         "partial_gang_ticks",
         "partial_gang_jobs",
+        "held_by",
         "pass_ms_p50",
         "pass_ms_p99",
         "pass_ms_max",

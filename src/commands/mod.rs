@@ -1,6 +1,7 @@
 //! The work behind each CLI subcommand, kept out of `main.rs` so tests can call it.
 
 pub mod crd;
+pub mod explain;
 pub mod flags;
 pub mod plan;
 pub mod run;

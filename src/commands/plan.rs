@@ -12,6 +12,7 @@ use super::{OutputFormat, flags};
 use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
 use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
+use crate::planner::explain::{Explanation, explain_all};
 use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};
 
 /// The printed plan, nodes named.
@@ -20,7 +21,7 @@ pub struct PlanOutput<'a> {
     pub policy: Policy,
     /// Milliseconds the pass took (state loading excluded).
     pub pass_ms: f64,
-    pub jobs: Vec<NamedJobPlan<'a>>,
+    pub jobs: Vec<ExplainedJob<'a>>,
     pub summary: &'a PlanSummary,
     pub warnings: &'a [String],
     /// Jobs not planned because of errors: one entry per error.
@@ -29,6 +30,15 @@ pub struct PlanOutput<'a> {
     pub job_warnings: Vec<JobProblem>,
     /// Jobs of the kinds trainscale only sizes that are not planned, and why.
     pub left_alone: Vec<JobProblem>,
+}
+
+/// A job's plan with what explains it.
+#[derive(Debug, Serialize)]
+pub struct ExplainedJob<'a> {
+    #[serde(flatten)]
+    pub plan: NamedJobPlan<'a>,
+    #[serde(flatten)]
+    pub explanation: Explanation,
 }
 
 /// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
@@ -44,7 +54,12 @@ pub fn plan_snapshot(
     let output = PlanOutput {
         policy: result.policy,
         pass_ms,
-        jobs: result.named_jobs(&snap.state),
+        jobs: result
+            .named_jobs(&snap.state)
+            .into_iter()
+            .zip(explain_all(&snap.state, &result, config))
+            .map(|(plan, explanation)| ExplainedJob { plan, explanation })
+            .collect(),
         summary: &result.summary,
         warnings: &result.warnings,
         skipped: skipped_jobs(&snap.state),
@@ -66,7 +81,8 @@ fn render_table(p: &PlanOutput<'_>) -> String {
         "{:<18} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6} {:>6}  {:<10} PLACEMENTS / REMOVALS",
         "KIND", "JOB", "CURRENT", "TARGET", "MIN", "MAX", "F.BEF", "F.AFT", "REASON"
     );
-    for j in &p.jobs {
+    for explained in &p.jobs {
+        let j = &explained.plan;
         let placements: Vec<String> = j
             .placements
             .iter()
@@ -95,6 +111,10 @@ fn render_table(p: &PlanOutput<'_>) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         );
+    }
+    let _ = writeln!(out);
+    for j in &p.jobs {
+        let _ = writeln!(out, "{}: {}", j.plan.key, j.explanation.message);
     }
     let s = &p.summary;
     let _ = writeln!(

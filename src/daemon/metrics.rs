@@ -8,11 +8,12 @@ use metrics_util::MetricKindMask;
 
 use crate::api::{JobKind, Resources, TrainingJobPhase};
 use crate::cluster::ClusterState;
-use crate::planner::ScalePlan;
+use crate::planner::{Reason, ScalePlan};
 
 pub const PASS_DURATION: &str = "trainscale_pass_duration_seconds";
 pub const WATCH_EVENT_LAG: &str = "trainscale_watch_event_lag_seconds";
 pub const JOBS: &str = "trainscale_jobs";
+pub const PLANNED_JOBS: &str = "trainscale_planned_jobs";
 pub const SKIPPED_JOBS: &str = "trainscale_jobs_skipped";
 pub const TRAINERS_CURRENT: &str = "trainscale_job_trainers_current";
 pub const TRAINERS_TARGET: &str = "trainscale_job_trainers_target";
@@ -170,8 +171,13 @@ pub fn free_resources(state: &ClusterState) -> Resources {
         })
 }
 
-/// Per-job trainer gauges from a plan.
+/// Per-job trainer gauges from a plan, and the planned jobs per reason (every reason, 0 when
+/// none: a bounded set of series).
 pub fn observe_plan(plan: &ScalePlan) {
+    for reason in Reason::ALL {
+        let count = plan.jobs.iter().filter(|j| j.reason == reason).count();
+        gauge!(PLANNED_JOBS, "reason" => reason.as_str()).set(count as f64);
+    }
     for job in &plan.jobs {
         let labels = [
             ("kind", std::sync::Arc::from(job.key.kind.as_str())),

@@ -4,6 +4,7 @@
 mod bulk;
 mod candidates;
 mod edl;
+pub mod explain;
 mod fill_queue;
 mod fulfillment;
 mod nodes;

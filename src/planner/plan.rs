@@ -34,6 +34,19 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order metrics and reports list them.
+    pub const ALL: [Reason; 9] = [
+        Reason::ScaleUp,
+        Reason::Reclaimed,
+        Reason::Overload,
+        Reason::OverMax,
+        Reason::Cooldown,
+        Reason::NoFit,
+        Reason::Unchanged,
+        Reason::Starving,
+        Reason::LowGain,
+    ];
+
     /// The reason as plans, events and logs write it (the serialized name).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -221,17 +234,7 @@ mod tests {
 
     #[test]
     fn reason_names_are_the_serialized_names() {
-        for reason in [
-            Reason::ScaleUp,
-            Reason::Reclaimed,
-            Reason::Overload,
-            Reason::OverMax,
-            Reason::Cooldown,
-            Reason::NoFit,
-            Reason::Unchanged,
-            Reason::Starving,
-            Reason::LowGain,
-        ] {
+        for reason in Reason::ALL {
             assert_eq!(
                 serde_json::to_value(reason).ok(),
                 Some(serde_json::Value::from(reason.as_str()))

@@ -26,7 +26,7 @@ use ordered_float::OrderedFloat;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use super::metrics::{JobOutcome, TickSample};
+use super::metrics::{HeldBy, JobOutcome, TickSample};
 use super::scenario::{Scenario, SchedulerKind};
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
@@ -101,6 +101,7 @@ struct Decision {
     job: usize,
     target: i32,
     places: Vec<(usize, u32)>,
+    held_by: HeldBy,
 }
 
 /// The speedup curve `goodput` plans a trace job with: the model's speedup of its application
@@ -143,6 +144,8 @@ pub struct Engine<'a> {
     spanned: (f64, f64),
     /// Ticks at which a job had at least one but fewer than min trainers bound.
     partial_gang_ticks: u64,
+    /// Job-seconds by what held each live job at its plan's size (see [`HeldBy`]).
+    held_by: [f64; HeldBy::COUNT],
     /// Jobs seen so at least once.
     partial_gang_jobs: std::collections::BTreeSet<usize>,
 }
@@ -270,6 +273,7 @@ impl<'a> Engine<'a> {
             pass_ms: Vec::new(),
             spanned: (0.0, 0.0),
             partial_gang_ticks: 0,
+            held_by: [0.0; HeldBy::COUNT],
             partial_gang_jobs: Default::default(),
         };
         for (i, t) in trace.iter().enumerate() {
@@ -390,6 +394,7 @@ impl<'a> Engine<'a> {
             nodes_spanned: self.spanned,
             pending_wait: self.world.pending_wait,
             partial_gang_ticks: self.partial_gang_ticks,
+            held_by: self.held_by,
             partial_gang_jobs: self.partial_gang_jobs.len(),
         }
     }
@@ -575,6 +580,7 @@ impl<'a> Engine<'a> {
                     job,
                     target: jp.target.max(0),
                     places,
+                    held_by: HeldBy::of(jp.reason, jp.target, jp.max),
                 })
             })
             .collect();
@@ -587,8 +593,10 @@ impl<'a> Engine<'a> {
             job,
             target,
             places,
+            held_by,
         } in decisions
         {
+            self.held_by[held_by as usize] += self.scenario.interval_s;
             if target != self.runs[job].parallelism {
                 changed = true;
                 let r = &mut self.runs[job];

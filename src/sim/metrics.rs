@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::scenario::SchedulerKind;
 use super::trace::{SIZE_BUCKETS, size_bucket};
-use crate::planner::Policy;
+use crate::planner::{Policy, Reason};
 
 /// The cluster after one tick (planner pass, its application, a scheduling pass).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -30,6 +30,42 @@ pub struct TickSample {
     pub fulfillment_avg: Option<f64>,
     /// Wall time of the planner pass (not deterministic).
     pub pass_ms: f64,
+}
+
+/// What holds a live job at its plan's size, from the pass's reason: its gang does not fit yet,
+/// room (it wants more and none fits), the cooldown, max-instance, or nothing it wants
+/// (`goodput`'s marginal-gain cap, or a size it keeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeldBy {
+    Gang,
+    Capacity,
+    Cooldown,
+    AtMax,
+    Other,
+}
+
+impl HeldBy {
+    pub const COUNT: usize = 5;
+    /// Report names, in index order.
+    pub const NAMES: [&'static str; HeldBy::COUNT] = [
+        "waiting for gang",
+        "capacity-limited",
+        "cooldown",
+        "at max",
+        "other",
+    ];
+
+    /// What a pass's reason and target say of a job.
+    pub fn of(reason: Reason, target: i32, max: i32) -> HeldBy {
+        match reason {
+            Reason::Starving => HeldBy::Gang,
+            Reason::Cooldown => HeldBy::Cooldown,
+            Reason::LowGain => HeldBy::Other,
+            _ if target >= max => HeldBy::AtMax,
+            Reason::OverMax => HeldBy::AtMax,
+            _ => HeldBy::Capacity,
+        }
+    }
 }
 
 /// What happened to one job.
@@ -81,6 +117,8 @@ pub struct RunResult {
     /// Ticks, summed over jobs, at which a job had at least one but fewer than min trainers
     /// bound.
     pub partial_gang_ticks: u64,
+    /// Job-seconds by what held each live job at its size, indexed by [`HeldBy`].
+    pub held_by: [f64; HeldBy::COUNT],
     /// Jobs observed so at least once.
     pub partial_gang_jobs: usize,
 }
@@ -116,6 +154,8 @@ pub struct PolicySummary {
     pub pod_pending_avg_s: Option<f64>,
     pub partial_gang_ticks: u64,
     pub partial_gang_jobs: usize,
+    /// Share of live job-time by what held the job at its size ([`HeldBy::NAMES`]).
+    pub held_by: std::collections::BTreeMap<&'static str, f64>,
     pub pass_ms_p50: f64,
     pub pass_ms_p99: f64,
     pub pass_ms_max: f64,
@@ -221,6 +261,14 @@ impl RunResult {
                 .then(|| self.pending_wait.0 / self.pending_wait.1 as f64),
             partial_gang_ticks: self.partial_gang_ticks,
             partial_gang_jobs: self.partial_gang_jobs,
+            held_by: {
+                let total: f64 = self.held_by.iter().sum();
+                HeldBy::NAMES
+                    .iter()
+                    .zip(self.held_by)
+                    .map(|(name, t)| (*name, if total > 0.0 { t / total } else { 0.0 }))
+                    .collect()
+            },
             pass_ms_p50: percentile(&pass, 0.5).unwrap_or(0.0),
             pass_ms_p99: percentile(&pass, 0.99).unwrap_or(0.0),
             pass_ms_max: pass.last().copied().unwrap_or(0.0),

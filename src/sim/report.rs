@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::SimError;
-use super::metrics::{BucketJct, PolicySummary, RunResult};
+use super::metrics::{BucketJct, HeldBy, PolicySummary, RunResult};
 
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -163,6 +163,16 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
             Box::new(|s| format!("{} / {}", s.partial_gang_ticks, s.partial_gang_jobs)),
         ),
         ("GPU-hours", Box::new(|s| format!("{:.0}", s.gpu_hours))),
+        (
+            "job-time: gang / room / cooldown / max",
+            Box::new(|s| {
+                HeldBy::NAMES[..4]
+                    .iter()
+                    .map(|n| format!("{:.0}%", s.held_by.get(n).copied().unwrap_or(0.0) * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            }),
+        ),
         (
             "goodput",
             Box::new(|s| s.goodput.map(pct).unwrap_or("-".into())),

@@ -1,0 +1,406 @@
+//! Why each job is at its size: a one-line message with the numbers that decide it, and, for a
+//! job that wants more than it got, its place in the policy's queue. Computed after a pass and
+//! only where asked (`plan`, `explain`), so the pass itself costs nothing more.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::summary::free_after;
+use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan};
+use crate::api::speedup::SpeedupCurve;
+use crate::api::{GPU_RESOURCE_NAMES, JobKey, Resources};
+use crate::cluster::filters::PodClassId;
+use crate::cluster::{ClusterState, JobInfo, NodeId};
+
+/// What a job's decision says about itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explanation {
+    pub message: String,
+    /// 1 = the next to get room, in the policy's own order; only for jobs that want more than
+    /// they got.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u32>,
+}
+
+/// The explanation of every job of `plan`, in the plan's order. `state` is the state the plan was
+/// made from.
+pub fn explain_all(
+    state: &ClusterState,
+    plan: &ScalePlan,
+    config: &PlannerConfig,
+) -> Vec<Explanation> {
+    let queue = queue(state, plan, config);
+    let free: Free = free_after(state, &plan.jobs).into_iter().collect();
+    let room = Room { state, free: &free };
+    plan.jobs
+        .iter()
+        .enumerate()
+        .map(|(i, job)| {
+            let position = queue.iter().position(|&q| q == i);
+            let mut message = message(&room, plan, job, config);
+            if let Some(p) = position {
+                let ahead: Vec<String> = queue[..p]
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .rev()
+                    .map(|&q| plan.jobs[q].key.to_string())
+                    .collect();
+                message.push_str(&format!(
+                    "; {} in line for {}",
+                    ordinal(p + 1),
+                    describe(job.trainer)
+                ));
+                if !ahead.is_empty() {
+                    let more = if p > ahead.len() { ", …" } else { "" };
+                    message.push_str(&format!("; ahead: {}{more}", ahead.join(", ")));
+                }
+            }
+            Explanation {
+                message,
+                queue_position: position.map(|p| p as u32 + 1),
+            }
+        })
+        .collect()
+}
+
+/// The jobs that want more than they got (below min, or below max with no room), in the order
+/// the policy would hand them room: gangs below min first (higher priority, then older, then
+/// name), then the others by their share at their target (least fulfilled, or under `goodput`
+/// the largest gain of the next trainer), then the same tie order.
+fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<usize> {
+    let info = |job: &JobPlan| state.job(&job.key).and_then(|s| s.info.as_ref());
+    let mut waiting: Vec<(bool, f64, Reverse<i32>, i64, usize)> = plan
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| wants_more(j))
+        .map(|(i, j)| {
+            let (priority, created) = info(j).map_or((0, 0), |info| (info.priority, info.created));
+            let share = if config.policy == Policy::Goodput {
+                -info(j)
+                    .and_then(|info| info.speedup.as_deref())
+                    .map_or(SpeedupCurve::linear_gain(j.target), |c| c.gain(j.target))
+            } else {
+                j.fulfillment_after
+            };
+            (
+                j.reason != Reason::Starving,
+                share,
+                Reverse(priority),
+                created,
+                i,
+            )
+        })
+        .collect();
+    waiting.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(a.1.total_cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+            .then(a.4.cmp(&b.4))
+    });
+    waiting.into_iter().map(|w| w.4).collect()
+}
+
+/// Whether the job ends the pass wanting more than it got: below its gang, or below max-instance
+/// with nothing but room holding it back (not a cooldown, a marginal-gain cap or max-instance).
+fn wants_more(job: &JobPlan) -> bool {
+    job.reason == Reason::Starving
+        || (job.target < job.max
+            && !matches!(
+                job.reason,
+                Reason::Cooldown | Reason::LowGain | Reason::OverMax | Reason::Unchanged
+            ))
+        || (job.reason == Reason::Unchanged && job.target < job.max && job.min < job.max)
+}
+
+/// The message of one job's decision.
+fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig) -> String {
+    let state = room.state;
+    let slot = state.job(&job.key);
+    let info = slot.and_then(|s| s.info.as_ref());
+    let class = slot.and_then(|s| s.class);
+    let (c, t) = (job.current, job.target);
+    match job.reason {
+        Reason::ScaleUp => {
+            let below_min =
+                c < job.min || slot.is_some_and(|s| (s.trainers.bound as i32) < job.min);
+            let grew = if below_min {
+                format!("its gang of {} is placed ({c} → {t})", trainers(job.min))
+            } else {
+                format!("grows {c} → {t}")
+            };
+            if t < job.max {
+                format!(
+                    "{grew}, then no room for more: {}",
+                    room.shortfall(job.trainer, class, 1)
+                )
+            } else {
+                format!("{grew}, to max-instance {}", job.max)
+            }
+        }
+        Reason::Reclaimed => {
+            let grew: Vec<String> = plan
+                .jobs
+                .iter()
+                .filter(|j| j.target > j.current && j.key != job.key)
+                .take(3)
+                .map(|j| j.key.to_string())
+                .collect();
+            format!(
+                "gives {} trainer(s) to jobs below their min or less served ({c} → {t}){}",
+                c - t,
+                if grew.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", grew.join(", "))
+                }
+            )
+        }
+        Reason::Overload => format!(
+            "shrinks {c} → {t}: a node it runs on holds more than it has (its allocatable shrank \
+             or pods were bound outside the plan)"
+        ),
+        Reason::OverMax if c > job.max => {
+            format!("brought down {c} → {t}, to max-instance {}", job.max)
+        }
+        Reason::OverMax => format!("at max-instance {}", job.max),
+        Reason::Cooldown => cooldown(info, config, c),
+        Reason::Unchanged if job.min == job.max => format!("fixed size {}", job.min),
+        Reason::Unchanged if t >= job.max => format!("at max-instance {}", job.max),
+        Reason::Unchanged => format!(
+            "keeps {t} of max {}: {}",
+            job.max,
+            room.shortfall(job.trainer, class, 1)
+        ),
+        Reason::LowGain => {
+            let gain = info
+                .and_then(|i| i.speedup.as_deref())
+                .map_or(SpeedupCurve::linear_gain(t), |curve| curve.gain(t));
+            format!(
+                "at {t}: its next trainer would add {:.0}% speed, less than --min-marginal-speedup {}",
+                gain * 100.0,
+                config.min_marginal_speedup
+            )
+        }
+        Reason::Starving => {
+            let missing = (job.min - slot.map_or(0, |s| s.trainers.bound as i32)).max(1);
+            format!(
+                "waits for its gang: {}",
+                room.shortfall(job.trainer, class, missing)
+            )
+        }
+        Reason::NoFit => format!(
+            "at {t} of max {}: {}",
+            job.max,
+            room.shortfall(job.trainer, class, 1)
+        ),
+    }
+}
+
+/// The cooldown message: when the job was last rescaled and when it may be again.
+fn cooldown(info: Option<&JobInfo>, config: &PlannerConfig, current: i32) -> String {
+    let Some(last) = info.and_then(|i| i.last_scale) else {
+        return format!("held at {current} by the cooldown");
+    };
+    format!(
+        "rescaled to {current} at {}; the cooldown allows the next rescale after {}",
+        time(last),
+        time(last.saturating_add(config.cooldown_s))
+    )
+}
+
+/// Seconds since the epoch as RFC 3339.
+fn time(seconds: i64) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(seconds)
+        .map_or_else(|_| seconds.to_string(), |t| t.to_string())
+}
+
+/// An amount of one resource of a request or a node.
+type Amount = fn(Resources) -> i64;
+
+/// A resource as messages name it: its name, its amount, how to print an amount.
+type Measure = (&'static str, Amount, fn(i64) -> String);
+
+/// Free room per schedulable node once the plan is applied.
+type Free = HashMap<NodeId, Resources>;
+
+/// The state a plan was made from, with the free room the plan leaves.
+struct Room<'a> {
+    state: &'a ClusterState,
+    free: &'a Free,
+}
+
+impl Room<'_> {
+    /// What keeps `count` more trainers of `trainer` off the nodes `class` may use once the plan is
+    /// applied: the resource that blocks, with the largest amount of it one node has (allocatable,
+    /// then free).
+    fn shortfall(&self, trainer: Resources, class: Option<PodClassId>, count: i32) -> String {
+        let state = self.state;
+        let (what, verb) = if count == 1 {
+            (format!("a trainer of {}", describe(trainer)), "does")
+        } else {
+            (
+                format!("{count} trainers of {} each", describe(trainer)),
+                "do",
+            )
+        };
+        let mut nodes = state
+            .nodes()
+            .filter(|(_, slot)| slot.schedulable())
+            .peekable();
+        if nodes.peek().is_none() {
+            return format!("{what} {verb} not fit: no node is schedulable");
+        }
+        let (total, eligible): (usize, Vec<_>) = {
+            let all: Vec<_> = nodes.collect();
+            let total = all.len();
+            (
+                total,
+                all.into_iter()
+                    .filter(|(id, _)| state.eligible(class, *id))
+                    .collect(),
+            )
+        };
+        if eligible.is_empty() {
+            return format!(
+                "{what} {verb} not fit: none of the {total} schedulable nodes passes its node selector, \
+             affinity or tolerations"
+            );
+        }
+        let filtered = if eligible.len() < total {
+            format!(
+                " (on the {} of {total} nodes its selector, affinity and tolerations allow)",
+                eligible.len()
+            )
+        } else {
+            String::new()
+        };
+        let alloc = |id: u32| {
+            state
+                .node(id)
+                .and_then(|s| s.info.as_ref())
+                .map_or(Resources::ZERO, |n| n.allocatable)
+        };
+        let most = |of: &dyn Fn(u32) -> i64| -> (i64, String) {
+            eligible
+                .iter()
+                .map(|(id, slot)| (of(*id), slot.name.to_string()))
+                .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+                .unwrap_or((0, String::new()))
+        };
+        let resources: [Measure; 3] = [
+            (GPU_RESOURCE_NAMES[0], |r| r.gpu, |v| v.to_string()),
+            ("cpu", |r| r.cpu_milli, cores),
+            ("memory", |r| r.memory, bytes),
+        ];
+        for (name, amount, show) in resources {
+            let (largest, node) = most(&|id| amount(alloc(id)));
+            if amount(trainer) > largest {
+                return format!(
+                    "{what} {verb} not fit: every trainer needs {} {name}, more than any node has{filtered} \
+                 (the largest: {} on {node})",
+                    show(amount(trainer)),
+                    show(largest)
+                );
+            }
+        }
+        for (name, amount, show) in resources {
+            let (largest, node) = most(&|id| self.free.get(&id).map_or(0, |f| amount(*f).max(0)));
+            if amount(trainer) > largest {
+                return format!(
+                    "{what} {verb} not fit: the largest free block on one node is {} {name} ({node}){filtered}",
+                    show(largest)
+                );
+            }
+        }
+        // Each resource alone is free somewhere: what the node with the most of the scarcest one
+        // (GPUs for a GPU trainer, else CPU) lacks.
+        let key: Amount = if trainer.gpu > 0 {
+            |r| r.gpu
+        } else {
+            |r| r.cpu_milli
+        };
+        let (_, node) = most(&|id| self.free.get(&id).map_or(0, |f| key(*f)));
+        let free = state
+            .node_id_of(&node)
+            .and_then(|id| self.free.get(&id))
+            .copied()
+            .unwrap_or(Resources::ZERO);
+        let lacking: Vec<String> = resources
+            .iter()
+            .filter(|(_, amount, _)| amount(trainer) > amount(free))
+            .map(|(name, amount, show)| format!("only {} {name}", show(amount(free).max(0))))
+            .collect();
+        format!(
+            "{what} {verb} not fit: no node has all of it free at once{filtered}; {node}, with the \
+         most, has {}",
+            lacking.join(" and ")
+        )
+    }
+}
+
+/// A trainer's request as a person reads it: `8 nvidia.com/gpu, 8 cpu, 32Gi`.
+pub fn describe(trainer: Resources) -> String {
+    let mut parts = Vec::new();
+    if trainer.gpu > 0 {
+        parts.push(format!("{} {}", trainer.gpu, GPU_RESOURCE_NAMES[0]));
+    }
+    parts.push(format!("{} cpu", cores(trainer.cpu_milli)));
+    parts.push(bytes(trainer.memory));
+    parts.join(", ")
+}
+
+fn cores(milli: i64) -> String {
+    if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
+fn bytes(b: i64) -> String {
+    const GI: i64 = 1 << 30;
+    const MI: i64 = 1 << 20;
+    if b % GI == 0 {
+        format!("{}Gi", b / GI)
+    } else if b % MI == 0 {
+        format!("{}Mi", b / MI)
+    } else {
+        b.to_string()
+    }
+}
+
+/// `n trainer(s)`.
+fn trainers(n: i32) -> String {
+    if n == 1 {
+        "1 trainer".to_string()
+    } else {
+        format!("{n} trainers")
+    }
+}
+
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+/// The explanation of the job `key` in `plan`, if the plan has it.
+pub fn explain_job(
+    state: &ClusterState,
+    plan: &ScalePlan,
+    config: &PlannerConfig,
+    key: &JobKey,
+) -> Option<Explanation> {
+    let i = plan.jobs.iter().position(|j| &*j.key == key)?;
+    explain_all(state, plan, config).into_iter().nth(i)
+}

@@ -1,0 +1,173 @@
+//! Every job says why it is at its size: the messages of each reason on small hand-made
+//! clusters, queue positions, and `explain`.
+
+mod common;
+
+use common::*;
+use trainscale::api::{JobKey, Resources};
+use trainscale::cluster::{ClusterState, JobInfo};
+use trainscale::commands::explain::explain_job;
+use trainscale::planner::explain::{Explanation, explain_all};
+use trainscale::planner::{PlannerConfig, Reason, plan};
+
+fn explained(s: &ClusterState, config: &PlannerConfig) -> Vec<(String, Reason, Explanation)> {
+    let p = plan(s, config);
+    let e = explain_all(s, &p, config);
+    p.jobs
+        .iter()
+        .zip(e)
+        .map(|(j, e)| (j.key.name.to_string(), j.reason, e))
+        .collect()
+}
+
+fn of<'a>(
+    all: &'a [(String, Reason, Explanation)],
+    name: &str,
+) -> &'a (String, Reason, Explanation) {
+    all.iter().find(|(n, _, _)| n == name).unwrap()
+}
+
+#[test]
+fn a_trainer_larger_than_any_node_names_the_gpu_shortfall() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "node-00001", 64_000, 512, 8);
+    add_node(&mut s, "node-00002", 64_000, 512, 8);
+    let huge = Resources::new(8_000, 8 * GIB, 64);
+    add_job(&mut s, "huge", job_info(1, 4, huge), 1, &[]);
+    let all = explained(&s, &PlannerConfig::default());
+    let (_, reason, e) = of(&all, "huge");
+    assert_eq!(*reason, Reason::Starving);
+    assert_eq!(e.queue_position, Some(1));
+    assert!(
+        e.message.contains(
+            "waits for its gang: a trainer of 64 nvidia.com/gpu, 8 cpu, 8Gi does not fit: every \
+             trainer needs 64 nvidia.com/gpu, more than any node has (the largest: 8 on node-00001)"
+        ),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("1st in line for 64 nvidia.com/gpu"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn memory_blocks_while_gpus_are_free() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 256, 8);
+    // A CPU job holds 200 GiB of the node's memory.
+    add_job(
+        &mut s,
+        "cpu",
+        job_info(1, 1, Resources::new(1_000, 200 * GIB, 0)),
+        1,
+        &["a"],
+    );
+    add_job(
+        &mut s,
+        "gpu",
+        job_info(1, 4, Resources::new(1_000, 40 * GIB, 1)),
+        1,
+        &["a"],
+    );
+    let all = explained(&s, &PlannerConfig::default());
+    let (_, reason, e) = of(&all, "gpu");
+    // 256 − 200 − 40 = 16 GiB left, 7 GPUs free.
+    assert_eq!(*reason, Reason::NoFit);
+    assert!(
+        e.message.contains(
+            "at 1 of max 4: a trainer of 1 nvidia.com/gpu, 1 cpu, 40Gi does not fit: the largest \
+             free block on one node is 16Gi memory (a)"
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.queue_position, Some(1));
+    let (_, reason, e) = of(&all, "cpu");
+    assert_eq!(*reason, Reason::Unchanged);
+    assert_eq!(e.message, "fixed size 1");
+    assert_eq!(e.queue_position, None);
+}
+
+#[test]
+fn queue_positions_follow_the_policy_order_and_name_who_is_ahead() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 4);
+    let t = Resources::new(1_000, GIB, 1);
+    // Two jobs of range 1..9 on 4 GPUs: both get 2 and want more; a third at its max.
+    add_job(&mut s, "x", job_info(1, 9, t), 1, &[]);
+    add_job(&mut s, "y", job_info(1, 9, t), 1, &[]);
+    let all = explained(&s, &PlannerConfig::default());
+    let positions: Vec<Option<u32>> = ["x", "y"]
+        .iter()
+        .map(|n| of(&all, n).2.queue_position)
+        .collect();
+    assert_eq!(positions, vec![Some(1), Some(2)]);
+    let y = &of(&all, "y").2.message;
+    assert!(
+        y.contains("2nd in line for 1 nvidia.com/gpu, 1 cpu, 1Gi; ahead: ns/x"),
+        "{y}"
+    );
+    assert!(
+        y.contains("the largest free block on one node is 0 nvidia.com/gpu (a)"),
+        "{y}"
+    );
+}
+
+#[test]
+fn cooldown_and_max_instance_messages() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 8);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(
+        &mut s,
+        "cool",
+        JobInfo {
+            last_scale: Some(1_764_000_000),
+            ..job_info(1, 8, t)
+        },
+        2,
+        &["a", "a"],
+    );
+    add_job(&mut s, "full", job_info(1, 2, t), 2, &["a", "a"]);
+    let config = PlannerConfig {
+        now: 1_764_000_060,
+        cooldown_s: 120,
+        ..PlannerConfig::default()
+    };
+    let all = explained(&s, &config);
+    assert_eq!(
+        of(&all, "cool").2.message,
+        "rescaled to 2 at 2025-11-24T16:00:00Z; the cooldown allows the next rescale after \
+         2025-11-24T16:02:00Z"
+    );
+    assert_eq!(of(&all, "cool").2.queue_position, None);
+    assert_eq!(of(&all, "full").2.message, "at max-instance 2");
+}
+
+#[test]
+fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 2);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(&mut s, "x", job_info(1, 4, t), 2, &["a", "a"]);
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/x").unwrap();
+    assert_eq!((e.target, e.queue_position), (2, Some(1)));
+    assert_eq!(
+        e.would_grow_with.as_deref(),
+        Some(
+            "one more node with 1 nvidia.com/gpu, 1 cpu, 1Gi free (labelled as its other nodes) \
+             lets it reach 3 trainers"
+        )
+    );
+    let missing = explain_job(&s, &PlannerConfig::default(), "ns/nope").unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .contains("job ns/nope is not in the cluster"),
+        "{missing}"
+    );
+    let _ = JobKey::new("ns", "x");
+}
