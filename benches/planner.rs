@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
+use trainscale::planner::explain::explain_all;
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
@@ -87,5 +88,27 @@ fn bench_constrained(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_constrained);
+/// The explanations of every job of an L pass (`plan` and `explain` compute them after the pass;
+/// the daemon's pass does not): the cost of asking "why" of the whole cluster at once.
+fn bench_explain(c: &mut Criterion) {
+    let mut group = c.benchmark_group("explain");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    let shape = ClusterShape::planner_bench(10_000, 5_000);
+    for (state_name, state) in [
+        ("steady", steady(shape, PLANNER_BENCH_CHURN)),
+        ("cold", generate(shape)),
+    ] {
+        let config = PlannerConfig::default();
+        let result = plan(&state, &config);
+        let id = BenchmarkId::new("explain_all", format!("L {state_name}"));
+        group.bench_with_input(id, &state, |b, s| {
+            b.iter(|| explain_all(black_box(s), &result, &config))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_constrained, bench_explain);
 criterion_main!(benches);

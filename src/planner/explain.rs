@@ -2,6 +2,7 @@
 //! job that wants more than it got, its place in the policy's queue. Computed after a pass and
 //! only where asked (`plan`, `explain`), so the pass itself costs nothing more.
 
+use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
@@ -32,13 +33,21 @@ pub fn explain_all(
     config: &PlannerConfig,
 ) -> Vec<Explanation> {
     let queue = queue(state, plan, config);
+    let mut positions = vec![None; plan.jobs.len()];
+    for (p, &i) in queue.iter().enumerate() {
+        positions[i] = Some(p);
+    }
     let free: Free = free_after(state, &plan.jobs).into_iter().collect();
-    let room = Room { state, free: &free };
+    let room = Room {
+        state,
+        free: &free,
+        classes: RefCell::default(),
+    };
     plan.jobs
         .iter()
         .enumerate()
         .map(|(i, job)| {
-            let position = queue.iter().position(|&q| q == i);
+            let position = positions[i];
             let mut message = message(&room, plan, job, config);
             if let Some(p) = position {
                 let ahead: Vec<String> = queue[..p]
@@ -228,18 +237,81 @@ type Measure = (&'static str, Amount, fn(i64) -> String);
 /// Free room per schedulable node once the plan is applied.
 type Free = HashMap<NodeId, Resources>;
 
+/// The resources messages name, in the order they are checked.
+const MEASURES: [Measure; 3] = [
+    (GPU_RESOURCE_NAMES[0], |r| r.gpu, |v| v.to_string()),
+    ("cpu", |r| r.cpu_milli, cores),
+    ("memory", |r| r.memory, bytes),
+];
+
+/// What the nodes one trainer class may use offer, found once per class.
+#[derive(Debug, Clone)]
+struct ClassRoom {
+    schedulable: usize,
+    eligible: usize,
+    /// Per [`MEASURES`] entry: the most allocatable one node has, and that node.
+    largest: [(i64, NodeId); 3],
+    /// Per [`MEASURES`] entry: the most free room one node has after the plan, and that node.
+    freest: [(i64, NodeId); 3],
+}
+
 /// The state a plan was made from, with the free room the plan leaves.
 struct Room<'a> {
     state: &'a ClusterState,
     free: &'a Free,
+    classes: RefCell<HashMap<Option<PodClassId>, ClassRoom>>,
 }
 
 impl Room<'_> {
+    /// What the nodes `class` may use offer (schedulable ones; ties go to the first by name).
+    fn class_room(&self, class: Option<PodClassId>) -> ClassRoom {
+        if let Some(room) = self.classes.borrow().get(&class) {
+            return room.clone();
+        }
+        let state = self.state;
+        let mut room = ClassRoom {
+            schedulable: 0,
+            eligible: 0,
+            largest: [(i64::MIN, 0); 3],
+            freest: [(i64::MIN, 0); 3],
+        };
+        let mut by_name: Vec<(&str, NodeId, Resources, Resources)> = state
+            .nodes()
+            .filter(|(_, slot)| slot.schedulable())
+            .filter_map(|(id, slot)| {
+                room.schedulable += 1;
+                let alloc = slot.info.as_ref()?.allocatable;
+                let free = self.free.get(&id).copied().unwrap_or(Resources::ZERO);
+                state
+                    .eligible(class, id)
+                    .then_some((&*slot.name, id, alloc, free))
+            })
+            .collect();
+        by_name.sort_by(|a, b| a.0.cmp(b.0));
+        room.eligible = by_name.len();
+        for (_, id, alloc, free) in by_name {
+            for (k, (_, amount, _)) in MEASURES.iter().enumerate() {
+                if amount(alloc) > room.largest[k].0 {
+                    room.largest[k] = (amount(alloc), id);
+                }
+                let f = amount(free).max(0);
+                if f > room.freest[k].0 {
+                    room.freest[k] = (f, id);
+                }
+            }
+        }
+        self.classes.borrow_mut().insert(class, room.clone());
+        room
+    }
+
+    fn name(&self, id: NodeId) -> &str {
+        self.state.node(id).map_or("", |n| &*n.name)
+    }
+
     /// What keeps `count` more trainers of `trainer` off the nodes `class` may use once the plan is
     /// applied: the resource that blocks, with the largest amount of it one node has (allocatable,
     /// then free).
     fn shortfall(&self, trainer: Resources, class: Option<PodClassId>, count: i32) -> String {
-        let state = self.state;
         let (what, verb) = if count == 1 {
             (format!("a trainer of {}", describe(trainer)), "does")
         } else {
@@ -248,96 +320,61 @@ impl Room<'_> {
                 "do",
             )
         };
-        let mut nodes = state
-            .nodes()
-            .filter(|(_, slot)| slot.schedulable())
-            .peekable();
-        if nodes.peek().is_none() {
+        let room = self.class_room(class);
+        if room.schedulable == 0 {
             return format!("{what} {verb} not fit: no node is schedulable");
         }
-        let (total, eligible): (usize, Vec<_>) = {
-            let all: Vec<_> = nodes.collect();
-            let total = all.len();
-            (
-                total,
-                all.into_iter()
-                    .filter(|(id, _)| state.eligible(class, *id))
-                    .collect(),
-            )
-        };
-        if eligible.is_empty() {
+        if room.eligible == 0 {
             return format!(
-                "{what} {verb} not fit: none of the {total} schedulable nodes passes its node selector, \
-             affinity or tolerations"
+                "{what} {verb} not fit: none of the {} schedulable nodes passes its node \
+                 selector, affinity or tolerations",
+                room.schedulable
             );
         }
-        let filtered = if eligible.len() < total {
+        let filtered = if room.eligible < room.schedulable {
             format!(
-                " (on the {} of {total} nodes its selector, affinity and tolerations allow)",
-                eligible.len()
+                " (on the {} of {} nodes its selector, affinity and tolerations allow)",
+                room.eligible, room.schedulable
             )
         } else {
             String::new()
         };
-        let alloc = |id: u32| {
-            state
-                .node(id)
-                .and_then(|s| s.info.as_ref())
-                .map_or(Resources::ZERO, |n| n.allocatable)
-        };
-        let most = |of: &dyn Fn(u32) -> i64| -> (i64, String) {
-            eligible
-                .iter()
-                .map(|(id, slot)| (of(*id), slot.name.to_string()))
-                .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-                .unwrap_or((0, String::new()))
-        };
-        let resources: [Measure; 3] = [
-            (GPU_RESOURCE_NAMES[0], |r| r.gpu, |v| v.to_string()),
-            ("cpu", |r| r.cpu_milli, cores),
-            ("memory", |r| r.memory, bytes),
-        ];
-        for (name, amount, show) in resources {
-            let (largest, node) = most(&|id| amount(alloc(id)));
+        for (k, (name, amount, show)) in MEASURES.iter().enumerate() {
+            let (largest, node) = room.largest[k];
             if amount(trainer) > largest {
                 return format!(
-                    "{what} {verb} not fit: every trainer needs {} {name}, more than any node has{filtered} \
-                 (the largest: {} on {node})",
+                    "{what} {verb} not fit: every trainer needs {} {name}, more than any node \
+                     has{filtered} (the largest: {} on {})",
                     show(amount(trainer)),
-                    show(largest)
+                    show(largest),
+                    self.name(node)
                 );
             }
         }
-        for (name, amount, show) in resources {
-            let (largest, node) = most(&|id| self.free.get(&id).map_or(0, |f| amount(*f).max(0)));
-            if amount(trainer) > largest {
+        for (k, (name, amount, show)) in MEASURES.iter().enumerate() {
+            let (freest, node) = room.freest[k];
+            if amount(trainer) > freest {
                 return format!(
-                    "{what} {verb} not fit: the largest free block on one node is {} {name} ({node}){filtered}",
-                    show(largest)
+                    "{what} {verb} not fit: the largest free block on one node is {} {name} \
+                     ({}){filtered}",
+                    show(freest),
+                    self.name(node)
                 );
             }
         }
-        // Each resource alone is free somewhere: what the node with the most of the scarcest one
-        // (GPUs for a GPU trainer, else CPU) lacks.
-        let key: Amount = if trainer.gpu > 0 {
-            |r| r.gpu
-        } else {
-            |r| r.cpu_milli
-        };
-        let (_, node) = most(&|id| self.free.get(&id).map_or(0, |f| key(*f)));
-        let free = state
-            .node_id_of(&node)
-            .and_then(|id| self.free.get(&id))
-            .copied()
-            .unwrap_or(Resources::ZERO);
-        let lacking: Vec<String> = resources
+        // Each resource alone is free somewhere: what the node with the most of the scarcest
+        // one (GPUs for a GPU trainer, else CPU) lacks.
+        let node = room.freest[if trainer.gpu > 0 { 0 } else { 1 }].1;
+        let free = self.free.get(&node).copied().unwrap_or(Resources::ZERO);
+        let lacking: Vec<String> = MEASURES
             .iter()
             .filter(|(_, amount, _)| amount(trainer) > amount(free))
             .map(|(name, amount, show)| format!("only {} {name}", show(amount(free).max(0))))
             .collect();
         format!(
-            "{what} {verb} not fit: no node has all of it free at once{filtered}; {node}, with the \
-         most, has {}",
+            "{what} {verb} not fit: no node has all of it free at once{filtered}; {}, with the \
+             most, has {}",
+            self.name(node),
             lacking.join(" and ")
         )
     }
