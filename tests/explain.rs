@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use trainscale::api::{JobKey, Resources};
+use trainscale::api::Resources;
 use trainscale::cluster::{ClusterState, JobInfo};
 use trainscale::commands::explain::explain_job;
 use trainscale::planner::explain::{Explanation, explain_all};
@@ -169,5 +169,4 @@ fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job()
             .contains("job ns/nope is not in the cluster"),
         "{missing}"
     );
-    let _ = JobKey::new("ns", "x");
 }

@@ -7,8 +7,6 @@
 //! `s(n+1)/s(n) − 1` is capped at what linear speedup would give (`1/n`) and at the gain of the
 //! trainer before it. So declaring a steep curve cannot win a job more than a linear one would.
 
-use std::fmt;
-
 /// The annotation a job declares its speedup curve in.
 pub const SPEEDUP_ANNOTATION: &str = "trainscale.io/speedup";
 
@@ -22,7 +20,7 @@ pub struct SpeedupCurve {
     /// `gains[n - 1]` is the relative gain of going from `n` to `n + 1` trainers, for `n` up to
     /// the curve's last point (exclusive); past it the last gain shrinks as linear growth's would.
     gains: Vec<f64>,
-    /// Past the last point: speedup grows by `slope` per trainer from `last` at `end` trainers.
+    /// How speedup goes on past the gains listed.
     tail: Tail,
 }
 
@@ -184,18 +182,7 @@ impl SpeedupCurve {
     pub fn speedup(&self, n: i32) -> f64 {
         (1..n).map(|k| 1.0 + self.gain(k)).product()
     }
-}
 
-impl fmt::Display for SpeedupCurve {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.tail {
-            Tail::Amdahl { p } => write!(f, "amdahl:{p}"),
-            Tail::Linear { end, .. } => write!(f, "{end} points"),
-        }
-    }
-}
-
-impl SpeedupCurve {
     /// The capped curve through a table of speedups at 1, 2, 3, … trainers (`speedups[n - 1]`
     /// for `n`; a value that is not positive and finite counts as linear).
     pub fn from_table(speedups: &[f64]) -> SpeedupCurve {

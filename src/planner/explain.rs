@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::summary::free_after;
 use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan};
 use crate::api::speedup::SpeedupCurve;
-use crate::api::{GPU_RESOURCE_NAMES, JobKey, Resources};
+use crate::api::{GPU_RESOURCE_NAMES, Quantity, Resources};
 use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, JobInfo, NodeId};
 
@@ -117,13 +117,12 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
 /// Whether the job ends the pass wanting more than it got: below its gang, or below max-instance
 /// with nothing but room holding it back (not a cooldown, a marginal-gain cap or max-instance).
 fn wants_more(job: &JobPlan) -> bool {
-    job.reason == Reason::Starving
-        || (job.target < job.max
-            && !matches!(
-                job.reason,
-                Reason::Cooldown | Reason::LowGain | Reason::OverMax | Reason::Unchanged
-            ))
-        || (job.reason == Reason::Unchanged && job.target < job.max && job.min < job.max)
+    let held_otherwise = matches!(
+        job.reason,
+        Reason::Cooldown | Reason::LowGain | Reason::OverMax
+    );
+    let fixed = job.reason == Reason::Unchanged && job.min == job.max;
+    job.reason == Reason::Starving || (job.target < job.max && !held_otherwise && !fixed)
 }
 
 /// The message of one job's decision.
@@ -392,11 +391,7 @@ pub fn describe(trainer: Resources) -> String {
 }
 
 fn cores(milli: i64) -> String {
-    if milli % 1000 == 0 {
-        (milli / 1000).to_string()
-    } else {
-        format!("{milli}m")
-    }
+    Quantity::from_milli(milli).to_string()
 }
 
 fn bytes(b: i64) -> String {
@@ -429,15 +424,4 @@ fn ordinal(n: usize) -> String {
         _ => "th",
     };
     format!("{n}{suffix}")
-}
-
-/// The explanation of the job `key` in `plan`, if the plan has it.
-pub fn explain_job(
-    state: &ClusterState,
-    plan: &ScalePlan,
-    config: &PlannerConfig,
-    key: &JobKey,
-) -> Option<Explanation> {
-    let i = plan.jobs.iter().position(|j| &*j.key == key)?;
-    explain_all(state, plan, config).into_iter().nth(i)
 }

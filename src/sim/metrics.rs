@@ -33,8 +33,8 @@ pub struct TickSample {
 }
 
 /// What holds a live job at its plan's size, from the pass's reason: its gang does not fit yet,
-/// room (it wants more and none fits), the cooldown, max-instance, or nothing it wants
-/// (`goodput`'s marginal-gain cap, or a size it keeps).
+/// room (it wants more and none fits), the cooldown, max-instance, or `goodput`'s marginal-gain
+/// cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeldBy {
     Gang,
