@@ -69,7 +69,28 @@ fn assert_usage_error(args: &[&str], env: &[(&str, &str)], flag: &str, why: &str
 
 #[test]
 fn out_of_range_flags_are_usage_errors_naming_the_flag() {
-    let cases: [(&[&str], &str, &str); 12] = [
+    let cases: [(&[&str], &str, &str); 15] = [
+        (
+            &["run", "--min-marginal-speedup", "NaN"],
+            "--min-marginal-speedup",
+            "not in [0, 1)",
+        ),
+        (
+            &["run", "--min-marginal-speedup", "1"],
+            "--min-marginal-speedup",
+            "not in [0, 1)",
+        ),
+        (
+            &[
+                "plan",
+                "--snapshot",
+                "x.json",
+                "--min-marginal-speedup",
+                "-0.1",
+            ],
+            "--min-marginal-speedup",
+            "not in [0, 1)",
+        ),
         (&["run", "--interval", "0s"], "--interval", "above zero"),
         (&["run", "--interval", "400days"], "--interval", "not in"),
         (&["run", "--debounce", "0ms"], "--debounce", "above zero"),

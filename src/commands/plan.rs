@@ -159,7 +159,7 @@ pub struct PlanArgs {
     pub max_load_desired: f64,
     /// `goodput` only: a job grows only by trainers that each add at least this relative
     /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
-    #[arg(long, default_value = "0", value_parser = flags::min_marginal_speedup)]
+    #[arg(long, default_value = "0", allow_negative_numbers = true, value_parser = flags::min_marginal_speedup)]
     pub min_marginal_speedup: f64,
     /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`; at most
     /// 7 days.

@@ -39,7 +39,7 @@ pub struct RunArgs {
     pub max_load_desired: f64,
     /// `goodput` policy: a job grows only by trainers that each add at least this relative
     /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
-    #[arg(long, env = "TRAINSCALE_MIN_MARGINAL_SPEEDUP", default_value = "0", value_parser = flags::min_marginal_speedup)]
+    #[arg(long, env = "TRAINSCALE_MIN_MARGINAL_SPEEDUP", default_value = "0", allow_negative_numbers = true, value_parser = flags::min_marginal_speedup)]
     pub min_marginal_speedup: f64,
     /// Period of the unconditional pass (e.g. 30s, 2m), above zero, at most 24h.
     #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = flags::interval)]
