@@ -9,6 +9,11 @@ use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use trainscale::api::JobKey;
+use trainscale::daemon::sizing::{Decision, Known, decide, merged};
 use trainscale::planner::explain::explain_all;
 use trainscale::planner::{PlannerConfig, Policy, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
@@ -110,5 +115,84 @@ fn bench_explain(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench, bench_constrained, bench_explain);
+/// The daemon's pass with its sizing conditions decided (`daemon::sizing::decide`) beside the
+/// plan alone, on the steady L state: `settled`, every job's conditions already say its decision
+/// (no message computed); `5% changed`, one job in twenty has a new decision (its message is
+/// computed). The budget: within 10% of the plan alone.
+fn bench_sizing(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sizing");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    let state = steady(
+        ClusterShape::planner_bench(10_000, 5_000),
+        PLANNER_BENCH_CHURN,
+    );
+    let config = PlannerConfig::default();
+    let first = plan(&state, &config);
+    let now = "2026-11-26T00:00:00Z".parse().unwrap_or_default();
+    let written: HashMap<JobKey, (Decision, Vec<Condition>)> =
+        decide(&state, &first, &config, |_| Known::default())
+            .into_iter()
+            .map(|u| {
+                let conditions = merged(&u.existing, &u.desired, now);
+                (u.key, (u.decision, conditions))
+            })
+            .collect();
+    let renewed: HashSet<JobKey> = first
+        .jobs
+        .iter()
+        .step_by(20)
+        .map(|j| j.key.clone().into_owned())
+        .collect();
+    let known = |key: &JobKey, churn: bool| {
+        let (decision, conditions) = &written[key];
+        Known {
+            explained: (!(churn && renewed.contains(key))).then_some(decision),
+            conditions,
+            resource_version: None,
+        }
+    };
+    group.bench_function("L steady: plan alone", |b| {
+        b.iter(|| plan(black_box(&state), &config))
+    });
+    group.bench_function("L steady: plan + sizing, settled", |b| {
+        b.iter(|| {
+            let p = plan(black_box(&state), &config);
+            decide(&state, &p, &config, |k| known(k, false)).len()
+        })
+    });
+    group.bench_function(
+        format!(
+            "L steady: plan + sizing, {} decisions changed",
+            renewed.len()
+        ),
+        |b| {
+            b.iter(|| {
+                let p = plan(black_box(&state), &config);
+                decide(&state, &p, &config, |k| known(k, true)).len()
+            })
+        },
+    );
+    let one = first.jobs.first().map(|j| j.key.clone().into_owned());
+    group.bench_function("L steady: plan + sizing, 1 decision changed", |b| {
+        b.iter(|| {
+            let p = plan(black_box(&state), &config);
+            decide(&state, &p, &config, |k| Known {
+                explained: (Some(k) != one.as_ref()).then_some(&written[k].0),
+                ..known(k, false)
+            })
+            .len()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench,
+    bench_constrained,
+    bench_explain,
+    bench_sizing
+);
 criterion_main!(benches);

@@ -1974,3 +1974,94 @@ async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
     make_unavailable(&kubeconfig, &[]).await;
     stop(cluster).await;
 }
+
+/// A job whose trainers need 64 GPUs each, on a cluster whose one node has 8, says why on its
+/// status after the first passes: `ScalingLimited=True` (reason `GangDoesNotFit`, the message
+/// naming the GPU shortfall) and `AbleToScale=True`, with `kubectl get`'s `Sizing` column's
+/// source filled in. Then, while nothing changes, the daemon writes nothing more: no status
+/// patch, no other write (Lease renewals aside), and the conditions' `lastTransitionTime` stays.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_job_that_cannot_grow_says_why_on_its_status() {
+    require_kmock();
+    let mut cluster = start_with(&["--kinds", "trainingjob,paddlejob"], &["--node-gpu", "8"]).await;
+    let port = cluster.port;
+    let started = cluster.started;
+    let kubeconfig = cluster.kubeconfig.clone();
+    let client = client(&kubeconfig).await;
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let small = serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
+                                   "limits": {"cpu": "100m", "memory": "128Mi"}});
+    let huge: TrainingJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "huge", "namespace": "ml"},
+        "spec": {
+            "image": "paddlepaddle/paddle:latest",
+            "fault_tolerant": true,
+            "master": {"resources": small},
+            "pserver": {"min-instance": 1, "max-instance": 1, "resources": small},
+            "trainer": {"min-instance": 1, "max-instance": 2, "resources": {
+                "requests": {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": "64"},
+                "limits": {"cpu": "8", "memory": "8Gi", "nvidia.com/gpu": "64"}}},
+        },
+    }))
+    .unwrap();
+    tjs.create(&PostParams::default(), &huge).await.unwrap();
+
+    let limited = |tj: &TrainingJob| {
+        tj.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "ScalingLimited")
+                .cloned()
+        })
+    };
+    let condition = eventually(
+        &mut cluster.daemon,
+        started,
+        "ScalingLimited on huge",
+        || {
+            let tjs = tjs.clone();
+            async move { limited(&tjs.get("huge").await.unwrap()).filter(|c| c.status == "True") }
+        },
+    )
+    .await;
+    assert_eq!(condition.reason, "GangDoesNotFit");
+    assert!(
+        condition
+            .message
+            .contains("every trainer needs 64 nvidia.com/gpu, more than any node has"),
+        "{}",
+        condition.message
+    );
+    let tj = tjs.get("huge").await.unwrap();
+    let able = tj
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "AbleToScale"))
+        .cloned()
+        .expect("AbleToScale written beside ScalingLimited");
+    assert_eq!(
+        (able.status.as_str(), able.reason.as_str()),
+        ("True", "ReadyForNewScale")
+    );
+
+    until_quiet(Duration::from_secs(60), &mut cluster.daemon, started, port).await;
+    let before = daemon_log(&kubeconfig).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let window = log_between(&before, &daemon_log(&kubeconfig).await);
+    let writes: BTreeMap<String, u64> = writes_in(&window)
+        .into_iter()
+        .filter(|(key, _)| !key.ends_with(" leases"))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "writes while nothing changed: {writes:?}"
+    );
+    let after = tjs.get("huge").await.unwrap();
+    assert_eq!(limited(&after), Some(condition), "the condition moved");
+    stop(cluster).await;
+}

@@ -367,3 +367,57 @@ fn a_namespaced_store_counts_other_namespaces_pods_on_its_nodes() {
     init(Vec::new(), WatchEvent::Pod, &mut store);
     assert_eq!(free(&store), 8000 - 4000);
 }
+
+/// The store keeps each job's conditions from its status (an unreadable element left out, not
+/// the job); a pass decides its sizing conditions once, and not again while the decision holds
+/// and the object says it; a deleted job's decision is forgotten.
+#[test]
+fn sizing_conditions_are_decided_once_per_decision() {
+    let mut store = synced_store();
+    let job = |rv: &str| {
+        tj(
+            json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "mnist", "namespace": "ml", "resourceVersion": rv, "uid": "u1",
+                         "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"fault_tolerant": true,
+                     "trainer": {"min-instance": 1, "max-instance": 4, "entrypoint": "python train.py",
+                                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}},
+            "status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True", "reason": "Theirs", "message": "",
+                 "lastTransitionTime": "2024-01-01T00:00:00Z"},
+                {"type": "ScalingLimited", "status": "True"}]}}),
+        )
+    };
+    init(vec![job("9")], WatchEvent::TrainingJob, &mut store);
+    let key = JobKey::new("ml", "mnist");
+    let known = store.known_sizing(&key);
+    assert_eq!(known.resource_version, Some("9"));
+    let types: Vec<&str> = known.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, ["Ready"], "the unreadable element is left out");
+
+    let work = prepare(&store, &PlannerConfig::default(), None);
+    let update = work.sizing.iter().find(|u| u.key == key).unwrap();
+    assert!(update.write);
+    assert_eq!(update.resource_version.as_deref(), Some("9"));
+    let written = trainscale::daemon::sizing::merged(
+        &update.existing,
+        &update.desired,
+        "2024-02-01T00:00:00Z".parse().unwrap(),
+    );
+    store.mark_explained(
+        &key,
+        update.decision,
+        Some((Some("10".to_string()), written)),
+    );
+    assert_eq!(store.known_sizing(&key).resource_version, Some("10"));
+    let again = prepare(&store, &PlannerConfig::default(), None);
+    assert!(
+        again.sizing.iter().all(|u| u.key != key),
+        "{:?}",
+        again.sizing
+    );
+
+    store.handle(WatchEvent::TrainingJob(Event::Delete(job("11"))));
+    store.handle(WatchEvent::TrainingJob(Event::Apply(job("12"))));
+    assert!(store.known_sizing(&key).explained.is_none());
+}

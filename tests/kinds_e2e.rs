@@ -8,7 +8,7 @@
 //! scheduler role off, kinds found by discovery). Each job ends at the size `plan` computed,
 //! through its one field (trainer Job parallelism; `spec.elastic.expectedReplicas`;
 //! `spec.pytorchReplicaSpecs.Worker.replicas`), the daemon's writes are exactly those patches,
-//! the scale records and the Events, applied in the plan's order across kinds; nothing else in
+//! the scale records, one write of each job's sizing conditions and the Events, applied in the plan's order across kinds; nothing else in
 //! the job objects changes, and the HPA-managed job is untouched but for an Event saying why.
 //! A second test installs the PyTorch CRDs while the daemon runs: discovery finds them and their
 //! jobs are sized. Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
@@ -305,8 +305,8 @@ fn at(v: &Value, path: &[&str]) -> Option<i64> {
     path.iter().try_fold(v, |v, k| v.get(k))?.as_i64()
 }
 
-/// An object without what a rescale may change: the size at `path`, the last-scale annotation,
-/// the resourceVersion and the scale records.
+/// An object without what a rescale may change: the size at `path`, the last-scale and sizing
+/// annotations, the resourceVersion, the scale records and the sizing conditions.
 fn unchanging(mut v: Value, path: &[&str]) -> Value {
     if let Some((last, parents)) = path.split_last() {
         let parent = parents.iter().try_fold(&mut v, |v, k| v.get_mut(*k));
@@ -319,6 +319,7 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
         meta.remove("managedFields");
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.remove("trainscale.io/last-scale");
+            a.remove("trainscale.io/sizing");
             if a.is_empty() {
                 meta.remove("annotations");
             }
@@ -326,6 +327,14 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
     }
     if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
         status.remove("scale_records");
+        if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            list.retain(|c| {
+                !["AbleToScale", "ScalingLimited"].contains(&c["type"].as_str().unwrap_or(""))
+            });
+            if list.is_empty() {
+                status.remove("conditions");
+            }
+        }
         if status.is_empty()
             && let Some(obj) = v.as_object_mut()
         {
@@ -447,12 +456,14 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
                 && !key.ends_with(" leases")
         })
         .collect();
+    // Per job kind: the rescale (the size field, or the scale record in status), then, on the
+    // pass after it, the sizing conditions (status, or the `trainscale.io/sizing` annotation).
     let want: BTreeMap<String, u64> = [
         ("patch jobs", 2),
-        ("patch trainingjobs/status", 1),
-        ("patch paddlejobs/status", 1),
-        ("patch pytorchtrainingjobs", 1),
-        ("patch pytorchjobs", 1),
+        ("patch trainingjobs/status", 2),
+        ("patch paddlejobs/status", 2),
+        ("patch pytorchtrainingjobs", 2),
+        ("patch pytorchjobs", 2),
         // Four Rescaled, one NotPlanned for the HPA job.
         ("create events", 5),
     ]
@@ -496,16 +507,41 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
                 (record["from"].as_i64(), record["to"].as_i64()),
                 (Some(*current), Some(*target))
             );
+            // The other operator's status is not written: no scale record, none of our conditions.
             assert!(
                 obj.get("status")
                     .is_none_or(|s| s.get("scale_records").is_none())
             );
+            let theirs = obj["status"]["conditions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                theirs.iter().all(|c| !["AbleToScale", "ScalingLimited"]
+                    .contains(&c["type"].as_str().unwrap_or(""))),
+                "{kind} {name}: {theirs:?}"
+            );
+            let sizing = obj["metadata"]["annotations"]["trainscale.io/sizing"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{kind} {name}: no sizing annotation"));
+            let types: Vec<String> = trainscale::api::sizing::read_annotation(sizing)
+                .into_iter()
+                .map(|c| c.type_)
+                .collect();
+            assert_eq!(types, ["AbleToScale", "ScalingLimited"], "{kind} {name}");
         } else {
             let records = obj["status"]["scale_records"]["ScaleRecords"]
                 .as_array()
                 .unwrap();
             assert_eq!(records.len(), 1, "{kind} {name}");
             assert_eq!(records[0]["additional"].as_i64(), Some(target - current));
+            let types: Vec<&str> = obj["status"]["conditions"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{kind} {name}: no conditions"))
+                .iter()
+                .filter_map(|c| c["type"].as_str())
+                .collect();
+            assert_eq!(types, ["AbleToScale", "ScalingLimited"], "{kind} {name}");
         }
     }
 

@@ -12,6 +12,7 @@ pub mod priority;
 mod pytorch;
 pub mod quantity;
 mod resources;
+pub mod sizing;
 pub mod speedup;
 mod types;
 pub mod validate;

@@ -30,6 +30,7 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     printcolumn = r#"{"name":"Trainers","type":"integer","jsonPath":".status.trainers"}"#,
     printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.trainer.min-instance"}"#,
     printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.trainer.max-instance"}"#,
+    printcolumn = r#"{"name":"Sizing","type":"string","jsonPath":".status.conditions[?(@.type==\"ScalingLimited\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct PaddleJobSpec {

@@ -10,7 +10,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     LocalObjectReference, Probe, ResourceRequirements, Toleration, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,7 @@ fn preserved_object_list(_: &mut schemars::SchemaGenerator) -> schemars::Schema 
     printcolumn = r#"{"name":"Trainers","type":"integer","jsonPath":".status.trainers"}"#,
     printcolumn = r#"{"name":"Min","type":"integer","jsonPath":".spec.trainer.min-instance"}"#,
     printcolumn = r#"{"name":"Max","type":"integer","jsonPath":".spec.trainer.max-instance"}"#,
+    printcolumn = r#"{"name":"Sizing","type":"string","jsonPath":".status.conditions[?(@.type==\"ScalingLimited\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 pub struct TrainingJobSpec {
@@ -366,4 +367,12 @@ pub struct TrainingJobStatus {
     /// The trainer Job's parallelism as the operator last saw it (trainscale extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trainers: Option<i32>,
+    /// The autoscaler's sizing conditions (`AbleToScale`, `ScalingLimited`; trainscale
+    /// extension); elements that do not read as a condition are ignored.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "super::sizing::lenient_conditions"
+    )]
+    pub conditions: Vec<Condition>,
 }

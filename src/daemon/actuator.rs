@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -20,9 +20,11 @@ use tokio::sync::watch;
 use super::http::Health;
 use super::leader::Fence;
 use super::metrics;
+use super::sizing::{SizingUpdate, merged, sizing_only};
 use super::store::{InvalidJob, TrainerJobRef};
 use crate::api::LAST_SCALE_ANNOTATION;
 use crate::api::note::{fields_note, truncate_note};
+use crate::api::sizing::SIZING_ANNOTATION;
 use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
 use crate::cluster::kinds::{Records, Resize, last_scale_annotation, records_of, resize_of};
 use crate::planner::Reason;
@@ -45,6 +47,9 @@ pub struct Rescale {
     pub reason: Reason,
 }
 
+/// A job's sizing conditions as written: the object's new resourceVersion and its conditions.
+pub type Written = (Option<String>, Vec<Condition>);
+
 /// How a rescale ended, as the scale record states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -53,6 +58,8 @@ pub struct Outcome {
     pub reason: String,
     /// The object to write is gone (404): the rescale is dropped, nothing more is written.
     pub vanished: bool,
+    /// The job object's resourceVersion after this rescale's writes to it, if it wrote any.
+    pub object_version: Option<String>,
 }
 
 impl Outcome {
@@ -61,6 +68,7 @@ impl Outcome {
             result: ScaleResults::True,
             reason: String::new(),
             vanished: false,
+            object_version: None,
         }
     }
 
@@ -69,6 +77,7 @@ impl Outcome {
             result: ScaleResults::False,
             reason: reason.into(),
             vanished: false,
+            object_version: None,
         }
     }
 
@@ -86,6 +95,7 @@ impl Outcome {
             result: ScaleResults::Unknown,
             reason: reason.into(),
             vanished: false,
+            object_version: None,
         }
     }
 
@@ -197,7 +207,7 @@ impl Actuator {
                 "the leader lease was lost before the trainer Job was patched",
             );
         }
-        let outcome = match resize_of(r.key.kind) {
+        let mut outcome = match resize_of(r.key.kind) {
             Resize::TrainerJob => self.patch_parallelism(r).await,
             Resize::Field(path) => self.patch_field(r, path).await,
         };
@@ -209,8 +219,10 @@ impl Actuator {
         if !self.fence.held() {
             return outcome;
         }
-        if let Err(e) = self.record(r, &outcome).await {
-            tracing::warn!(job = %r.key, error = %e, "could not write the scale record");
+        match self.record(r, &outcome).await {
+            Ok(Some(version)) => outcome.object_version = Some(version),
+            Ok(None) => {}
+            Err(e) => tracing::warn!(job = %r.key, error = %e, "could not write the scale record"),
         }
         self.publish_rescale(r, &outcome).await;
         outcome
@@ -272,11 +284,12 @@ impl Actuator {
     /// Appends a scale record where the job's kind keeps them (the status of both paddlepaddle.org
     /// kinds: newest 50 kept), guarded by the resourceVersion it read. Only the records: the
     /// operator owns the phase and every other status field.
-    async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
+    /// The job object's new resourceVersion when a record was written to it.
+    async fn record(&self, r: &Rescale, outcome: &Outcome) -> Result<Option<String>, kube::Error> {
         match records_of(r.key.kind) {
             Records::Status => self.record_in_status(r, outcome).await,
             // Written with the size, in the same patch (see `patch_field`).
-            Records::Annotation => Ok(()),
+            Records::Annotation => Ok(None),
         }
     }
 
@@ -297,12 +310,16 @@ impl Actuator {
                 .await
             {
                 Ok(updated) => {
-                    return match value_at(&updated.data, path) {
+                    let outcome = match value_at(&updated.data, path) {
                         Some(v) if v == i64::from(r.target) => Outcome::ok(),
                         Some(v) => {
                             Outcome::unknown(format!("{field} reads back {v}, not {}", r.target))
                         }
                         None => Outcome::unknown(format!("{field} reads back nothing")),
+                    };
+                    return Outcome {
+                        object_version: updated.resource_version(),
+                        ..outcome
                     };
                 }
                 Err(kube::Error::Api(s)) if s.is_not_found() => {
@@ -340,7 +357,11 @@ impl Actuator {
         Outcome::failed("conflict: gave up after repeated 409s")
     }
 
-    async fn record_in_status(&self, r: &Rescale, outcome: &Outcome) -> Result<(), kube::Error> {
+    async fn record_in_status(
+        &self,
+        r: &Rescale,
+        outcome: &Outcome,
+    ) -> Result<Option<String>, kube::Error> {
         let api = self.job_api(&r.key);
         let record = TrainerJobScaleRecord {
             scale_timestamp: Some(Time((self.clock)())),
@@ -365,7 +386,7 @@ impl Actuator {
                 .patch_status(&r.key.name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(updated) => return Ok(updated.resource_version()),
                 Err(kube::Error::Api(s)) if s.is_conflict() && attempt < MAX_ATTEMPTS => continue,
                 Err(e) => {
                     metrics::api_error("patch");
@@ -373,6 +394,78 @@ impl Actuator {
                 }
             }
         }
+    }
+
+    /// Writes the sizing conditions of each update in order, each bounded by `timeout`, at the
+    /// resourceVersion given with it; a failed write is that job's only (the next pass decides it
+    /// again). Answers, per job written, the object's new resourceVersion and the conditions
+    /// as written.
+    pub async fn write_sizing_all(
+        &self,
+        updates: &[(&SizingUpdate, Option<String>)],
+        timeout: Duration,
+        stop: &watch::Receiver<bool>,
+    ) -> Vec<(JobKey, Written)> {
+        let mut written = Vec::new();
+        for (update, resource_version) in updates {
+            if *stop.borrow() || !self.fence.held() {
+                break;
+            }
+            let conditions = merged(&update.existing, &update.desired, (self.clock)());
+            let done = tokio::select! {
+                biased;
+                _ = self.fence.lost() => break,
+                done = tokio::time::timeout(timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
+            };
+            match done {
+                Ok(Ok(version)) => {
+                    metrics::sizing_write("True");
+                    written.push((update.key.clone(), (version, conditions)));
+                }
+                Ok(Err(e)) => {
+                    let result = match &e {
+                        kube::Error::Api(s) if s.is_conflict() || s.is_not_found() => "False",
+                        _ => {
+                            metrics::api_error("patch");
+                            "Unknown"
+                        }
+                    };
+                    metrics::sizing_write(result);
+                    tracing::debug!(job = %update.key, error = %e, "sizing conditions not written; the next pass decides again");
+                }
+                Err(_) => {
+                    metrics::sizing_write("Unknown");
+                    tracing::warn!(job = %update.key, "timed out writing the sizing conditions");
+                }
+            }
+        }
+        written
+    }
+
+    /// One job's sizing conditions: `status.conditions` through the status subresource (the
+    /// paddlepaddle.org kinds; the list is the autoscaler's to replace, other types kept as they
+    /// are), else the `trainscale.io/sizing` annotation; guarded by `resource_version`.
+    async fn write_sizing(
+        &self,
+        update: &SizingUpdate,
+        conditions: &[Condition],
+        resource_version: Option<&str>,
+    ) -> Result<Option<String>, kube::Error> {
+        let api = self.job_api(&update.key);
+        let params = PatchParams::default();
+        let updated = match records_of(update.key.kind) {
+            Records::Status => {
+                let body = conditions_patch(conditions, resource_version);
+                api.patch_status(&update.key.name, &params, &Patch::Merge(&body))
+                    .await?
+            }
+            Records::Annotation => {
+                let body = sizing_annotation_patch(&sizing_only(conditions), resource_version);
+                api.patch(&update.key.name, &params, &Patch::Merge(&body))
+                    .await?
+            }
+        };
+        Ok(updated.resource_version())
     }
 
     async fn publish_rescale(&self, r: &Rescale, outcome: &Outcome) {
@@ -512,6 +605,25 @@ pub fn status_patch(records: &[TrainerJobScaleRecord], resource_version: Option<
         body["metadata"] = json!({ "resourceVersion": rv });
     }
     body
+}
+
+/// The merge patch of a job's `status.conditions` (the whole list: merge patches replace lists).
+pub fn conditions_patch(conditions: &[Condition], resource_version: Option<&str>) -> Value {
+    let mut body = json!({ "status": { "conditions": conditions } });
+    if let Some(rv) = resource_version {
+        body["metadata"] = json!({ "resourceVersion": rv });
+    }
+    body
+}
+
+/// The merge patch of a job's `trainscale.io/sizing` annotation.
+pub fn sizing_annotation_patch(conditions: &[Condition], resource_version: Option<&str>) -> Value {
+    let value = serde_json::to_string(conditions).unwrap_or_default();
+    let mut metadata = json!({ "annotations": { SIZING_ANNOTATION: value } });
+    if let Some(rv) = resource_version {
+        metadata["resourceVersion"] = json!(rv);
+    }
+    json!({ "metadata": metadata })
 }
 
 /// The status of a job object of a paddlepaddle.org kind; one that does not deserialize is an

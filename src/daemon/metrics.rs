@@ -21,6 +21,7 @@ pub const FREE_CPU: &str = "trainscale_cluster_free_cpu_millicores";
 pub const FREE_MEMORY: &str = "trainscale_cluster_free_memory_bytes";
 pub const FREE_GPU: &str = "trainscale_cluster_free_gpus";
 pub const RESCALES: &str = "trainscale_rescales_total";
+pub const SIZING_WRITES: &str = "trainscale_sizing_writes_total";
 pub const API_ERRORS: &str = "trainscale_api_errors_total";
 pub const API_REQUESTS: &str = "trainscale_api_requests_total";
 pub const WATCH_RESTARTS: &str = "trainscale_watch_restarts_total";
@@ -99,6 +100,12 @@ pub fn scheduling(reservations: usize, unschedulable: usize) {
 /// Counts a rescale by result (`True`, `False`, `Unknown`).
 pub fn rescale(result: &'static str) {
     counter!(RESCALES, "result" => result).increment(1);
+}
+
+/// Counts a write of a job's sizing conditions by result (`True`; `False` refused: conflict or
+/// gone; `Unknown`).
+pub fn sizing_write(result: &'static str) {
+    counter!(SIZING_WRITES, "result" => result).increment(1);
 }
 
 /// Counts watch restarts (relists) of a kind.

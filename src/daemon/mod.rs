@@ -12,6 +12,7 @@ pub mod pass;
 pub mod requests;
 mod runner;
 pub mod scheduling;
+pub mod sizing;
 pub mod store;
 pub mod watch;
 

@@ -1,5 +1,5 @@
 //! One pass's work, computed on a store snapshot without I/O: the plan, the rescales it calls
-//! for, the pods to bind, invalid jobs and warnings to report.
+//! for, the pods to bind, the sizing conditions to write, invalid jobs and warnings to report.
 
 use crate::api::JobKey;
 use crate::cluster::kinds::{Resize, resize_of};
@@ -7,6 +7,7 @@ use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
 use super::scheduling::{Assignments, assign};
+use super::sizing::{SizingUpdate, decide};
 use super::store::{InvalidJob, Store};
 
 /// What a pass has to do.
@@ -26,6 +27,8 @@ pub struct PassWork {
     pub waiting: Vec<JobKey>,
     /// The scheduler role's binds, reservations and unschedulable pods (when it is on).
     pub assignments: Assignments,
+    /// The jobs whose sizing conditions were looked at (decision changed or object differs).
+    pub sizing: Vec<SizingUpdate>,
 }
 
 /// Plans and resolves the plan against the store.
@@ -52,6 +55,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -
             r.trainer_job.is_some() || matches!(resize_of(r.key.kind), Resize::Field(_))
         });
     let waiting = waiting.into_iter().map(|r| r.key).collect();
+    let sizing = decide(store.state(), &plan, config, |key| store.known_sizing(key));
     PassWork {
         rescales,
         invalid: store.unreported_invalid(),
@@ -59,6 +63,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -
         left_alone: store.unreported_left_alone(),
         waiting,
         assignments,
+        sizing,
         plan: plan.into_owned(),
     }
 }

@@ -1,6 +1,7 @@
 //! The daemon's main loop: watch into the store, pass on a debounced change or the periodic tick
 //! while leader, serve metrics and probes, shut down on request.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -19,6 +20,7 @@ use super::leader::{Fence, LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::scheduling::{BindOutcome, Binder};
+use super::sizing::Decision;
 use super::store::{Store, WatchEvent};
 use super::watch::{KindSelection, WatchError, select_kinds, watch_all};
 use crate::api::{JobKey, ScaleResults};
@@ -387,6 +389,49 @@ impl Daemon {
         );
     }
 
+    /// Writes the sizing conditions that changed. A job rescaled this pass is left to the next
+    /// pass, which decides it again at its new size; after a failed rescale the conditions are
+    /// written at the resourceVersion the rescale's own writes left.
+    async fn write_sizing(&self, work: &PassWork, outcomes: &[(JobKey, Outcome)]) {
+        let rescaled: HashMap<&JobKey, &Outcome> = outcomes.iter().map(|(k, o)| (k, o)).collect();
+        let mut writes = Vec::new();
+        {
+            let mut store = lock(&self.store);
+            let store = Arc::make_mut(&mut store);
+            for u in &work.sizing {
+                match rescaled.get(&u.key) {
+                    Some(o) if o.result == ScaleResults::True => {}
+                    _ if !u.write => store.mark_explained(&u.key, u.decision, None),
+                    Some(o) => {
+                        writes.push((u, o.object_version.clone().or(u.resource_version.clone())))
+                    }
+                    None => writes.push((u, u.resource_version.clone())),
+                }
+            }
+        }
+        if writes.is_empty() {
+            return;
+        }
+        let written = self
+            .actuator
+            .write_sizing_all(&writes, self.config.apply_timeout, &self.stop)
+            .await;
+        tracing::info!(
+            written = written.len(),
+            tried = writes.len(),
+            "sizing conditions"
+        );
+        let decisions: HashMap<&JobKey, Decision> =
+            writes.iter().map(|(u, _)| (&u.key, u.decision)).collect();
+        let mut store = lock(&self.store);
+        let store = Arc::make_mut(&mut store);
+        for (key, conditions) in written {
+            if let Some(decision) = decisions.get(&key) {
+                store.mark_explained(&key, *decision, Some(conditions));
+            }
+        }
+    }
+
     fn planner_config(&self) -> PlannerConfig {
         let now = unix_seconds();
         PlannerConfig {
@@ -494,6 +539,16 @@ impl Daemon {
             for b in &work.assignments.binds {
                 tracing::info!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, "dry run: would bind");
             }
+            let mut store = lock(&self.store);
+            let store = Arc::make_mut(&mut store);
+            for u in &work.sizing {
+                if u.write {
+                    for d in &u.desired {
+                        tracing::info!(job = %u.key, condition = d.type_, status = %d.status, reason = %d.reason, message = %d.message, "dry run: would set");
+                    }
+                }
+                store.mark_explained(&u.key, u.decision, None);
+            }
         } else {
             self.hold_reservations(&work, now);
             let outcomes = self
@@ -502,6 +557,7 @@ impl Daemon {
                 .await;
             self.release_failed_growth(&work, &outcomes);
             self.schedule(&work).await;
+            self.write_sizing(&work, &outcomes).await;
         }
         metrics::pass_duration(started.elapsed());
     }

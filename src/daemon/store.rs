@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
@@ -22,6 +23,8 @@ use crate::cluster::objects::{read_trainer_job, trainer_constraints};
 use crate::cluster::{ClusterState, Role};
 
 use super::scheduling::SchedulingPods;
+use super::sizing::{Decision, Known};
+use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 
 /// The kinds the daemon watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -145,11 +148,14 @@ pub struct TrainerJobRef {
 }
 
 /// What the daemon keeps of a job object besides its planning view.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct TrainingJobMeta {
     pub uid: Option<String>,
     pub resource_version: Option<String>,
     pub phase: TrainingJobPhase,
+    /// `status.conditions` (the paddlepaddle.org kinds), or the conditions of the
+    /// `trainscale.io/sizing` annotation (the PyTorch kinds).
+    pub conditions: Vec<Condition>,
 }
 
 /// A job the planner cannot use, and why.
@@ -191,6 +197,8 @@ pub struct Store {
     reported_invalid: HashMap<JobKey, String>,
     /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
     reported_warnings: HashMap<JobKey, (String, Vec<FieldError>)>,
+    /// The decision each job's sizing conditions were last written (or found written) for.
+    explained: HashMap<JobKey, Decision>,
     restarts: u64,
     /// Unbound pods and bound host ports, for the scheduler role.
     scheduling: SchedulingPods,
@@ -449,6 +457,7 @@ impl Store {
                 self.malformed.remove(&key);
                 self.reported_invalid.remove(&key);
                 self.reported_warnings.remove(&key);
+                self.explained.remove(&key);
                 self.state.delete_job(&key);
             }
         }
@@ -569,6 +578,7 @@ impl Store {
                     uid: job.uid(),
                     resource_version: job.resource_version(),
                     phase: job.phase(),
+                    conditions: job.conditions(),
                 };
                 self.training_jobs.insert(key, meta);
                 if let Err(problems) = self.state.apply_job(job.as_ref()) {
@@ -584,6 +594,7 @@ impl Store {
                     bad.metadata.name.clone().unwrap_or_default(),
                 );
                 self.training_jobs.remove(&key);
+                self.explained.remove(&key);
                 self.state.delete_job(&key);
                 self.malformed.insert(
                     key.clone(),
@@ -688,6 +699,35 @@ impl Store {
         );
     }
 
+    /// What the store knows of a job's sizing conditions.
+    pub fn known_sizing(&self, key: &JobKey) -> Known<'_> {
+        let meta = self.training_jobs.get(key);
+        Known {
+            explained: self.explained.get(key),
+            conditions: meta.map_or(&[], |m| m.conditions.as_slice()),
+            resource_version: meta.and_then(|m| m.resource_version.as_deref()),
+        }
+    }
+
+    /// Records that a job's conditions say what `decision` does (found so, or just written as
+    /// `written` at `resource_version`, ahead of the watch event of the write).
+    pub fn mark_explained(
+        &mut self,
+        key: &JobKey,
+        decision: Decision,
+        written: Option<(Option<String>, Vec<Condition>)>,
+    ) {
+        if let Some((resource_version, conditions)) = written
+            && let Some(meta) = self.training_jobs.get_mut(key)
+        {
+            if resource_version.is_some() {
+                meta.resource_version = resource_version;
+            }
+            meta.conditions = conditions;
+        }
+        self.explained.insert(key.clone(), decision);
+    }
+
     /// Records that an invalid job was reported at a resourceVersion.
     pub fn mark_reported(&mut self, key: &JobKey, resource_version: &str) {
         self.reported_invalid
@@ -703,19 +743,42 @@ fn key_of<K: kube::Resource>(obj: &K) -> ObjKey {
 }
 
 /// The phase of a job object, whatever its kind.
-pub trait JobStatus {
+pub trait JobStatus: ResourceExt {
     fn phase(&self) -> TrainingJobPhase;
+
+    /// The conditions the sizing conditions live among: those of the `trainscale.io/sizing`
+    /// annotation unless the kind's status holds them.
+    fn conditions(&self) -> Vec<Condition> {
+        self.annotations()
+            .get(SIZING_ANNOTATION)
+            .map(|v| read_annotation(v))
+            .unwrap_or_default()
+    }
 }
 
 impl JobStatus for crate::api::TrainingJob {
     fn phase(&self) -> TrainingJobPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
     }
+
+    fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl JobStatus for crate::api::PaddleJob {
     fn phase(&self) -> TrainingJobPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+
+    fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
     }
 }
 

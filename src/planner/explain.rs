@@ -32,6 +32,21 @@ pub fn explain_all(
     plan: &ScalePlan,
     config: &PlannerConfig,
 ) -> Vec<Explanation> {
+    let every: Vec<usize> = (0..plan.jobs.len()).collect();
+    explain_jobs(state, plan, config, &every)
+}
+
+/// The explanations of the jobs at `which` (indexes into `plan.jobs`), in that order; the cost
+/// beyond the queue and the free room is per job asked about.
+pub fn explain_jobs(
+    state: &ClusterState,
+    plan: &ScalePlan,
+    config: &PlannerConfig,
+    which: &[usize],
+) -> Vec<Explanation> {
+    if which.is_empty() {
+        return Vec::new();
+    }
     let queue = queue(state, plan, config);
     let mut positions = vec![None; plan.jobs.len()];
     for (p, &i) in queue.iter().enumerate() {
@@ -43,9 +58,9 @@ pub fn explain_all(
         free: &free,
         classes: RefCell::default(),
     };
-    plan.jobs
+    which
         .iter()
-        .enumerate()
+        .filter_map(|&i| plan.jobs.get(i).map(|job| (i, job)))
         .map(|(i, job)| {
             let position = positions[i];
             let mut message = message(&room, plan, job, config);

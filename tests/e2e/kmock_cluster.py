@@ -132,7 +132,8 @@ RESOURCES = {
     "apps/v1/replicasets": dict(namespaced=True, kind="ReplicaSet", subresources={"status"}),
     "batch/v1/jobs": dict(namespaced=True, kind="Job", subresources={"status"}),
     "paddlepaddle.org/v1alpha1/trainingjobs": dict(
-        namespaced=True, kind="TrainingJob", subresources={"status"}
+        namespaced=True, kind="TrainingJob", subresources={"status"}, singular="trainingjob",
+        shortnames={"tj"},
     ),
     "paddlepaddle.org/v1/paddlejobs": dict(
         namespaced=True, kind="PaddleJob", subresources={"status"}
@@ -153,6 +154,11 @@ PYTORCH_RESOURCES = {
         namespaced=True, kind="PyTorchJob", subresources={"status", "scale"}
     ),
 }
+
+# Discovery answers these verbs for every resource, so `kubectl get` and `kubectl describe` work
+# against the emulator (it serves them all).
+for _info in (*RESOURCES.values(), *PYTORCH_RESOURCES.values()):
+    _info["verbs"] = {"create", "delete", "get", "list", "patch", "update", "watch"}
 
 NODE = "node-1"
 OWNED_LABEL = "trainscale.io/job"
@@ -614,7 +620,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(emulator, cpu, memory, pods, pytorch_crds=False):
+def seed(emulator, cpu, memory, pods, pytorch_crds=False, gpu=None):
     for key, info in RESOURCES.items():
         emulator.resources[key] = info
     if pytorch_crds:
@@ -624,11 +630,14 @@ def seed(emulator, cpu, memory, pods, pytorch_crds=False):
         "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
         "metadata": {"name": "high", "uid": "uid-pc-high"}, "value": 1000,
     })
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
+    if gpu:
+        allocatable["nvidia.com/gpu"] = gpu
     emulator.objects["v1/nodes", None, NODE] = stamp({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": NODE, "uid": f"uid-{NODE}"},
         "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods},
+            "allocatable": allocatable,
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     })
@@ -865,6 +874,7 @@ async def main():
     parser.add_argument("--node-cpu", default="16", help="allocatable CPU of node-1")
     parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of node-1")
     parser.add_argument("--node-pods", default="110", help="allocatable pods of node-1")
+    parser.add_argument("--node-gpu", default=None, help="allocatable nvidia.com/gpu of node-1 (none by default)")
     parser.add_argument("--node-name", default="node-1", help="the node's name")
     parser.add_argument("--period", type=float, default=0.2,
                         help="seconds between two rounds of the fake controllers")
@@ -881,7 +891,7 @@ async def main():
     PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
-    seed(emulator, args.node_cpu, args.node_memory, args.node_pods, args.pytorch_crds)
+    seed(emulator, args.node_cpu, args.node_memory, args.node_pods, args.pytorch_crds, args.node_gpu)
     headers = {"User-Agent": HARNESS_AGENT}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
