@@ -8,7 +8,7 @@ use trainscale::api::Resources;
 use trainscale::cluster::{ClusterState, JobInfo};
 use trainscale::commands::explain::explain_job;
 use trainscale::planner::explain::{Explanation, explain_all};
-use trainscale::planner::{PlannerConfig, Reason, plan};
+use trainscale::planner::{PlannerConfig, Policy, Reason, plan};
 
 fn explained(s: &ClusterState, config: &PlannerConfig) -> Vec<(String, Reason, Explanation)> {
     let p = plan(s, config);
@@ -169,4 +169,59 @@ fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job()
             .contains("job ns/nope is not in the cluster"),
         "{missing}"
     );
+}
+
+#[test]
+fn explain_names_a_job_above_min_whose_shrink_lets_the_job_grow() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 7);
+    let t = Resources::new(1_000, GIB, 1);
+    // Both half fulfilled on a full node: a at 5 of 1..9, b at 2 of 1..3; moving a trainer from
+    // a to b would leave a less fulfilled than b is, so b waits.
+    add_job(&mut s, "a", job_info(1, 9, t), 5, &["a"; 5]);
+    add_job(&mut s, "b", job_info(1, 3, t), 2, &["a", "a"]);
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/b").unwrap();
+    // Equal fulfillment: a is first in line, b second.
+    assert_eq!((e.current, e.target, e.queue_position), (2, 2, Some(2)));
+    assert_eq!(
+        e.would_grow_if_shrunk.as_deref(),
+        Some("ns/a shrinking to its min (5 → 1) lets it reach 3 trainers")
+    );
+    assert!(e.would_grow_with.is_some());
+    // `edl` leaves a job whose min is its max alone: the shrink is applied before it plans.
+    let edl = PlannerConfig {
+        policy: Policy::Edl,
+        ..PlannerConfig::default()
+    };
+    let e = explain_job(&s, &edl, "ns/b").unwrap();
+    assert_eq!(
+        e.would_grow_if_shrunk.as_deref(),
+        Some("ns/a shrinking to its min (5 → 1) lets it reach 3 trainers")
+    );
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(
+        json["would_grow_if_shrunk"],
+        "ns/a shrinking to its min (5 → 1) lets it reach 3 trainers"
+    );
+}
+
+#[test]
+fn explain_names_no_shrink_when_none_lets_the_job_grow() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 4);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(&mut s, "a", job_info(1, 4, t), 3, &["a"; 3]);
+    // b's trainer needs 8 GPUs: no shrink on a 4-GPU node makes room for it.
+    add_job(
+        &mut s,
+        "b",
+        job_info(1, 2, Resources::new(1_000, GIB, 8)),
+        1,
+        &[],
+    );
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/b").unwrap();
+    assert_eq!((e.target, e.queue_position), (1, Some(1)));
+    assert_eq!(e.would_grow_if_shrunk, None);
+    let json = serde_json::to_value(&e).unwrap();
+    assert!(json.get("would_grow_if_shrunk").is_none(), "{json}");
 }

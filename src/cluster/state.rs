@@ -590,6 +590,18 @@ impl ClusterState {
         self.drop_job_if_empty(&key);
     }
 
+    /// Sets a planned job's max-instance (as if its spec said `max`); false when the state has
+    /// no planned job `key`.
+    pub fn set_job_max(&mut self, key: &JobKey, max: i32) -> bool {
+        match self.jobs.get_mut(key).and_then(|s| s.info.as_mut()) {
+            Some(info) => {
+                info.max = max;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Records a job object that could not be read at all (it does not deserialize).
     pub fn set_invalid_job(&mut self, key: JobKey, problems: Vec<FieldError>) {
         let slot = self.jobs.entry(key).or_default();

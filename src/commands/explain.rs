@@ -1,5 +1,5 @@
 //! `trainscale explain NAMESPACE/NAME`: why one job is at its size, who is ahead of it, and what
-//! added room would let it grow.
+//! would let it grow: added room, or a job holding trainers above its min shrinking to it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,11 +8,15 @@ use std::time::SystemTime;
 use anyhow::{Context, bail};
 use serde::Serialize;
 
-use super::{OutputFormat, flags};
+use super::{OutputFormat, flags, live};
 use crate::api::{JobKey, Resources};
-use crate::cluster::{ClusterState, NodeInfo};
+use crate::cluster::{ClusterState, NodeInfo, Snapshot};
 use crate::planner::explain::{describe, explain_all};
-use crate::planner::{JobPlan, PlannerConfig, Policy, plan};
+use crate::planner::{JobPlan, PlanSummary, PlannerConfig, Policy, ScalePlan, plan};
+use crate::testkit::apply_plan;
+
+/// Jobs [`shrunk_room`] tries (one planning pass each): explain stays fast on a large cluster.
+const SHRINK_REPLANS: usize = 8;
 
 /// Flags of `trainscale explain`.
 #[derive(Debug, Clone, clap::Args)]
@@ -20,9 +24,14 @@ pub struct ExplainArgs {
     /// The job, as `NAMESPACE/NAME` (any kind).
     pub job: String,
     /// A List as printed by
-    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`.
+    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs -A -o json`;
+    /// without it, the live cluster is read (one LIST of each).
     #[arg(long)]
-    pub snapshot: PathBuf,
+    pub snapshot: Option<PathBuf>,
+    /// Without --snapshot: the kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster service account.
+    #[arg(long, conflicts_with = "snapshot")]
+    pub kubeconfig: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "fulfillment")]
     pub policy: Policy,
     /// The time the pass runs at (RFC 3339; default: now), for cooldowns.
@@ -63,6 +72,11 @@ pub struct JobExplanation {
     /// checked by planning again with it; `None` when the job wants nothing more.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub would_grow_with: Option<String>,
+    /// The first job found holding trainers above its min, on nodes the job's trainers may use,
+    /// whose shrink to its min lets the job grow, checked by planning again; `None` when none
+    /// of those tried does (or the job wants nothing more).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_grow_if_shrunk: Option<String>,
 }
 
 /// Explains `job` (`namespace/name`) in `state` under `config`; an error naming it when the
@@ -107,9 +121,13 @@ pub fn explain_job(
         None => Vec::new(),
     };
     let job = &result.jobs[i];
-    let would_grow_with = explained
-        .queue_position
-        .and_then(|_| added_room(state, config, &job.key, job));
+    let wants_more = explained.queue_position.is_some();
+    let would_grow_with = wants_more
+        .then(|| added_room(state, config, &job.key, job))
+        .flatten();
+    let would_grow_if_shrunk = wants_more
+        .then(|| shrunk_room(state, config, &result, job))
+        .flatten();
     Ok(JobExplanation {
         job: job.key.to_string(),
         kind: job.key.kind.as_str().to_string(),
@@ -122,6 +140,7 @@ pub fn explain_job(
         queue_position: explained.queue_position,
         ahead,
         would_grow_with,
+        would_grow_if_shrunk,
     })
 }
 
@@ -161,12 +180,7 @@ fn added_room(
     }
     let again = plan(&bigger, config);
     let grown = again.jobs.iter().find(|j| j.key == job.key)?;
-    let wanted = if job.target < job.min {
-        job.min
-    } else {
-        job.target + 1
-    };
-    Some(if grown.target >= wanted {
+    Some(if grown.target >= wanted(job) {
         format!(
             "one more node with {} free (labelled as its other nodes) lets it reach {} trainers",
             describe(room),
@@ -179,6 +193,82 @@ fn added_room(
             describe(room)
         )
     })
+}
+
+/// The target that counts as growing: the gang (min) when below it, else one more trainer.
+fn wanted(job: &JobPlan) -> i32 {
+    if job.target < job.min {
+        job.min
+    } else {
+        job.target.saturating_add(1)
+    }
+}
+
+/// The first job whose shrink to its min lets `job` grow, as "ns/name shrinking to its min
+/// (6 → 2) lets it reach 4 trainers". Tried: the jobs `result` keeps above their min that have
+/// trainers bound on nodes `job`'s trainers may use, most trainers above min first, then by key.
+/// Each try shrinks that job in a copy of `state` as the Job controller would (its positions from
+/// min up removed, its max lowered to its min so the pass does not grow it back), then plans the
+/// copy: the room the shrink frees is free to every policy, as in the daemon's next pass. At most
+/// [`SHRINK_REPLANS`] tries.
+fn shrunk_room(
+    state: &ClusterState,
+    config: &PlannerConfig,
+    result: &ScalePlan,
+    job: &JobPlan,
+) -> Option<String> {
+    let class = state.job(&job.key)?.class;
+    let mut above: Vec<(i32, &JobPlan)> = result
+        .jobs
+        .iter()
+        .filter(|j| j.key != job.key && j.target > j.min)
+        .filter(|j| {
+            state.job(&j.key).is_some_and(|slot| {
+                slot.trainers
+                    .bound_by_node
+                    .keys()
+                    .any(|node| state.eligible(class, *node))
+            })
+        })
+        .map(|j| (j.target - j.min, j))
+        .collect();
+    above.sort_by(|(a, x), (b, y)| b.cmp(a).then_with(|| x.key.cmp(&y.key)));
+    for (_, shrinking) in above.into_iter().take(SHRINK_REPLANS) {
+        let Some(shrunk) = at_min(state, result.policy, shrinking) else {
+            continue;
+        };
+        let target = plan(&shrunk, config).job(&job.key).map(|j| j.target);
+        if let Some(t) = target.filter(|t| *t >= wanted(job)) {
+            return Some(format!(
+                "{} shrinking to its min ({} → {}) lets it reach {t} trainers",
+                shrinking.key, shrinking.target, shrinking.min
+            ));
+        }
+    }
+    None
+}
+
+/// A copy of `state` where the job of `shrinking` has shrunk to its min and its max is its min:
+/// its trainer positions from min up are gone, as after the Job controller lowers `parallelism`.
+fn at_min(state: &ClusterState, policy: Policy, shrinking: &JobPlan) -> Option<ClusterState> {
+    let mut shrunk = state.clone();
+    if !shrunk.set_job_max(&shrinking.key, shrinking.min) {
+        return None;
+    }
+    let to_min = JobPlan {
+        target: shrinking.min,
+        placements: Vec::new(),
+        removals: Vec::new(),
+        ..shrinking.clone().into_owned()
+    };
+    let applied = ScalePlan {
+        policy,
+        jobs: vec![to_min],
+        summary: PlanSummary::default(),
+        warnings: Vec::new(),
+    };
+    apply_plan(&mut shrunk, &applied);
+    Some(shrunk)
 }
 
 impl JobExplanation {
@@ -201,11 +291,27 @@ impl JobExplanation {
                 a.job, a.current, a.target, a.min, a.max
             );
         }
-        if let Some(w) = &self.would_grow_with {
-            let _ = writeln!(out, "what would change it: {w}");
+        let changes = [&self.would_grow_with, &self.would_grow_if_shrunk];
+        if changes.iter().any(|c| c.is_some()) {
+            let _ = writeln!(out, "what would change it:");
+            for change in changes.into_iter().flatten() {
+                let _ = writeln!(out, "  {change}");
+            }
         }
         out
     }
+}
+
+/// The live cluster through the kubeconfig (see [`live::read_cluster`]).
+fn read_live(kubeconfig: Option<&PathBuf>) -> anyhow::Result<Snapshot> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let client = live::client(kubeconfig).await?;
+        live::read_cluster(&client).await
+    })
 }
 
 /// `trainscale explain`: prints the explanation; a job that does not exist is an error (exit 1).
@@ -220,7 +326,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()
     };
-    let snap = ClusterState::from_file(&args.snapshot)?;
+    let snap = match &args.snapshot {
+        Some(path) => ClusterState::from_file(path)?,
+        None => read_live(args.kubeconfig.as_ref())?,
+    };
     let explained = explain_job(&snap.state, &config, &args.job)?;
     match args.output {
         OutputFormat::Json => println!(

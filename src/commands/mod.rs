@@ -3,6 +3,7 @@
 pub mod crd;
 pub mod explain;
 pub mod flags;
+pub mod live;
 pub mod plan;
 pub mod run;
 pub mod simulate;

@@ -7,10 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use tracing_subscriber::EnvFilter;
 
 use super::flags;
+use super::live::load_config;
 use crate::api::JobKind;
 use crate::daemon::{self, DaemonConfig};
 use crate::operator::OperatorConfig;
@@ -174,25 +174,6 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
     daemon::run(client, config, Some(handle), shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The kubeconfig given, else the usual inference; errors as one line.
-async fn load_config(path: Option<&PathBuf>) -> Result<kube::Config, String> {
-    match path {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| format!("cannot read kubeconfig {}: {e}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))
-        }
-        None => kube::Config::infer().await.map_err(|e| {
-            let detail = e.to_string().replace('\n', " ");
-            format!(
-                "no Kubernetes configuration: no usable kubeconfig ($KUBECONFIG, ~/.kube/config) and not running in a cluster ({detail})"
-            )
-        }),
-    }
 }
 
 /// This replica's Lease identity: the pod name when set, else the host name and process id.
