@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, criterion_group, criterion_main};
-use std::collections::{HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use trainscale::api::JobKey;
 use trainscale::daemon::sizing::{Decision, Known, decide, merged};
 use trainscale::planner::explain::explain_all;
-use trainscale::planner::{PlannerConfig, Policy, plan};
+use trainscale::planner::{PlannerConfig, Policy, aligned, plan};
 use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
 
 /// The allocator the `trainscale` binary runs with.
@@ -131,58 +131,62 @@ fn bench_sizing(c: &mut Criterion) {
     let config = PlannerConfig::default();
     let first = plan(&state, &config);
     let now = "2026-11-26T00:00:00Z".parse().unwrap_or_default();
-    let written: HashMap<JobKey, (Decision, Vec<Condition>)> =
-        decide(&state, &first, &config, |_| Known::default())
+    // Keyed as the daemon's store keeps job objects.
+    let written: BTreeMap<JobKey, (Decision, Vec<Condition>)> =
+        decide(&state, &first, &config, &[])
             .into_iter()
             .map(|u| {
                 let conditions = merged(&u.existing, &u.desired, now);
                 (u.key, (u.decision, conditions))
             })
             .collect();
-    let renewed: HashSet<JobKey> = first
-        .jobs
-        .iter()
-        .step_by(20)
-        .map(|j| j.key.clone().into_owned())
-        .collect();
-    let known = |key: &JobKey, churn: bool| {
-        let (decision, conditions) = &written[key];
-        Known {
-            explained: (!(churn && renewed.contains(key))).then_some(decision),
-            conditions,
-            resource_version: None,
-        }
+    let settled: Vec<Known> = aligned(
+        written.iter().map(|(k, (d, c))| (k, (d, c.as_slice()))),
+        &first.jobs,
+        |k| written.get(k).map(|(d, c)| (d, c.as_slice())),
+    )
+    .into_iter()
+    .map(|w| Known {
+        explained: w.map(|(d, _)| d),
+        conditions: w.map_or(&[], |(_, c)| c),
+        resource_version: None,
+    })
+    .collect();
+    // One job in twenty (or only the first) with a decision not yet explained.
+    let renewed = |every: usize| -> Vec<Known> {
+        settled
+            .iter()
+            .enumerate()
+            .map(|(i, k)| Known {
+                explained: k.explained.filter(|_| i % every != 0),
+                ..*k
+            })
+            .collect()
     };
+    let (twentieth, one) = (renewed(20), renewed(usize::MAX));
     group.bench_function("L steady: plan alone", |b| {
         b.iter(|| plan(black_box(&state), &config))
     });
     group.bench_function("L steady: plan + sizing, settled", |b| {
         b.iter(|| {
             let p = plan(black_box(&state), &config);
-            decide(&state, &p, &config, |k| known(k, false)).len()
+            decide(&state, &p, &config, &settled).len()
         })
     });
+    let changed = twentieth.iter().filter(|k| k.explained.is_none()).count();
     group.bench_function(
-        format!(
-            "L steady: plan + sizing, {} decisions changed",
-            renewed.len()
-        ),
+        format!("L steady: plan + sizing, {changed} decisions changed"),
         |b| {
             b.iter(|| {
                 let p = plan(black_box(&state), &config);
-                decide(&state, &p, &config, |k| known(k, true)).len()
+                decide(&state, &p, &config, &twentieth).len()
             })
         },
     );
-    let one = first.jobs.first().map(|j| j.key.clone().into_owned());
     group.bench_function("L steady: plan + sizing, 1 decision changed", |b| {
         b.iter(|| {
             let p = plan(black_box(&state), &config);
-            decide(&state, &p, &config, |k| Known {
-                explained: (Some(k) != one.as_ref()).then_some(&written[k].0),
-                ..known(k, false)
-            })
-            .len()
+            decide(&state, &p, &config, &one).len()
         })
     });
     group.finish();

@@ -253,7 +253,7 @@ fn a_steady_decision_costs_no_message_and_no_write() {
     let config = PlannerConfig::default();
     let p = plan(&s, &config);
     // First pass: nothing known, the message is computed and written.
-    let first = decide(&s, &p, &config, |_| Known::default());
+    let first = decide(&s, &p, &config, &[Known::default()]);
     assert_eq!(first.len(), 1);
     let u = &first[0];
     assert!(u.write);
@@ -277,19 +277,29 @@ fn a_steady_decision_costs_no_message_and_no_write() {
     let written = merged(&u.existing, &u.desired, now);
 
     // The same decision over what was written: nothing to do.
-    let steady = decide(&s, &p, &config, |_| Known {
-        explained: Some(&u.decision),
-        conditions: &written,
-        resource_version: Some("5"),
-    });
+    let steady = decide(
+        &s,
+        &p,
+        &config,
+        &[Known {
+            explained: Some(&u.decision),
+            conditions: &written,
+            resource_version: Some("5"),
+        }],
+    );
     assert!(steady.is_empty(), "{steady:?}");
 
     // After a restart nothing is known, but the object already says it: no write.
-    let restarted = decide(&s, &p, &config, |_| Known {
-        explained: None,
-        conditions: &written,
-        resource_version: Some("5"),
-    });
+    let restarted = decide(
+        &s,
+        &p,
+        &config,
+        &[Known {
+            explained: None,
+            conditions: &written,
+            resource_version: Some("5"),
+        }],
+    );
     assert_eq!(restarted.len(), 1);
     assert!(!restarted[0].write);
 
@@ -299,11 +309,16 @@ fn a_steady_decision_costs_no_message_and_no_write() {
         .filter(|c| c.type_ == "AbleToScale")
         .cloned()
         .collect();
-    let repaired = decide(&s, &p, &config, |_| Known {
-        explained: Some(&u.decision),
-        conditions: &able_only,
-        resource_version: Some("5"),
-    });
+    let repaired = decide(
+        &s,
+        &p,
+        &config,
+        &[Known {
+            explained: Some(&u.decision),
+            conditions: &able_only,
+            resource_version: Some("5"),
+        }],
+    );
     assert_eq!(repaired.len(), 1);
     assert!(repaired[0].write);
 
@@ -312,11 +327,16 @@ fn a_steady_decision_costs_no_message_and_no_write() {
         max: 3,
         ..u.decision
     };
-    let changed = decide(&s, &p, &config, |_| Known {
-        explained: Some(&other),
-        conditions: &written,
-        resource_version: Some("5"),
-    });
+    let changed = decide(
+        &s,
+        &p,
+        &config,
+        &[Known {
+            explained: Some(&other),
+            conditions: &written,
+            resource_version: Some("5"),
+        }],
+    );
     assert_eq!(changed.len(), 1);
     assert!(!changed[0].write, "same statuses, reasons and messages");
 }

@@ -225,3 +225,101 @@ fn explain_names_no_shrink_when_none_lets_the_job_grow() {
     let json = serde_json::to_value(&e).unwrap();
     assert!(json.get("would_grow_if_shrunk").is_none(), "{json}");
 }
+
+/// A job at its min whose trainers fit nowhere waits for its gang: the added node that would hold
+/// it is found (its target does not move, its gang gets placed), not reported as not enough.
+#[test]
+fn explain_finds_the_node_that_places_a_waiting_gang() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "node-1", 64_000, 512, 8);
+    let huge = Resources::new(8_000, 8 * GIB, 64);
+    add_job(&mut s, "huge", job_info(1, 2, huge), 1, &[]);
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/huge").unwrap();
+    assert_eq!(e.reason, "starving");
+    assert_eq!(
+        e.would_grow_with.as_deref(),
+        Some(
+            "one more node with 64 nvidia.com/gpu, 8 cpu, 8Gi free (labelled as its other nodes) \
+             lets its gang of 1 be placed"
+        )
+    );
+}
+
+/// The bundled example dump with one more TrainingJob whose trainers need 64 GPUs each, written
+/// to a temporary file.
+fn dump_with_a_64_gpu_job() -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string("simulations/examples/cluster.json").unwrap();
+    let mut dump: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let huge = serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "huge", "namespace": "team-c",
+                     "creationTimestamp": "2026-11-21T09:00:00Z"},
+        "spec": {"image": "paddlepaddle/paddle:2.6", "fault_tolerant": true,
+                 "pserver": {"min-instance": 1, "max-instance": 1,
+                             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                 "trainer": {"entrypoint": "python train.py", "min-instance": 1, "max-instance": 2,
+                             "resources": {"requests": {"cpu": "8", "memory": "8Gi"},
+                                           "limits": {"cpu": "8", "memory": "8Gi",
+                                                      "nvidia.com/gpu": "64"}}}},
+    });
+    dump["items"].as_array_mut().unwrap().push(huge);
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), dump.to_string()).unwrap();
+    file
+}
+
+fn trainscale(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_trainscale"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// On a dump: `plan --output json` gives every planned job a message, and the 64-GPU job's names
+/// the GPU shortfall with a queue position; `explain` names the same shortfall; `explain` of a
+/// job that does not exist fails naming it.
+#[test]
+fn plan_and_explain_on_a_dump_name_the_gpu_shortfall() {
+    let dump = dump_with_a_64_gpu_job();
+    let path = dump.path().to_str().unwrap();
+    let shortfall = "every trainer needs 64 nvidia.com/gpu, more than any node has";
+    let at = ["--now", "2026-11-22T00:00:00Z"];
+
+    let out = trainscale(&[&["plan", "--snapshot", path, "--output", "json"][..], &at].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jobs = plan["jobs"].as_array().unwrap();
+    assert!(jobs.len() >= 4, "{jobs:?}");
+    for job in jobs {
+        let message = job["message"].as_str().unwrap_or("");
+        assert!(!message.is_empty(), "no message: {job}");
+    }
+    let huge = jobs.iter().find(|j| j["name"] == "huge").unwrap();
+    assert!(
+        huge["message"].as_str().unwrap().contains(shortfall),
+        "{huge}"
+    );
+    assert!(huge["queue_position"].as_u64().is_some(), "{huge}");
+
+    let out = trainscale(&[&["explain", "team-c/huge", "--snapshot", path][..], &at].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(shortfall), "{text}");
+    assert!(text.contains("queue position: "), "{text}");
+
+    let out = trainscale(&["explain", "team-c/missing", "--snapshot", path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("team-c/missing"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

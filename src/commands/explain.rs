@@ -12,7 +12,7 @@ use super::{OutputFormat, flags, live};
 use crate::api::{JobKey, Resources};
 use crate::cluster::{ClusterState, NodeInfo, Snapshot};
 use crate::planner::explain::{describe, explain_all};
-use crate::planner::{JobPlan, PlanSummary, PlannerConfig, Policy, ScalePlan, plan};
+use crate::planner::{JobPlan, PlanSummary, PlannerConfig, Policy, Reason, ScalePlan, plan};
 use crate::testkit::apply_plan;
 
 /// Jobs [`shrunk_room`] tries (one planning pass each): explain stays fast on a large cluster.
@@ -180,11 +180,10 @@ fn added_room(
     }
     let again = plan(&bigger, config);
     let grown = again.jobs.iter().find(|j| j.key == job.key)?;
-    Some(if grown.target >= wanted(job) {
+    Some(if let Some(outcome) = growth(job, grown) {
         format!(
-            "one more node with {} free (labelled as its other nodes) lets it reach {} trainers",
+            "one more node with {} free (labelled as its other nodes) {outcome}",
             describe(room),
-            grown.target
         )
     } else {
         format!(
@@ -195,17 +194,25 @@ fn added_room(
     })
 }
 
-/// The target that counts as growing: the gang (min) when below it, else one more trainer.
-fn wanted(job: &JobPlan) -> i32 {
-    if job.target < job.min {
-        job.min
+/// What planning again did for `job`, if it grew: a job waiting for its gang (below min, or at
+/// min with trainers that fit nowhere) is placed whole; any other reaches one more trainer.
+fn growth(job: &JobPlan, again: &JobPlan) -> Option<String> {
+    if job.reason == Reason::Starving || job.target < job.min {
+        (again.reason != Reason::Starving && again.target >= again.min).then(|| {
+            let gang = format!("lets its gang of {} be placed", again.min);
+            if again.target > again.min {
+                format!("{gang}, {} trainers in all", again.target)
+            } else {
+                gang
+            }
+        })
     } else {
-        job.target.saturating_add(1)
+        (again.target > job.target).then(|| format!("lets it reach {} trainers", again.target))
     }
 }
 
 /// The first job whose shrink to its min lets `job` grow, as "ns/name shrinking to its min
-/// (6 → 2) lets it reach 4 trainers". Tried: the jobs `result` keeps above their min that have
+/// (6 → 2) lets it reach 4 trainers" (or "lets its gang of 2 be placed"). Tried: the jobs `result` keeps above their min that have
 /// trainers bound on nodes `job`'s trainers may use, most trainers above min first, then by key.
 /// Each try shrinks that job in a copy of `state` as the Job controller would (its positions from
 /// min up removed, its max lowered to its min so the pass does not grow it back), then plans the
@@ -237,10 +244,10 @@ fn shrunk_room(
         let Some(shrunk) = at_min(state, result.policy, shrinking) else {
             continue;
         };
-        let target = plan(&shrunk, config).job(&job.key).map(|j| j.target);
-        if let Some(t) = target.filter(|t| *t >= wanted(job)) {
+        let again = plan(&shrunk, config);
+        if let Some(outcome) = again.job(&job.key).and_then(|j| growth(job, j)) {
             return Some(format!(
-                "{} shrinking to its min ({} → {}) lets it reach {t} trainers",
+                "{} shrinking to its min ({} → {}) {outcome}",
                 shrinking.key, shrinking.target, shrinking.min
             ));
         }

@@ -55,7 +55,12 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -
             r.trainer_job.is_some() || matches!(resize_of(r.key.kind), Resize::Field(_))
         });
     let waiting = waiting.into_iter().map(|r| r.key).collect();
-    let sizing = decide(store.state(), &plan, config, |key| store.known_sizing(key));
+    let sizing = decide(
+        store.state(),
+        &plan,
+        config,
+        &store.known_sizing_of(&plan.jobs),
+    );
     PassWork {
         rescales,
         invalid: store.unreported_invalid(),

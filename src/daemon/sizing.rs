@@ -122,17 +122,18 @@ fn says(existing: &[Condition], verdicts: &[Verdict; 2]) -> bool {
     })
 }
 
-/// The sizing updates of a pass: every job of `plan` whose decision changed since `known` last
-/// recorded it, or whose object says otherwise, with its messages; the others are left out.
-pub fn decide<'k>(
+/// The sizing updates of a pass: every job of `plan` whose decision changed since `known` (one
+/// per job of the plan, in its order) last recorded it, or whose object says otherwise, with its
+/// messages; the others are left out.
+pub fn decide(
     state: &ClusterState,
     plan: &ScalePlan,
     config: &PlannerConfig,
-    known: impl Fn(&JobKey) -> Known<'k>,
+    known: &[Known],
 ) -> Vec<SizingUpdate> {
     let mut pending = Vec::new();
     for (i, job) in plan.jobs.iter().enumerate() {
-        let k = known(&job.key);
+        let k = known.get(i).copied().unwrap_or_default();
         let decision = Decision::of(job);
         let verdicts = verdicts(job, k.conditions);
         if k.explained == Some(&decision) && says(k.conditions, &verdicts) {

@@ -25,6 +25,7 @@ use crate::cluster::{ClusterState, Role};
 use super::scheduling::SchedulingPods;
 use super::sizing::{Decision, Known};
 use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
+use crate::planner::{JobPlan, aligned};
 
 /// The kinds the daemon watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,6 +157,9 @@ pub struct TrainingJobMeta {
     /// `status.conditions` (the paddlepaddle.org kinds), or the conditions of the
     /// `trainscale.io/sizing` annotation (the PyTorch kinds).
     pub conditions: Vec<Condition>,
+    /// The decision the sizing conditions were last written (or found written) for; kept across
+    /// updates of the object.
+    pub explained: Option<Decision>,
 }
 
 /// A job the planner cannot use, and why.
@@ -197,8 +201,6 @@ pub struct Store {
     reported_invalid: HashMap<JobKey, String>,
     /// The resourceVersion and warnings last reported for each job with autoscaler warnings.
     reported_warnings: HashMap<JobKey, (String, Vec<FieldError>)>,
-    /// The decision each job's sizing conditions were last written (or found written) for.
-    explained: HashMap<JobKey, Decision>,
     restarts: u64,
     /// Unbound pods and bound host ports, for the scheduler role.
     scheduling: SchedulingPods,
@@ -457,7 +459,6 @@ impl Store {
                 self.malformed.remove(&key);
                 self.reported_invalid.remove(&key);
                 self.reported_warnings.remove(&key);
-                self.explained.remove(&key);
                 self.state.delete_job(&key);
             }
         }
@@ -574,11 +575,13 @@ impl Store {
             Ok(job) => {
                 let key = job.job_key();
                 self.malformed.remove(&key);
+                let explained = self.training_jobs.get(&key).and_then(|m| m.explained);
                 let meta = TrainingJobMeta {
                     uid: job.uid(),
                     resource_version: job.resource_version(),
                     phase: job.phase(),
                     conditions: job.conditions(),
+                    explained,
                 };
                 self.training_jobs.insert(key, meta);
                 if let Err(problems) = self.state.apply_job(job.as_ref()) {
@@ -594,7 +597,6 @@ impl Store {
                     bad.metadata.name.clone().unwrap_or_default(),
                 );
                 self.training_jobs.remove(&key);
-                self.explained.remove(&key);
                 self.state.delete_job(&key);
                 self.malformed.insert(
                     key.clone(),
@@ -701,12 +703,17 @@ impl Store {
 
     /// What the store knows of a job's sizing conditions.
     pub fn known_sizing(&self, key: &JobKey) -> Known<'_> {
-        let meta = self.training_jobs.get(key);
-        Known {
-            explained: self.explained.get(key),
-            conditions: meta.map_or(&[], |m| m.conditions.as_slice()),
-            resource_version: meta.and_then(|m| m.resource_version.as_deref()),
-        }
+        known_of(self.training_jobs.get(key))
+    }
+
+    /// [`Store::known_sizing`] of each job of a plan, in its order.
+    pub fn known_sizing_of(&self, jobs: &[JobPlan]) -> Vec<Known<'_>> {
+        aligned(self.training_jobs.iter(), jobs, |key| {
+            self.training_jobs.get(key)
+        })
+        .into_iter()
+        .map(known_of)
+        .collect()
     }
 
     /// Records that a job's conditions say what `decision` does (found so, or just written as
@@ -717,15 +724,16 @@ impl Store {
         decision: Decision,
         written: Option<(Option<String>, Vec<Condition>)>,
     ) {
-        if let Some((resource_version, conditions)) = written
-            && let Some(meta) = self.training_jobs.get_mut(key)
-        {
+        let Some(meta) = self.training_jobs.get_mut(key) else {
+            return;
+        };
+        if let Some((resource_version, conditions)) = written {
             if resource_version.is_some() {
                 meta.resource_version = resource_version;
             }
             meta.conditions = conditions;
         }
-        self.explained.insert(key.clone(), decision);
+        meta.explained = Some(decision);
     }
 
     /// Records that an invalid job was reported at a resourceVersion.
@@ -742,7 +750,16 @@ fn key_of<K: kube::Resource>(obj: &K) -> ObjKey {
     )
 }
 
-/// The phase of a job object, whatever its kind.
+/// What a job object's cached meta says of its sizing conditions.
+fn known_of(meta: Option<&TrainingJobMeta>) -> Known<'_> {
+    Known {
+        explained: meta.and_then(|m| m.explained.as_ref()),
+        conditions: meta.map_or(&[], |m| m.conditions.as_slice()),
+        resource_version: meta.and_then(|m| m.resource_version.as_deref()),
+    }
+}
+
+/// The phase and conditions of a job object, whatever its kind.
 pub trait JobStatus: ResourceExt {
     fn phase(&self) -> TrainingJobPhase;
 

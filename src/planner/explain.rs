@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::summary::free_after;
-use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan};
+use super::summary::free_by_node;
+use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan, aligned};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{GPU_RESOURCE_NAMES, Quantity, Resources};
 use crate::cluster::filters::PodClassId;
@@ -47,12 +47,20 @@ pub fn explain_jobs(
     if which.is_empty() {
         return Vec::new();
     }
-    let queue = queue(state, plan, config);
+    // The queue only places jobs that want more: without one asked about, it is not needed.
+    let queue = if which
+        .iter()
+        .any(|&i| plan.jobs.get(i).is_some_and(wants_more))
+    {
+        queue(state, plan, config)
+    } else {
+        Vec::new()
+    };
     let mut positions = vec![None; plan.jobs.len()];
     for (p, &i) in queue.iter().enumerate() {
         positions[i] = Some(p);
     }
-    let free: Free = free_after(state, &plan.jobs).into_iter().collect();
+    let free: Free = free_by_node(state, &plan.jobs);
     let room = Room {
         state,
         free: &free,
@@ -95,16 +103,17 @@ pub fn explain_jobs(
 /// name), then the others by their share at their target (least fulfilled, or under `goodput`
 /// the largest gain of the next trainer), then the same tie order.
 fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<usize> {
-    let info = |job: &JobPlan| state.job(&job.key).and_then(|s| s.info.as_ref());
+    let infos = infos(state, &plan.jobs);
     let mut waiting: Vec<(bool, f64, Reverse<i32>, i64, usize)> = plan
         .jobs
         .iter()
         .enumerate()
         .filter(|(_, j)| wants_more(j))
         .map(|(i, j)| {
-            let (priority, created) = info(j).map_or((0, 0), |info| (info.priority, info.created));
+            let info = infos[i];
+            let (priority, created) = info.map_or((0, 0), |info| (info.priority, info.created));
             let share = if config.policy == Policy::Goodput {
-                -info(j)
+                -info
                     .and_then(|info| info.speedup.as_deref())
                     .map_or(SpeedupCurve::linear_gain(j.target), |c| c.gain(j.target))
             } else {
@@ -127,6 +136,20 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
             .then(a.4.cmp(&b.4))
     });
     waiting.into_iter().map(|w| w.4).collect()
+}
+
+/// Each planned job's info.
+fn infos<'s>(state: &'s ClusterState, jobs: &[JobPlan]) -> Vec<Option<&'s JobInfo>> {
+    aligned(
+        state
+            .job_slots()
+            .map(|(key, slot)| (key, slot.info.as_ref())),
+        jobs,
+        |key| state.job(key).map(|s| s.info.as_ref()),
+    )
+    .into_iter()
+    .map(Option::flatten)
+    .collect()
 }
 
 /// Whether the job ends the pass wanting more than it got: below its gang, or below max-instance
@@ -248,8 +271,8 @@ type Amount = fn(Resources) -> i64;
 /// A resource as messages name it: its name, its amount, how to print an amount.
 type Measure = (&'static str, Amount, fn(i64) -> String);
 
-/// Free room per schedulable node once the plan is applied.
-type Free = HashMap<NodeId, Resources>;
+/// Free room per schedulable node once the plan is applied, by node id (zero for the others).
+type Free = Vec<Resources>;
 
 /// The resources messages name, in the order they are checked.
 const MEASURES: [Measure; 3] = [
@@ -289,21 +312,19 @@ impl Room<'_> {
             largest: [(i64::MIN, 0); 3],
             freest: [(i64::MIN, 0); 3],
         };
-        let mut by_name: Vec<(&str, NodeId, Resources, Resources)> = state
+        // `nodes()` goes in name order: the first node with the most wins ties.
+        let eligible = state
             .nodes()
             .filter(|(_, slot)| slot.schedulable())
             .filter_map(|(id, slot)| {
                 room.schedulable += 1;
                 let alloc = slot.info.as_ref()?.allocatable;
-                let free = self.free.get(&id).copied().unwrap_or(Resources::ZERO);
                 state
                     .eligible(class, id)
-                    .then_some((&*slot.name, id, alloc, free))
-            })
-            .collect();
-        by_name.sort_by(|a, b| a.0.cmp(b.0));
-        room.eligible = by_name.len();
-        for (_, id, alloc, free) in by_name {
+                    .then_some((id, alloc, self.free_on(id)))
+            });
+        for (id, alloc, free) in eligible {
+            room.eligible += 1;
             for (k, (_, amount, _)) in MEASURES.iter().enumerate() {
                 if amount(alloc) > room.largest[k].0 {
                     room.largest[k] = (amount(alloc), id);
@@ -316,6 +337,13 @@ impl Room<'_> {
         }
         self.classes.borrow_mut().insert(class, room.clone());
         room
+    }
+
+    fn free_on(&self, id: NodeId) -> Resources {
+        self.free
+            .get(id as usize)
+            .copied()
+            .unwrap_or(Resources::ZERO)
     }
 
     fn name(&self, id: NodeId) -> &str {
@@ -379,7 +407,7 @@ impl Room<'_> {
         // Each resource alone is free somewhere: what the node with the most of the scarcest
         // one (GPUs for a GPU trainer, else CPU) lacks.
         let node = room.freest[if trainer.gpu > 0 { 0 } else { 1 }].1;
-        let free = self.free.get(&node).copied().unwrap_or(Resources::ZERO);
+        let free = self.free_on(node);
         let lacking: Vec<String> = MEASURES
             .iter()
             .filter(|(_, amount, _)| amount(trainer) > amount(free))

@@ -18,7 +18,7 @@ mod summary;
 
 pub use plan::{
     JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
-    ScalePlan,
+    ScalePlan, aligned,
 };
 
 use crate::cluster::ClusterState;

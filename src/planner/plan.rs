@@ -99,6 +99,26 @@ pub struct JobPlan<'s> {
     pub trainer: Resources,
 }
 
+/// What `sorted` (keyed in [`JobKey`] order, as the state and the daemon's store keep jobs) holds
+/// for each of `jobs`, walked side by side: a plan lists its jobs in key order, so each costs a
+/// step, not a search; a job out of that order is found with `lookup`.
+pub fn aligned<'m, V: Copy>(
+    sorted: impl Iterator<Item = (&'m JobKey, V)>,
+    jobs: &[JobPlan],
+    lookup: impl Fn(&JobKey) -> Option<V>,
+) -> Vec<Option<V>> {
+    let mut sorted = sorted.peekable();
+    jobs.iter()
+        .map(|job| {
+            while sorted.next_if(|(key, _)| **key < *job.key).is_some() {}
+            match sorted.peek() {
+                Some((key, value)) if **key == *job.key => Some(*value),
+                _ => lookup(&job.key),
+            }
+        })
+        .collect()
+}
+
 impl JobPlan<'_> {
     /// This plan, no longer borrowing the state it was made from.
     pub fn into_owned(self) -> JobPlan<'static> {

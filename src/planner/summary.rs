@@ -1,7 +1,5 @@
 //! Totals of a plan, computed from the state and the per-job decisions.
 
-use std::collections::HashMap;
-
 use super::{JobPlan, PlanSummary};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
@@ -12,24 +10,32 @@ pub type FreeAfter = Vec<(NodeId, Resources)>;
 /// Free resources per schedulable node once the plans' placements and removals, made from
 /// `state`, are applied.
 pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
-    let mut free: HashMap<NodeId, Resources> = state
+    let free = free_by_node(state, jobs);
+    state
         .nodes()
         .filter(|(_, n)| n.schedulable())
-        .map(|(id, n)| (id, n.free()))
-        .collect();
+        .map(|(id, _)| (id, free[id as usize]))
+        .collect()
+}
+
+/// [`free_after`] indexed by node id (zero for the nodes that are not schedulable).
+pub fn free_by_node(state: &ClusterState, jobs: &[JobPlan]) -> Vec<Resources> {
+    let mut free = vec![Resources::ZERO; state.node_id_bound()];
+    for (id, n) in state.nodes().filter(|(_, n)| n.schedulable()) {
+        free[id as usize] = n.free();
+    }
+    let schedulable = |id: NodeId| state.node(id).is_some_and(|n| n.schedulable());
     for plan in jobs {
-        for p in &plan.placements {
-            if let Some(f) = free.get_mut(&p.node) {
-                *f -= plan.trainer.times(i64::from(p.trainers));
-            }
+        for p in plan.placements.iter().filter(|p| schedulable(p.node)) {
+            free[p.node as usize] -= plan.trainer.times(i64::from(p.trainers));
         }
         for r in &plan.removals {
-            if let Some(f) = r.node.and_then(|id| free.get_mut(&id)) {
-                *f += plan.trainer.times(i64::from(r.trainers));
+            if let Some(id) = r.node.filter(|id| schedulable(*id)) {
+                free[id as usize] += plan.trainer.times(i64::from(r.trainers));
             }
         }
     }
-    free.into_iter().collect()
+    free
 }
 
 /// Summarises the decisions of a pass.
