@@ -444,6 +444,27 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     assert_eq!(http_status(port, "/readyz"), Some(200));
+    // The pass after each resize writes the job's sizing conditions.
+    loop {
+        let mut done = true;
+        for (kind, name, _, _) in &planned {
+            let obj = get(&client, kind, name).await;
+            done &= if kind.starts_with("PyTorch") {
+                obj["metadata"]["annotations"]["trainscale.io/sizing"].is_string()
+            } else {
+                obj["status"]["conditions"].is_array()
+            };
+        }
+        if done {
+            break;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "no sizing conditions: {planned:?}"
+        );
+        assert!(daemon.0.try_wait().unwrap().is_none(), "the daemon exited");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     // Three more passes: nothing is written again.
     tokio::time::sleep(Duration::from_secs(3)).await;
 
@@ -719,10 +740,21 @@ async fn a_crd_installed_later_is_found_and_its_jobs_sized() {
         at(&job, &["spec", "pytorchReplicaSpecs", "Worker", "replicas"]) == Some(4)
     })
     .await;
+    // The pass after the resize writes its sizing conditions (the annotation).
+    until(
+        &mut daemon,
+        "the late PyTorchJob's sizing annotation",
+        || async {
+            let job = get(&client, "PyTorchJob", "late").await;
+            job["metadata"]["annotations"]["trainscale.io/sizing"].is_string()
+        },
+    )
+    .await;
     let log = daemon_log(&kubeconfig).await;
     assert!(log.contains_key("watch pytorchjobs"), "{log:?}");
     assert!(log.contains_key("watch pytorchtrainingjobs"), "{log:?}");
-    assert_eq!(log.get("patch pytorchjobs"), Some(&1), "{log:?}");
+    // One resize, one sizing annotation.
+    assert_eq!(log.get("patch pytorchjobs"), Some(&2), "{log:?}");
     assert_eq!(http_status(port, "/readyz"), Some(200));
     stop(daemon, emulator).await;
 }
