@@ -68,7 +68,7 @@ pub fn bulk_fill(
             .is_some_and(|n| n.saturating_mul(2) < everywhere)
     };
     let mut shapes: Vec<Shape> = distinct.into_iter().collect();
-    shapes.sort_unstable_by_key(|t| order_of(*t));
+    shapes.sort_by_cached_key(|t| order_of(*t));
     let mut left_out: Vec<Shape> = Vec::new();
     for &(t, class) in &shapes {
         if index.best_fit(t, class).is_none() {
@@ -173,12 +173,13 @@ fn by_shape_then_key(
     order_of: &dyn Fn(Shape) -> ShapeOrder,
     queueing: Queueing,
 ) -> Vec<usize> {
+    // Each shape's order once, not once per comparison of a search.
+    let orders: Vec<ShapeOrder> = shapes.iter().map(|s| order_of(*s)).collect();
     let bucket_of: Vec<usize> = queued
         .iter()
         .map(|&i| {
-            let shape = order_of(shape_of(&jobs[i]));
-            shapes
-                .binary_search_by_key(&shape, |s| order_of(*s))
+            orders
+                .binary_search(&order_of(shape_of(&jobs[i])))
                 .unwrap_or(0)
         })
         .collect();

@@ -218,9 +218,9 @@ impl<'s> NodeIndex<'s> {
         }
     }
 
-    /// Decides on the first search for `class` which set its searches walk: a class confined to
-    /// fewer than half the nodes gets its own set of the entries of the nodes it may use, while
-    /// there are fewer than [`CLASS_SETS`].
+    /// Decides on the first search for `class` which set its searches walk: a class kept off any
+    /// node (a selector, an affinity, a taint it does not tolerate) gets its own set of the
+    /// entries of the nodes it may use, while there are fewer than [`CLASS_SETS`].
     fn prepare(&mut self, class: Option<PodClassId>) {
         let Some(class) = class else { return };
         let slot = class as usize;
@@ -230,10 +230,9 @@ impl<'s> NodeIndex<'s> {
         if self.search[slot] != ClassSearch::Unknown {
             return;
         }
-        // Below half the nodes, as bulk filling counts a class confined.
-        let confined =
-            self.eligibility.eligible_count(class).saturating_mul(2) < self.allowed_count(None);
-        if !confined || self.class_sets.len() >= CLASS_SETS {
+        // Kept off any node: a shared scan would walk past those nodes' entries on every search.
+        let kept_off = self.eligibility.eligible_count(class) < self.allowed_count(None);
+        if !kept_off || self.class_sets.len() >= CLASS_SETS {
             self.search[slot] = ClassSearch::Shared;
             return;
         }
