@@ -186,6 +186,21 @@ where
     F: FnOnce(Arc<Context>) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
+    serve_caching(config, objects, true, body).await
+}
+
+/// [`serve`], the caches seeing the objects written only when `cache_writes` (else they stay
+/// behind, as watches lagging the server).
+async fn serve_caching<F, Fut, T>(
+    config: OperatorConfig,
+    objects: Vec<(String, Value)>,
+    cache_writes: bool,
+    body: F,
+) -> (T, Fake)
+where
+    F: FnOnce(Arc<Context>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let (caches, mut writers) = Caches::new(config.podgroups);
     writers.mark_listed();
     for (_, obj) in &objects {
@@ -203,7 +218,7 @@ where
             let body =
                 (!bytes.is_empty()).then(|| serde_json::from_slice::<Value>(&bytes).unwrap());
             let (code, reply) = fake.handle(&method, &path, &query, body.clone());
-            if code < 300 && (method == "POST" || method == "PATCH") {
+            if cache_writes && code < 300 && (method == "POST" || method == "PATCH") {
                 deliver(&mut writers, &reply);
             }
             let full = if query.is_empty() {
@@ -1354,4 +1369,35 @@ async fn a_job_without_pservers_wanted_gets_no_pserver_replica_set() {
         2,
         "master and trainer only"
     );
+}
+
+/// A child the operator created is not created again while its watch cache has not shown it yet
+/// (client-go's expectations): the next reconcile waits for the cache instead of sending a
+/// create that can only answer AlreadyExists.
+#[tokio::test]
+async fn a_child_created_but_not_yet_cached_is_not_created_again() {
+    let job = Arc::new(training_job(NON_FT));
+    let stored = vec![(job_path("ft"), serde_json::to_value(job.as_ref()).unwrap())];
+    let (results, fake) =
+        serve_caching(OperatorConfig::default(), stored, false, |ctx| async move {
+            let first = reconcile(job.clone(), ctx.clone()).await;
+            let second = reconcile(job, ctx).await;
+            [first, second].map(|r| r.map_err(|e| e.to_string()))
+        })
+        .await;
+    assert!(results[0].is_ok(), "{results:?}");
+    assert_eq!(
+        results[1],
+        Ok(Action::requeue(std::time::Duration::from_secs(2)))
+    );
+    let calls = lines(&fake);
+    let mut creates: Vec<&String> = calls
+        .iter()
+        .filter(|l| l.starts_with("POST") && !l.contains("/events"))
+        .collect();
+    assert!(!creates.is_empty(), "{calls:#?}");
+    let all = creates.len();
+    creates.sort();
+    creates.dedup();
+    assert_eq!(creates.len(), all, "a child created twice: {calls:#?}");
 }

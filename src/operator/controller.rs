@@ -23,7 +23,7 @@ use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::cache::{self, Caches, Triggers, scoped};
 use super::error::rename_problem;
@@ -67,6 +67,9 @@ pub struct Context {
     /// By `Kind namespace/name`, when a create of the object first answered AlreadyExists while
     /// the cache lacked it.
     conflicts: Arc<Mutex<HashMap<String, Timestamp>>>,
+    /// By `Kind namespace/name`, when this operator created the object, until its cache shows it
+    /// (client-go's "expectations"): a reconcile in between waits instead of creating it again.
+    created: Arc<Mutex<HashMap<String, Timestamp>>>,
 }
 
 impl Context {
@@ -84,6 +87,7 @@ impl Context {
             now: Arc::new(Timestamp::now),
             warned: Arc::default(),
             conflicts: Arc::default(),
+            created: Arc::default(),
         }
     }
 
@@ -101,6 +105,10 @@ impl Context {
         self.conflicts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn created(&self) -> std::sync::MutexGuard<'_, HashMap<String, Timestamp>> {
+        self.created.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -277,31 +285,49 @@ where
     let namespace = owner.job.namespace().unwrap_or_default();
     let key = format!("{kind} {namespace}/{name}");
     let live = match cached {
-        Some(live) => live,
-        None => match api.create(&PostParams::default(), want).await {
-            Ok(created) => {
-                info!(job = %owner.object(), kind, %name, "created");
-                Arc::new(created)
+        Some(live) => {
+            ctx.created().remove(&key);
+            live
+        }
+        None => {
+            let now = (ctx.now)();
+            let pending = ctx
+                .created()
+                .get(&key)
+                .is_some_and(|at| now.duration_since(*at) < CONFLICT_GRACE);
+            if pending {
+                debug!(job = %owner.object(), kind, %name, "created, not cached yet; requeue");
+                return Ok(None);
             }
-            Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                let now = (ctx.now)();
-                let mut conflicts = ctx.conflicts();
-                let first = *conflicts.entry(key).or_insert(now);
-                if now.duration_since(first) < CONFLICT_GRACE {
-                    info!(job = %owner.object(), kind, %name, "exists but not cached yet; requeue");
-                    return Ok(None);
+            match api.create(&PostParams::default(), want).await {
+                Ok(created) => {
+                    info!(job = %owner.object(), kind, %name, "created");
+                    let mut expected = ctx.created();
+                    // Entries of objects deleted before the cache showed them go after the grace.
+                    expected.retain(|_, at| now.duration_since(*at) < CONFLICT_GRACE);
+                    expected.insert(key.clone(), now);
+                    Arc::new(created)
                 }
-                return Err(OperatorError::NotLabelled {
-                    kind,
-                    owner_kind: owner.kind,
-                    namespace,
-                    name,
-                    owner: owner.job.name_any(),
-                    label: LABEL_JOB,
-                });
+                Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                    let now = (ctx.now)();
+                    let mut conflicts = ctx.conflicts();
+                    let first = *conflicts.entry(key).or_insert(now);
+                    if now.duration_since(first) < CONFLICT_GRACE {
+                        info!(job = %owner.object(), kind, %name, "exists but not cached yet; requeue");
+                        return Ok(None);
+                    }
+                    return Err(OperatorError::NotLabelled {
+                        kind,
+                        owner_kind: owner.kind,
+                        namespace,
+                        name,
+                        owner: owner.job.name_any(),
+                        label: LABEL_JOB,
+                    });
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
-        },
+        }
     };
     ctx.conflicts().remove(&key);
     if !owned_by(live.meta(), owner.job) {
