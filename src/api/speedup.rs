@@ -153,6 +153,12 @@ impl SpeedupCurve {
         }
     }
 
+    /// [`SpeedupCurve::gain`] of a job's curve, or [`SpeedupCurve::linear_gain`] for a job
+    /// without one.
+    pub fn gain_of(curve: Option<&SpeedupCurve>, n: i32) -> f64 {
+        curve.map_or_else(|| Self::linear_gain(n), |c| c.gain(n))
+    }
+
     /// The relative gain `s(n+1)/s(n) − 1` of the `(n+1)`-th trainer, capped (see the module
     /// doc); infinite at `n <= 0`.
     pub fn gain(&self, n: i32) -> f64 {

@@ -112,11 +112,7 @@ impl<'a> Share<'a> {
             if count < self.min {
                 return f64::NEG_INFINITY;
             }
-            let gain = match self.curve {
-                Some(curve) => curve.gain(count),
-                None => SpeedupCurve::linear_gain(count),
-            };
-            -gain
+            -SpeedupCurve::gain_of(self.curve, count)
         } else {
             fulfillment_of(
                 i64::from(count),

@@ -113,9 +113,7 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
             let info = infos[i];
             let (priority, created) = info.map_or((0, 0), |info| (info.priority, info.created));
             let share = if config.policy == Policy::Goodput {
-                -info
-                    .and_then(|info| info.speedup.as_deref())
-                    .map_or(SpeedupCurve::linear_gain(j.target), |c| c.gain(j.target))
+                -SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), j.target)
             } else {
                 j.fulfillment_after
             };
@@ -223,9 +221,7 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
             room.shortfall(job.trainer, class, 1)
         ),
         Reason::LowGain => {
-            let gain = info
-                .and_then(|i| i.speedup.as_deref())
-                .map_or(SpeedupCurve::linear_gain(t), |curve| curve.gain(t));
+            let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
             format!(
                 "at {t}: its next trainer would add {:.0}% speed, less than --min-marginal-speedup {}",
                 gain * 100.0,
