@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use super::http::Health;
 use super::leader::Fence;
 use super::metrics;
-use super::sizing::{SizingUpdate, merged, sizing_only};
+use super::sizing::{SizingUpdate, Written, merged, sizing_only};
 use super::store::{InvalidJob, TrainerJobRef};
 use crate::api::LAST_SCALE_ANNOTATION;
 use crate::api::note::{fields_note, truncate_note};
@@ -46,9 +46,6 @@ pub struct Rescale {
     pub target: i32,
     pub reason: Reason,
 }
-
-/// A job's sizing conditions as written: the object's new resourceVersion and its conditions.
-pub type Written = (Option<String>, Vec<Condition>);
 
 /// How a rescale ended, as the scale record states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -563,11 +560,7 @@ pub fn parallelism_patch(target: i32, indexed: bool, resource_version: Option<&s
     if indexed {
         spec["completions"] = json!(target);
     }
-    let mut body = json!({ "spec": spec });
-    if let Some(rv) = resource_version {
-        body["metadata"] = json!({ "resourceVersion": rv });
-    }
-    body
+    guarded(json!({ "spec": spec }), resource_version)
 }
 
 /// The merge patch resizing a job of a kind sized by one field (`path`), with the
@@ -582,14 +575,25 @@ pub fn field_patch(
     for key in path.iter().rev() {
         value = json!({ *key: value });
     }
-    let mut metadata = json!({ "annotations": { LAST_SCALE_ANNOTATION: annotation } });
-    if let Some(rv) = resource_version {
-        metadata["resourceVersion"] = json!(rv);
-    }
     if let Some(map) = value.as_object_mut() {
-        map.insert("metadata".to_string(), metadata);
+        map.insert(
+            "metadata".to_string(),
+            json!({ "annotations": { LAST_SCALE_ANNOTATION: annotation } }),
+        );
     }
-    value
+    guarded(value, resource_version)
+}
+
+/// `body` with `metadata.resourceVersion` set when given: the server then answers 409 Conflict
+/// if the object changed since that version.
+fn guarded(mut body: Value, resource_version: Option<&str>) -> Value {
+    if let (Some(rv), Some(map)) = (resource_version, body.as_object_mut()) {
+        let metadata = map.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("resourceVersion".to_string(), json!(rv));
+        }
+    }
+    body
 }
 
 /// The integer at `path` of an object's fields (`spec`, ...), if there is one.
@@ -600,30 +604,27 @@ fn value_at(data: &Value, path: &[&str]) -> Option<i64> {
 /// The merge patch of a job's status: the whole record list (merge patches replace lists), and
 /// nothing else.
 pub fn status_patch(records: &[TrainerJobScaleRecord], resource_version: Option<&str>) -> Value {
-    let mut body = json!({ "status": { "scale_records": { "ScaleRecords": records } } });
-    if let Some(rv) = resource_version {
-        body["metadata"] = json!({ "resourceVersion": rv });
-    }
-    body
+    guarded(
+        json!({ "status": { "scale_records": { "ScaleRecords": records } } }),
+        resource_version,
+    )
 }
 
 /// The merge patch of a job's `status.conditions` (the whole list: merge patches replace lists).
 pub fn conditions_patch(conditions: &[Condition], resource_version: Option<&str>) -> Value {
-    let mut body = json!({ "status": { "conditions": conditions } });
-    if let Some(rv) = resource_version {
-        body["metadata"] = json!({ "resourceVersion": rv });
-    }
-    body
+    guarded(
+        json!({ "status": { "conditions": conditions } }),
+        resource_version,
+    )
 }
 
 /// The merge patch of a job's `trainscale.io/sizing` annotation.
 pub fn sizing_annotation_patch(conditions: &[Condition], resource_version: Option<&str>) -> Value {
     let value = serde_json::to_string(conditions).unwrap_or_default();
-    let mut metadata = json!({ "annotations": { SIZING_ANNOTATION: value } });
-    if let Some(rv) = resource_version {
-        metadata["resourceVersion"] = json!(rv);
-    }
-    json!({ "metadata": metadata })
+    guarded(
+        json!({ "metadata": { "annotations": { SIZING_ANNOTATION: value } } }),
+        resource_version,
+    )
 }
 
 /// The status of a job object of a paddlepaddle.org kind; one that does not deserialize is an

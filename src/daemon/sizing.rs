@@ -69,6 +69,9 @@ pub struct SizingUpdate {
     pub write: bool,
 }
 
+/// A job's sizing conditions as written: the object's new resourceVersion and its conditions.
+pub type Written = (Option<String>, Vec<Condition>);
+
 /// A condition's type, status and reason.
 pub type Verdict<'c> = (&'static str, &'c str, &'c str);
 

@@ -23,7 +23,7 @@ use crate::cluster::objects::{read_trainer_job, trainer_constraints};
 use crate::cluster::{ClusterState, Role};
 
 use super::scheduling::SchedulingPods;
-use super::sizing::{Decision, Known};
+use super::sizing::{Decision, Known, Written};
 use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use crate::planner::{JobPlan, aligned};
 
@@ -718,12 +718,7 @@ impl Store {
 
     /// Records that a job's conditions say what `decision` does (found so, or just written as
     /// `written` at `resource_version`, ahead of the watch event of the write).
-    pub fn mark_explained(
-        &mut self,
-        key: &JobKey,
-        decision: Decision,
-        written: Option<(Option<String>, Vec<Condition>)>,
-    ) {
+    pub fn mark_explained(&mut self, key: &JobKey, decision: Decision, written: Option<Written>) {
         let Some(meta) = self.training_jobs.get_mut(key) else {
             return;
         };
