@@ -426,3 +426,29 @@ fn a_speedup_annotation_that_does_not_parse_is_a_warning_naming_it() {
         "the parallel fraction must be within 0 and 1",
     );
 }
+
+/// A pod whose init container asks for an unreadable quantity is refused naming that container's
+/// field; a readable one counts as max(sum of containers, largest init container) + overhead.
+#[test]
+fn a_pods_request_names_a_bad_init_container() {
+    let pod = |init_cpu: &str| -> k8s_openapi::api::core::v1::Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "2"}}}],
+                "initContainers": [
+                    {"name": "i", "resources": {"requests": {"cpu": init_cpu, "memory": "4Gi"}}}],
+                "overhead": {"cpu": "100m"}}}))
+        .unwrap()
+    };
+    let err = trainscale::cluster::objects::read_pod(&pod("2x")).unwrap_err();
+    assert_eq!(err.object, "Pod ml/p");
+    assert_eq!(err.field, "spec.initContainers[0].resources.requests.cpu");
+    let info = trainscale::cluster::objects::read_pod(&pod("2")).unwrap();
+    assert_eq!(
+        info.requests,
+        trainscale::api::Resources::new(3_100, 4 << 30, 0)
+    );
+}

@@ -1,7 +1,7 @@
 //! Reading the parts of Nodes, Pods, trainer Jobs and TrainingJobs that the planner needs.
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use std::sync::Arc;
@@ -145,6 +145,24 @@ pub fn pod_key(meta: &ObjectMeta) -> (String, String) {
     )
 }
 
+/// The containers' part of a pod's request as the kube-scheduler counts it: max(sum of the
+/// containers, largest init container), each read by `read` (given its list, `containers` or
+/// `initContainers`, and its index); the pod's overhead comes on top.
+pub fn containers_request<E>(
+    spec: &PodSpec,
+    read: impl Fn(&Container, &'static str, usize) -> Result<Resources, E>,
+) -> Result<Resources, E> {
+    let mut sum = Resources::ZERO;
+    for (i, c) in spec.containers.iter().enumerate() {
+        sum += read(c, "containers", i)?;
+    }
+    let mut init = Resources::ZERO;
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        init = init.max(read(c, "initContainers", i)?);
+    }
+    Ok(sum.max(init))
+}
+
 /// Reads a Pod: its node, phase, effective requests and TrainingJob role.
 pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     // Error context is built only on failure: this runs for every pod event.
@@ -163,19 +181,12 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         ));
     }
     let mut requests = Resources::ZERO;
-    let mut init_max = Resources::ZERO;
     let mut node = None;
     if let Some(spec) = pod.spec.as_ref() {
-        for (i, c) in spec.containers.iter().enumerate() {
-            requests += parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-                .map_err(|e| bad(format!("spec.containers[{i}].resources.requests"), e))?;
-        }
-        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-            let r = parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-                .map_err(|e| bad(format!("spec.initContainers[{i}].resources.requests"), e))?;
-            init_max = init_max.max(r);
-        }
-        requests = requests.max(init_max);
+        requests = containers_request(spec, |c, list, i| {
+            parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
+                .map_err(|e| bad(format!("spec.{list}[{i}].resources.requests"), e))
+        })?;
         requests += parse_resources(spec.overhead.as_ref())
             .map_err(|e| bad("spec.overhead".to_string(), e))?;
         node = spec.node_name.clone().filter(|n| !n.is_empty());

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, resources_of};
-use crate::cluster::objects::read_speedup;
+use crate::cluster::objects::{containers_request, read_speedup};
 
 /// A container's request map as the API server defaults it: a resource with a limit and no
 /// request is requested at its limit.
@@ -44,22 +44,16 @@ pub fn template_request(
             "the pod template has no containers",
         ));
     }
-    let mut sum = Resources::ZERO;
-    for (i, c) in spec.containers.iter().enumerate() {
-        let at = format!("{field}.spec.containers[{i}].resources.requests");
-        sum += resources_of(effective_requests(c).as_ref(), object, &at)?;
-    }
-    let mut init = Resources::ZERO;
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let at = format!("{field}.spec.initContainers[{i}].resources.requests");
-        init = init.max(resources_of(effective_requests(c).as_ref(), object, &at)?);
-    }
+    let containers = containers_request(spec, |c, list, i| {
+        let at = format!("{field}.spec.{list}[{i}].resources.requests");
+        resources_of(effective_requests(c).as_ref(), object, &at)
+    })?;
     let overhead = resources_of(
         spec.overhead.as_ref(),
         object,
         &format!("{field}.spec.overhead"),
     )?;
-    Ok(sum.max(init) + overhead)
+    Ok(containers + overhead)
 }
 
 /// The exact quantities `JobInfo::exact` holds (GPU, CPU, memory) for a request read in whole
