@@ -43,6 +43,15 @@ fn run(path: &Path, policies: &[Policy]) -> Vec<RunResult> {
     sim::run_policies(&scenario, &jobs, &speedup, policies, &mut |_, _, _| {})
 }
 
+/// One 8-GPU node, linear speedup, 60 s ticks, 30 s rescale cost.
+const ONE_NODE_60S: &str = "cluster:
+  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
+trace: {path: trace.csv, format: philly-pollux}
+speedup: {model: linear}
+interval_s: 60
+rescale_cost_s: 30
+";
+
 /// One 8-GPU node, linear speedup, 60 s ticks, 30 s rescale cost; min == max == req, so the
 /// simulated scheduler's first-fit binding alone decides and every policy must agree.
 ///
@@ -56,13 +65,7 @@ fn hand_computable_two_jobs_on_one_node() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_scenario(
         dir.path(),
-        "cluster:
-  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
-trace: {path: trace.csv, format: philly-pollux}
-speedup: {model: linear}
-interval_s: 60
-rescale_cost_s: 30
-",
+        ONE_NODE_60S,
         &[row("a", 0, 4, 4, 4, 4000), row("b", 30, 8, 8, 8, 4000)],
     );
     for r in run(&path, &ALL) {
@@ -103,17 +106,7 @@ rescale_cost_s: 30
 #[test]
 fn static_runs_the_requested_gang_and_never_resizes() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_scenario(
-        dir.path(),
-        "cluster:
-  node_pools: [{name: gpu, count: 1, cpu: 80, memory: 320Gi, gpus: 8}]
-trace: {path: trace.csv, format: philly-pollux}
-speedup: {model: linear}
-interval_s: 60
-rescale_cost_s: 30
-",
-        &[row("a", 0, 1, 8, 4, 4000)],
-    );
+    let path = write_scenario(dir.path(), ONE_NODE_60S, &[row("a", 0, 1, 8, 4, 4000)]);
     let runs = run(&path, &[Policy::Static, Policy::Fulfillment]);
     let rigid = &runs[0];
     assert_eq!(rigid.jobs[0].jct_s(), Some(30.0 + 4000.0 / 4.0));
