@@ -1,0 +1,1224 @@
+//! Acceptance: the deployment as shipped, against the kmock emulator (`tests/e2e/kmock_cluster.py`)
+//! with RBAC enforced (the RBAC objects of `deploy/rbac.yaml` and `deploy/components/*/rbac.yaml`)
+//! and 16 nodes of mixed shapes.
+//!
+//! Two replicas of the debug `trainscale` binary run as pods of `deploy/deployment.yaml` would:
+//! its container's `args` and every `env` with a literal `value` (leader election on, interval
+//! 30 s, debounce 2 s, cooldown 60 s), `POD_NAME` distinct per replica, `POD_NAMESPACE`
+//! `trainscale-system`, with only `TRAINSCALE_METRICS_ADDR` replaced (a loopback port) and
+//! `--kubeconfig` added (the service account's kubeconfig the harness writes). The test's own
+//! requests use the admin kubeconfig and carry the User-Agent `TEST_AGENT`.
+//!
+//! The test applies every example of `deploy/examples/` and 40 generated jobs of the four kinds
+//! at once (GPU and CPU trainers, min/max ranges, some selecting the `pool=big` nodes, some
+//! tolerating the `dedicated=infer:NoSchedule` taint, some with min 0), then 10 more while the
+//! daemon runs, and checks:
+//! - every TrainingJob and PaddleJob has its workloads (the trainers ConfigMap, the master
+//!   ReplicaSet when fault tolerant, the pserver ReplicaSet when its type uses pservers and asks
+//!   for some, the trainer Job, and in the PodGroup variant its PodGroup) within 15 s of its
+//!   create being answered;
+//! - every job converges, within 4 minutes, to what `trainscale plan` computes on a dump of the
+//!   same cluster (see [`converged`] for the criterion) with every trainer Job running its
+//!   trainers;
+//! - trainscale deleted no pod, no pod failed (`/_harness/failed-pods`, `/_harness/failures`),
+//!   every planned job carries its sizing conditions, and no request was denied
+//!   (`/_harness/denied`);
+//! - leader failover: the leader (the replica whose `POD_NAME` starts the Lease's
+//!   holderIdentity) is killed (SIGKILL); the other replica holds the Lease within the lease
+//!   duration (15 s) and serves a job applied meanwhile;
+//! - fencing: with a third replica started as standby, the leader is paused (SIGSTOP) until the
+//!   standby holds the Lease; once resumed (SIGCONT) it writes nothing, and reports it does not
+//!   lead;
+//! - a deleted Lease is created again and held within the lease duration, and a job applied then
+//!   is served.
+//!
+//! The PyTorch kinds' pods are created by their own operators in a real cluster and nobody plays
+//! those here, so those jobs are checked for their size and sizing annotation only.
+//! `acceptance_with_volcano_podgroups` runs the same with `TRAINSCALE_PODGROUPS=volcano`, half of
+//! the generated TrainingJobs naming their own `podGroupName`.
+//!
+//! Gated like the other e2e tests (`cfg(kmock)`, see `build.rs`).
+
+#[path = "support/e2e.rs"]
+mod e2e;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::DeleteParams;
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use e2e::{Emulator, Replica, SERVICE_ACCOUNT, TEST_AGENT, Workdir};
+
+/// Where the daemon's Lease lives (`POD_NAMESPACE`) and its name (the default `--lease-name`).
+const LEASE_NAMESPACE: &str = "trainscale-system";
+const LEASE_NAME: &str = "trainscale-leader";
+/// `leaseDurationSeconds` of the daemon's Lease.
+const LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Time a standby needs after the Lease expires to take it and see its own renewal (it sleeps
+/// until the expiry it read, then patches and reads the Lease).
+const TAKEOVER_SLACK: Duration = Duration::from_secs(2);
+/// How soon after its create every TrainingJob/PaddleJob must have its workloads.
+const WORKLOADS_WITHIN: Duration = Duration::from_secs(15);
+/// Bound on the convergence to the plan (cooldown 60 s and interval 30 s as shipped).
+const CONVERGE_WITHIN: Duration = Duration::from_secs(240);
+/// The emulator's lifetime: it ends by itself if a test dies without closing it.
+const EMULATOR_LIFETIME_S: u32 = 900;
+
+/// The job kinds trainscale sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    TrainingJob,
+    PaddleJob,
+    PyTorchTrainingJob,
+    PyTorchJob,
+}
+
+impl Kind {
+    const ALL: [Kind; 4] = [
+        Kind::TrainingJob,
+        Kind::PaddleJob,
+        Kind::PyTorchTrainingJob,
+        Kind::PyTorchJob,
+    ];
+
+    fn of(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::TrainingJob => "TrainingJob",
+            Kind::PaddleJob => "PaddleJob",
+            Kind::PyTorchTrainingJob => "PyTorchTrainingJob",
+            Kind::PyTorchJob => "PyTorchJob",
+        }
+    }
+
+    fn api_version(self) -> &'static str {
+        match self {
+            Kind::TrainingJob => "paddlepaddle.org/v1alpha1",
+            Kind::PaddleJob => "paddlepaddle.org/v1",
+            Kind::PyTorchTrainingJob => "batch.tensorstack.dev/v1beta1",
+            Kind::PyTorchJob => "kubeflow.org/v1",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            Kind::TrainingJob => "trainingjobs",
+            Kind::PaddleJob => "paddlejobs",
+            Kind::PyTorchTrainingJob => "pytorchtrainingjobs",
+            Kind::PyTorchJob => "pytorchjobs",
+        }
+    }
+
+    /// Whether trainscale's operator creates this kind's workloads (paddlepaddle.org kinds).
+    fn operated(self) -> bool {
+        matches!(self, Kind::TrainingJob | Kind::PaddleJob)
+    }
+}
+
+/// A job the test applied.
+#[derive(Debug, Clone)]
+struct Applied {
+    kind: Kind,
+    namespace: String,
+    name: String,
+    /// The object as applied.
+    value: Value,
+    /// When its create was answered.
+    at: Instant,
+}
+
+impl Applied {
+    fn key(&self) -> (Kind, String, String) {
+        (self.kind, self.namespace.clone(), self.name.clone())
+    }
+
+    fn label(&self) -> String {
+        format!("{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// The 16 nodes: 6 GPU nodes (8 `nvidia.com/gpu`, 64 cpu, 512Gi; two of them 20 pods), 6 CPU
+/// nodes (32 cpu, 128Gi; two of them 20 pods), a pool of 2 tainted `dedicated=infer:NoSchedule`
+/// (4 GPUs, 32 cpu, 256Gi) and a pool of 2 labelled `pool=big` (96 cpu, 768Gi, 20 pods).
+fn nodes() -> Value {
+    let node =
+        |name: &str, cpu: u32, memory: &str, gpu: u32, pods: u32, labels: Value, taints: Value| {
+            let mut allocatable =
+                json!({"cpu": cpu.to_string(), "memory": memory, "pods": pods.to_string()});
+            if gpu > 0 {
+                allocatable["nvidia.com/gpu"] = json!(gpu.to_string());
+            }
+            let mut all_labels =
+                json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"});
+            for (k, v) in labels.as_object().into_iter().flatten() {
+                all_labels[k] = v.clone();
+            }
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": all_labels},
+                "spec": {"taints": taints},
+                "status": {"capacity": allocatable.clone(), "allocatable": allocatable,
+                           "conditions": [{"type": "Ready", "status": "True"}]},
+            })
+        };
+    let mut out = Vec::new();
+    for i in 1..=6 {
+        let pods = if i >= 5 { 20 } else { 110 };
+        out.push(node(
+            &format!("gpu-{i:02}"),
+            64,
+            "512Gi",
+            8,
+            pods,
+            json!({"accelerator": "nvidia"}),
+            json!([]),
+        ));
+        out.push(node(
+            &format!("cpu-{i:02}"),
+            32,
+            "128Gi",
+            0,
+            pods,
+            json!({}),
+            json!([]),
+        ));
+    }
+    for i in 1..=2 {
+        out.push(node(
+            &format!("infer-{i:02}"),
+            32,
+            "256Gi",
+            4,
+            110,
+            json!({"dedicated": "infer"}),
+            json!([{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]),
+        ));
+        out.push(node(
+            &format!("big-{i:02}"),
+            96,
+            "768Gi",
+            0,
+            20,
+            json!({"pool": "big"}),
+            json!([]),
+        ));
+    }
+    Value::Array(out)
+}
+
+/// Container resources: requests equal to limits.
+fn resources(cpu: &str, memory: &str, gpu: u32) -> Value {
+    let mut r = json!({"cpu": cpu, "memory": memory});
+    if gpu > 0 {
+        r["nvidia.com/gpu"] = json!(gpu.to_string());
+    }
+    json!({"requests": r.clone(), "limits": r})
+}
+
+/// Generated job `i`: the kind cycles through the four kinds, the namespace through three, and
+/// the shape through GPU or CPU trainers, ranges (min 0 for some paddlepaddle.org jobs), the
+/// `pool=big` selector (CPU jobs), the `dedicated=infer` toleration (GPU jobs), fault tolerance
+/// and, with `podgroups`, a user-named `podGroupName` on every other TrainingJob.
+fn generated_job(i: usize, podgroups: bool) -> Value {
+    let kind = Kind::ALL[i % 4];
+    let v = i / 4;
+    let namespace = ["team-a", "team-b", "team-c"][i % 3];
+    let gpu = match kind {
+        Kind::PaddleJob => v % 3 == 0,
+        _ => v % 2 == 0,
+    };
+    let min = if kind.operated() && v % 5 == 3 {
+        0
+    } else {
+        1 + (v % 3) as i32
+    };
+    let max = min.max(1) + 1 + (v % 4) as i32;
+    let trainer = if gpu {
+        resources("4", "16Gi", 1)
+    } else {
+        resources("2", "4Gi", 0)
+    };
+    let node_selector = (!gpu && v % 4 == 1).then(|| json!({"pool": "big"}));
+    let tolerations = (gpu && v % 4 == 2).then(|| {
+        json!([{"key": "dedicated", "operator": "Equal", "value": "infer", "effect": "NoSchedule"}])
+    });
+    let pserver = json!({"min-instance": 1 + (v % 2) as i32, "max-instance": 1 + (v % 2) as i32,
+                         "resources": resources("1", "2Gi", 0)});
+    match kind {
+        Kind::TrainingJob => {
+            let name = format!("tj-{i:02}");
+            let mut t = json!({"entrypoint": "python train.py", "workspace": "/workspace",
+                               "min-instance": min, "max-instance": max, "resources": trainer});
+            if let Some(s) = node_selector {
+                t["node_selector"] = s;
+            }
+            if let Some(t2) = tolerations {
+                t["tolerations"] = t2;
+            }
+            let mut spec = json!({"image": "paddlepaddle/paddle:2.6", "port": 7164,
+                                  "ports_num": 1, "ports_num_for_sparse": 1,
+                                  "fault_tolerant": v % 2 == 0,
+                                  "pserver": pserver, "trainer": t});
+            if podgroups && v % 2 == 1 {
+                spec["podGroupName"] = json!(format!("gang-{name}"));
+            }
+            json!({"apiVersion": kind.api_version(), "kind": kind.as_str(),
+                   "metadata": {"name": name, "namespace": namespace}, "spec": spec})
+        }
+        Kind::PaddleJob => json!({
+            "apiVersion": kind.api_version(), "kind": kind.as_str(),
+            "metadata": {"name": format!("pj-{i:02}"), "namespace": namespace},
+            "spec": {"image": "paddle/dist-train:1.0", "port": 7164, "ports_num": 1,
+                     "ports_num_for_sparse": 1, "pserver": pserver,
+                     "trainer": {"entrypoint": "python train.py", "workspace": "/workspace",
+                                 "passes": 10, "min-instance": min, "max-instance": max,
+                                 "resources": trainer}},
+        }),
+        Kind::PyTorchTrainingJob | Kind::PyTorchJob => {
+            let mut template = json!({"spec": {"containers": [{
+                "name": "pytorch", "image": "pytorch/elastic:2.3", "resources": trainer}]}});
+            if let Some(s) = node_selector {
+                template["spec"]["nodeSelector"] = s;
+            }
+            if let Some(t) = tolerations {
+                template["spec"]["tolerations"] = t;
+            }
+            if kind == Kind::PyTorchTrainingJob {
+                json!({
+                    "apiVersion": kind.api_version(), "kind": kind.as_str(),
+                    "metadata": {"name": format!("ptj-{i:02}"), "namespace": namespace},
+                    "spec": {"elastic": {"enable": true, "minReplicas": min, "maxReplicas": max,
+                                         "expectedReplicas": min},
+                             "torchrunConfig": {"enable": true, "rdzvBackend": "c10d",
+                                                "procPerNode": "1"},
+                             "scheduler": {"t9kScheduler": {"queue": "default", "priority": 10}},
+                             "replicaSpecs": [{"type": "worker", "replicas": max,
+                                               "restartPolicy": "OnFailure",
+                                               "template": template}]},
+                })
+            } else {
+                json!({
+                    "apiVersion": kind.api_version(), "kind": kind.as_str(),
+                    "metadata": {"name": format!("kf-{i:02}"), "namespace": namespace},
+                    "spec": {"elasticPolicy": {"rdzvBackend": "c10d", "minReplicas": min,
+                                               "maxReplicas": max, "maxRestarts": 100},
+                             "pytorchReplicaSpecs": {"Worker": {
+                                 "replicas": min, "restartPolicy": "OnFailure",
+                                 "template": template}}},
+                })
+            }
+        }
+    }
+}
+
+/// Generated job `i`, which must be of a kind trainscale's operator serves (a TrainingJob or a
+/// PaddleJob), for the checks that a leader serves a job.
+fn served_job(i: usize, podgroups: bool) -> Value {
+    let job = generated_job(i, podgroups);
+    assert!(
+        Kind::of(job["kind"].as_str().unwrap_or_default()).is_some_and(Kind::operated),
+        "generated job {i} is a {}, not served by the operator",
+        job["kind"]
+    );
+    job
+}
+
+/// The documents of every manifest in `deploy/examples/`, in file order.
+fn examples() -> Vec<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{}: no examples", dir.display());
+    files
+        .iter()
+        .flat_map(|f| {
+            trainscale::api::manifest::read_documents(f).unwrap_or_else(|e| panic!("{e}"))
+        })
+        .map(|d| d.value)
+        .collect()
+}
+
+/// Creates every job of `values` concurrently (as `kubectl apply` of one file would, all at
+/// once); other kinds (PriorityClasses) are created first.
+async fn apply(client: &Client, values: Vec<Value>) -> Vec<Applied> {
+    let (jobs, others): (Vec<Value>, Vec<Value>) = values
+        .into_iter()
+        .partition(|v| Kind::of(v["kind"].as_str().unwrap_or_default()).is_some());
+    for other in others {
+        let plural = match other["kind"].as_str() {
+            Some("PriorityClass") => "priorityclasses",
+            kind => panic!("an example holds a {kind:?}, which the suite does not apply"),
+        };
+        e2e::create(client, plural, &other).await;
+    }
+    let creates = jobs.into_iter().map(|value| async move {
+        let kind = Kind::of(value["kind"].as_str().unwrap_or_default())
+            .unwrap_or_else(|| unreachable!("partitioned by kind"));
+        let created = e2e::create(client, kind.plural(), &value).await;
+        Applied {
+            kind,
+            namespace: created["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            name: created["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            value,
+            at: Instant::now(),
+        }
+    });
+    futures::future::join_all(creates).await
+}
+
+/// The workloads trainscale's operator must create for a paddlepaddle.org job, as
+/// `(kind, name)` in the job's namespace: the `<name>-trainers` ConfigMap; the `<name>-master`
+/// ReplicaSet when the TrainingJob is fault tolerant; the `<name>-pserver` ReplicaSet when the
+/// job's type uses pservers (no `frame_work`, not `local_job`, not `is_nccl`; or `frame_work`
+/// type `multi`) and `pserver.min-instance` is above 0; the `<name>-trainer` Job; and with
+/// PodGroups on, the PodGroup named by `spec.podGroupName`, else by the job.
+fn expected_workloads(job: &Applied, podgroups: bool) -> Vec<(&'static str, String)> {
+    let spec = &job.value["spec"];
+    let name = &job.name;
+    let mut out = vec![("ConfigMap", format!("{name}-trainers"))];
+    if job.kind == Kind::TrainingJob && spec["fault_tolerant"].as_bool() == Some(true) {
+        out.push(("ReplicaSet", format!("{name}-master")));
+    }
+    let uses_pservers = match spec.get("frame_work") {
+        Some(fw) if !fw.is_null() => fw["type"] == "multi",
+        _ => spec["local_job"].as_bool() != Some(true) && spec["is_nccl"].as_bool() != Some(true),
+    };
+    if uses_pservers && spec["pserver"]["min-instance"].as_i64().unwrap_or(0) > 0 {
+        out.push(("ReplicaSet", format!("{name}-pserver")));
+    }
+    out.push(("Job", format!("{name}-trainer")));
+    if podgroups {
+        let group = spec["podGroupName"]
+            .as_str()
+            .filter(|g| !g.trim().is_empty())
+            .unwrap_or(name);
+        out.push(("PodGroup", group.to_string()));
+    }
+    out
+}
+
+/// `(kind, namespace, name)` of every ConfigMap, ReplicaSet, Job and (with `podgroups`) Volcano
+/// PodGroup in the cluster.
+async fn workloads(client: &Client, podgroups: bool) -> BTreeSet<(String, String, String)> {
+    let mut kinds = vec![
+        ("v1", "ConfigMap", "configmaps"),
+        ("apps/v1", "ReplicaSet", "replicasets"),
+        ("batch/v1", "Job", "jobs"),
+    ];
+    if podgroups {
+        kinds.push(("scheduling.volcano.sh/v1beta1", "PodGroup", "podgroups"));
+    }
+    let mut out = BTreeSet::new();
+    for (api_version, kind, plural) in kinds {
+        for obj in e2e::list_all(client, api_version, kind, plural).await {
+            out.insert((
+                kind.to_string(),
+                obj["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                obj["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// A summary of the harness's RBAC denials, for failure messages.
+async fn denials(emulator: &Emulator) -> String {
+    let denied = emulator.denied().await;
+    if denied.is_empty() {
+        return "no request denied".to_string();
+    }
+    let mut rows: BTreeMap<String, u64> = BTreeMap::new();
+    for d in &denied {
+        let resource = match d["subresource"].as_str().filter(|s| !s.is_empty()) {
+            Some(sub) => format!("{}/{sub}", d["resource"].as_str().unwrap_or_default()),
+            None => d["resource"].as_str().unwrap_or_default().to_string(),
+        };
+        *rows
+            .entry(format!(
+                "{} {} {resource} (group {:?}, namespace {:?})",
+                d["user"].as_str().unwrap_or_default(),
+                d["verb"].as_str().unwrap_or_default(),
+                d["group"].as_str().unwrap_or_default(),
+                d["namespace"].as_str().unwrap_or_default(),
+            ))
+            .or_default() += 1;
+    }
+    format!("{} requests denied: {rows:#?}", denied.len())
+}
+
+/// Waits until every operated job of `jobs` has its workloads, each within [`WORKLOADS_WITHIN`]
+/// of its create; returns the slowest job's delay. Fails naming every late job and what it
+/// lacked, with the RBAC denials so far.
+async fn await_workloads(
+    emulator: &Emulator,
+    client: &Client,
+    jobs: &[Applied],
+    podgroups: bool,
+    replicas: &mut [&mut Replica],
+) -> Duration {
+    let operated: Vec<&Applied> = jobs.iter().filter(|j| j.kind.operated()).collect();
+    let mut done: BTreeMap<(Kind, String, String), Duration> = BTreeMap::new();
+    loop {
+        let seen = workloads(client, podgroups).await;
+        let mut late = Vec::new();
+        for job in &operated {
+            if done.contains_key(&job.key()) {
+                continue;
+            }
+            let missing: Vec<String> = expected_workloads(job, podgroups)
+                .into_iter()
+                .filter(|(kind, name)| {
+                    !seen.contains(&(kind.to_string(), job.namespace.clone(), name.clone()))
+                })
+                .map(|(kind, name)| format!("{kind} {name}"))
+                .collect();
+            if missing.is_empty() {
+                done.insert(job.key(), job.at.elapsed());
+            } else if job.at.elapsed() > WORKLOADS_WITHIN {
+                late.push(format!("{}: missing {missing:?}", job.label()));
+            }
+        }
+        if !late.is_empty() {
+            panic!(
+                "{} of {} TrainingJobs/PaddleJobs lack workloads {WORKLOADS_WITHIN:?} after their create ({} had them): {late:#?}\nRBAC: {}",
+                late.len(),
+                operated.len(),
+                done.len(),
+                denials(emulator).await
+            );
+        }
+        if done.len() == operated.len() {
+            return done.values().copied().max().unwrap_or_default();
+        }
+        for r in replicas.iter_mut() {
+            if let Err(dead) = r.guard.check_alive() {
+                panic!("waiting for workloads: {dead} (log {})", r.log.display());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One job of a plan: `(kind, namespace, name)`, current, target, reason.
+#[derive(Debug, Clone, PartialEq)]
+struct Planned {
+    key: (String, String, String),
+    current: i64,
+    target: i64,
+    reason: String,
+}
+
+fn planned(plan: &Value) -> Vec<Planned> {
+    plan["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| Planned {
+            key: (
+                j["kind"].as_str().unwrap_or_default().to_string(),
+                j["namespace"].as_str().unwrap_or_default().to_string(),
+                j["name"].as_str().unwrap_or_default().to_string(),
+            ),
+            current: j["current"].as_i64().unwrap_or(-1),
+            target: j["target"].as_i64().unwrap_or(-1),
+            reason: j["reason"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect()
+}
+
+/// What a trainer Job of an operated job shows in a dump: `Err` says why it is not running its
+/// trainers (a `Complete`/`Failed` condition, fewer active pods than its parallelism, trainer
+/// pods not Running; `pending_ok` lets pods wait for a scheduler the harness plays first-fit).
+fn trainer_job_problem(
+    items: &[Value],
+    namespace: &str,
+    name: &str,
+    pending_ok: bool,
+) -> Option<String> {
+    let job_name = format!("{name}-trainer");
+    let Some(job) = items.iter().find(|o| {
+        o["kind"] == "Job"
+            && o["metadata"]["namespace"] == namespace
+            && o["metadata"]["name"] == job_name.as_str()
+    }) else {
+        return Some(format!("{namespace}/{job_name}: no trainer Job"));
+    };
+    let parallelism = job["spec"]["parallelism"].as_i64().unwrap_or(1);
+    let ended: Vec<&str> = job["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "True" && (c["type"] == "Complete" || c["type"] == "Failed"))
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    if !ended.is_empty() {
+        return Some(format!(
+            "{namespace}/{job_name}: {ended:?} at parallelism {parallelism} while its job runs"
+        ));
+    }
+    let uid = &job["metadata"]["uid"];
+    let phases: Vec<&str> = items
+        .iter()
+        .filter(|o| {
+            o["kind"] == "Pod"
+                && o["metadata"]["namespace"] == namespace
+                && o["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == *uid))
+        })
+        .map(|p| p["status"]["phase"].as_str().unwrap_or("Pending"))
+        .collect();
+    let running = phases.iter().filter(|p| **p == "Running").count() as i64;
+    if phases.len() as i64 != parallelism {
+        return Some(format!(
+            "{namespace}/{job_name}: {} trainer pods for parallelism {parallelism}",
+            phases.len()
+        ));
+    }
+    if !pending_ok && running != parallelism {
+        return Some(format!(
+            "{namespace}/{job_name}: {running} of {parallelism} trainer pods Running ({phases:?})"
+        ));
+    }
+    None
+}
+
+/// The convergence criterion. A dump of the cluster is planned twice with `trainscale plan`:
+/// with `--cooldown 0s` (what the policy wants, the cooldown aside) and with the daemon's
+/// cooldown (what the daemon may do now). The cluster has converged when the first plan proposes
+/// no change at all (every job's target == current): the daemon has done everything its policy
+/// asks on this state, and no rescale held back by the cooldown remains. A change only the
+/// cooldown holds back is not convergence yet: the cooldown ends within 60 s and the daemon's
+/// next pass (30 s interval, or a watch event) makes it, so the bound allows for it. Besides,
+/// every trainer Job of a TrainingJob/PaddleJob must be running its trainers: not `Complete` or
+/// `Failed`, one pod per unit of parallelism, each Running (pods for a scheduler the harness
+/// plays first-fit, the PodGroup variant's, may be Pending). `Err` lists what is left.
+fn converged(
+    plan0: &Value,
+    plan_cooldown: &Value,
+    dump: &Value,
+    pending_ok: bool,
+) -> Result<(), String> {
+    let now = planned(plan_cooldown);
+    let mut left = Vec::new();
+    for p in planned(plan0) {
+        if p.current != p.target {
+            let held = now
+                .iter()
+                .find(|q| q.key == p.key)
+                .map(|q| q.reason.clone())
+                .unwrap_or_default();
+            left.push(format!(
+                "{} {}/{}: {} -> {} ({}; under the cooldown: {held})",
+                p.key.0, p.key.1, p.key.2, p.current, p.target, p.reason
+            ));
+        }
+    }
+    let items = dump["items"].as_array().cloned().unwrap_or_default();
+    for p in planned(plan0) {
+        if Kind::of(&p.key.0).is_some_and(Kind::operated)
+            && let Some(problem) = trainer_job_problem(&items, &p.key.1, &p.key.2, pending_ok)
+        {
+            left.push(problem);
+        }
+    }
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{} left: {left:#?}", left.len()))
+    }
+}
+
+/// Polls dumps until [`converged`] holds; returns the last plan (cooldown 0) and dump.
+async fn converge(
+    client: &Client,
+    dir: &Path,
+    cooldown: &str,
+    pending_ok: bool,
+    replicas: &mut [&mut Replica],
+) -> (Value, Value) {
+    let snapshot = dir.join("dump.json");
+    let started = Instant::now();
+    loop {
+        let dump = e2e::dump(client, &[]).await;
+        std::fs::write(&snapshot, dump.to_string())
+            .unwrap_or_else(|e| panic!("writing {}: {e}", snapshot.display()));
+        let plan0 = e2e::plan(&snapshot, &["--cooldown", "0s"]);
+        let plan_cooldown = e2e::plan(&snapshot, &["--cooldown", cooldown]);
+        let last = match converged(&plan0, &plan_cooldown, &dump, pending_ok) {
+            Ok(()) => return (plan0, dump),
+            Err(seen) => seen,
+        };
+        for r in replicas.iter_mut() {
+            if let Err(dead) = r.guard.check_alive() {
+                panic!(
+                    "converging: {dead} (log {}); last seen: {last}",
+                    r.log.display()
+                );
+            }
+        }
+        assert!(
+            started.elapsed() < CONVERGE_WITHIN,
+            "not converged to the plan within {CONVERGE_WITHIN:?}; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// Jobs of a plan whose sizing conditions are missing: TrainingJob/PaddleJob `status.conditions`
+/// `AbleToScale` and `ScalingLimited`; the PyTorch kinds the annotation `trainscale.io/sizing`
+/// holding both.
+fn missing_conditions(plan: &Value, dump: &Value) -> Vec<String> {
+    let items = dump["items"].as_array().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    for p in planned(plan) {
+        let (kind, ns, name) = &p.key;
+        let obj = items.iter().find(|o| {
+            o["kind"] == kind.as_str()
+                && o["metadata"]["namespace"] == ns.as_str()
+                && o["metadata"]["name"] == name.as_str()
+        });
+        let types: Vec<String> = match obj {
+            None => {
+                out.push(format!("{kind} {ns}/{name}: not in the dump"));
+                continue;
+            }
+            Some(o) if Kind::of(kind).is_some_and(Kind::operated) => o["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["type"].as_str().map(str::to_string))
+                .collect(),
+            Some(o) => o["metadata"]["annotations"]["trainscale.io/sizing"]
+                .as_str()
+                .map(|text| {
+                    trainscale::api::sizing::read_annotation(text)
+                        .into_iter()
+                        .map(|c| c.type_)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        for wanted in ["AbleToScale", "ScalingLimited"] {
+            if !types.iter().any(|t| t == wanted) {
+                out.push(format!("{kind} {ns}/{name}: no {wanted} (has {types:?})"));
+            }
+        }
+    }
+    out
+}
+
+/// The Lease's holderIdentity and renewTime, if it exists.
+async fn lease_holder(leases: &Api<Lease>) -> Option<(String, Option<String>)> {
+    let lease = leases
+        .get_opt(LEASE_NAME)
+        .await
+        .unwrap_or_else(|e| panic!("reading Lease {LEASE_NAMESPACE}/{LEASE_NAME}: {e}"))?;
+    let spec = lease.spec?;
+    let holder = spec.holder_identity?;
+    let renewed = spec
+        .renew_time
+        .map(|t| serde_json::to_value(t).unwrap_or(Value::Null).to_string());
+    Some((holder, renewed))
+}
+
+/// The index of the replica whose `POD_NAME` starts `holder` (identities are `<POD_NAME>-<pid>`).
+fn holder_of(holder: &str, replicas: &[&mut Replica]) -> Option<usize> {
+    replicas
+        .iter()
+        .position(|r| holder.starts_with(&format!("{}-", r.pod_name)))
+}
+
+/// Waits until replica `which` holds the Lease and reports `trainscale_leader 1`; returns when.
+async fn await_leader(
+    leases: &Api<Lease>,
+    replicas: &mut [&mut Replica],
+    which: usize,
+    within: Duration,
+    what: &str,
+) -> Instant {
+    let started = Instant::now();
+    loop {
+        let holder = lease_holder(leases).await;
+        let holds = holder
+            .as_ref()
+            .is_some_and(|(h, _)| holder_of(h, replicas) == Some(which));
+        if holds && replicas[which].leads() == Some(true) {
+            return Instant::now();
+        }
+        if let Err(dead) = replicas[which].guard.check_alive() {
+            panic!("{what}: {dead} (log {})", replicas[which].log.display());
+        }
+        assert!(
+            started.elapsed() < within,
+            "{what}: {} does not lead within {within:?}; the Lease: {holder:?}, its trainscale_leader: {:?}",
+            replicas[which].pod_name,
+            replicas[which].leads()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The write rows of one replica's requests: from the harness's per-agent log when the daemon
+/// names its identity in its User-Agent (`trainscale/<version> (<identity>)`), else from the
+/// replica's own `trainscale_api_requests_total` (the daemon sends no User-Agent of its own yet,
+/// and both replicas authenticate as the same service account). Returns the counts and which
+/// source they came from.
+async fn replica_requests(
+    emulator: &Emulator,
+    replica: &Replica,
+    identity: &str,
+) -> Option<(BTreeMap<String, u64>, &'static str)> {
+    let by_agent = emulator.requests_by("agent").await;
+    let suffix = format!("({identity})");
+    let mine: Vec<&BTreeMap<String, u64>> = by_agent
+        .iter()
+        .filter(|(agent, _)| agent.ends_with(&suffix))
+        .map(|(_, counts)| counts)
+        .collect();
+    if !mine.is_empty() {
+        let mut out = BTreeMap::new();
+        for counts in mine {
+            for (k, n) in counts {
+                *out.entry(k.clone()).or_default() += n;
+            }
+        }
+        return Some((out, "the harness's log by User-Agent"));
+    }
+    e2e::daemon_request_counts(replica.port)
+        .map(|c| (c, "the replica's trainscale_api_requests_total"))
+}
+
+/// Waits until a replica's requests (Lease traffic aside) stop moving over two 1 s probes.
+async fn until_quiet(replica: &mut Replica, within: Duration) {
+    let started = Instant::now();
+    let mut last = e2e::daemon_request_counts(replica.port);
+    let mut still = 0;
+    while still < 2 {
+        assert!(
+            started.elapsed() < within,
+            "{} not quiet within {within:?}",
+            replica.pod_name
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = e2e::daemon_request_counts(replica.port);
+        let moved = match (&last, &now) {
+            (Some(a), Some(b)) => e2e::log_between(a, b)
+                .keys()
+                .any(|k| !k.ends_with(" leases")),
+            _ => true,
+        };
+        still = if moved { 0 } else { still + 1 };
+        last = now;
+    }
+}
+
+/// The whole acceptance run; `podgroups` adds `TRAINSCALE_PODGROUPS=volcano`.
+async fn acceptance(podgroups: bool) {
+    e2e::require_kmock();
+    let dir = Workdir::new(if podgroups {
+        "acceptance-volcano"
+    } else {
+        "acceptance"
+    });
+    let nodes_file = dir.path().join("nodes.json");
+    std::fs::write(&nodes_file, nodes().to_string())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", nodes_file.display()));
+    let nodes_arg = nodes_file.to_string_lossy().to_string();
+    let emulator = Emulator::start(
+        dir.path(),
+        &["--nodes", &nodes_arg, "--pytorch-crds"],
+        EMULATOR_LIFETIME_S,
+    );
+    let client = emulator.admin().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+
+    // The Deployment's container, as shipped.
+    let container = e2e::shipped_container();
+    let shipped = |name: &str| {
+        container.env.iter().find_map(|(n, s)| match s {
+            e2e::EnvSource::Value(v) if n == name => Some(v.clone()),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        container.namespace, LEASE_NAMESPACE,
+        "the Deployment's namespace"
+    );
+    assert_eq!(shipped("TRAINSCALE_LEADER_ELECT").as_deref(), Some("true"));
+    let cooldown = shipped("TRAINSCALE_COOLDOWN")
+        .unwrap_or_else(|| panic!("deploy/deployment.yaml sets no TRAINSCALE_COOLDOWN"));
+    let overrides: Vec<(&str, &str)> = if podgroups {
+        vec![("TRAINSCALE_PODGROUPS", "volcano")]
+    } else {
+        Vec::new()
+    };
+    println!(
+        "deployment: args {:?}, env {:?}, overrides {overrides:?}",
+        container.args, container.env
+    );
+    let mut a = Replica::start(
+        &container,
+        "trainscale-7c9d5-a",
+        &emulator.kubeconfig,
+        dir.path(),
+        &overrides,
+        &[],
+    );
+    let mut b = Replica::start(
+        &container,
+        "trainscale-7c9d5-b",
+        &emulator.kubeconfig,
+        dir.path(),
+        &overrides,
+        &[],
+    );
+
+    // Both ready; one leads.
+    let started = Instant::now();
+    {
+        let mut replicas = [&mut a, &mut b];
+        for r in replicas.iter_mut() {
+            let port = r.port;
+            let log = r.log.clone();
+            e2e::poll(
+                Duration::from_secs(30),
+                Duration::from_millis(200),
+                &format!("{} /readyz 200", r.pod_name),
+                || {
+                    r.guard
+                        .check_alive()
+                        .map_err(|e| format!("{e} (log {})", log.display()))
+                },
+                || async move {
+                    match e2e::http_status(port, "/readyz") {
+                        Some(200) => Ok(()),
+                        other => Err(format!("/readyz {other:?}")),
+                    }
+                },
+            )
+            .await;
+        }
+    }
+    let ready_after = started.elapsed();
+    let leader = {
+        let replicas = [&mut a, &mut b];
+        let (replicas, leases) = (&replicas, &leases);
+        e2e::poll(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            "a replica holds the Lease and leads",
+            || Ok(()),
+            move || async move {
+                let holder = lease_holder(leases).await;
+                match holder.as_ref().and_then(|(h, _)| holder_of(h, replicas)) {
+                    Some(i) if replicas[i].leads() == Some(true) => Ok(i),
+                    _ => Err(format!("the Lease: {holder:?}")),
+                }
+            },
+        )
+        .await
+    };
+    println!("ready after {ready_after:.1?}; replica {leader} leads");
+
+    // Every example and 40 generated jobs, at once.
+    let mut batch = examples();
+    batch.extend((0..40).map(|i| generated_job(i, podgroups)));
+    let first = apply(&client, batch).await;
+    let slowest = {
+        let mut replicas = [&mut a, &mut b];
+        await_workloads(&emulator, &client, &first, podgroups, &mut replicas).await
+    };
+    println!(
+        "{} jobs applied at once ({} TrainingJobs/PaddleJobs); slowest workloads after {slowest:.1?}",
+        first.len(),
+        first.iter().filter(|j| j.kind.operated()).count()
+    );
+    // 10 more while it runs.
+    let second = apply(
+        &client,
+        (40..50).map(|i| generated_job(i, podgroups)).collect(),
+    )
+    .await;
+    let slowest = {
+        let mut replicas = [&mut a, &mut b];
+        await_workloads(&emulator, &client, &second, podgroups, &mut replicas).await
+    };
+    println!("10 more applied; slowest workloads after {slowest:.1?}");
+
+    // Convergence to the plan, and what every settled job must show.
+    let converging = Instant::now();
+    let (plan0, dump) = {
+        let mut replicas = [&mut a, &mut b];
+        converge(&client, dir.path(), &cooldown, podgroups, &mut replicas).await
+    };
+    let jobs = planned(&plan0);
+    assert!(
+        plan0["skipped"].as_array().is_none_or(Vec::is_empty),
+        "jobs skipped by the plan: {}",
+        plan0["skipped"]
+    );
+    let applied_jobs = first.len() + second.len();
+    let left_alone = plan0["left_alone"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        jobs.len() + left_alone,
+        applied_jobs,
+        "every applied job is planned or left alone with a reason: planned {}, left alone {}",
+        jobs.len(),
+        plan0["left_alone"]
+    );
+    println!(
+        "converged after {:.1?}: {} jobs planned, {} left alone ({}); summary {}",
+        converging.elapsed(),
+        jobs.len(),
+        left_alone,
+        plan0["left_alone"],
+        plan0["summary"]
+    );
+    // The pass after each resize writes the sizing conditions.
+    let snapshot = dir.path().join("dump.json");
+    let mut conditions_dump = dump;
+    let conditions_deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let missing = missing_conditions(&plan0, &conditions_dump);
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < conditions_deadline,
+            "jobs without their sizing conditions 45 s after convergence: {missing:#?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        conditions_dump = e2e::dump(&client, &[]).await;
+        std::fs::write(&snapshot, conditions_dump.to_string())
+            .unwrap_or_else(|e| panic!("writing {}: {e}", snapshot.display()));
+    }
+    check_clean(&emulator, "after convergence").await;
+
+    // Failover: the leader is killed; the other takes the Lease within its duration and serves a
+    // job applied meanwhile.
+    let mut replicas = [&mut a, &mut b];
+    let (holder, _) = lease_holder(&leases)
+        .await
+        .unwrap_or_else(|| panic!("no Lease holder after convergence"));
+    let old = holder_of(&holder, &replicas)
+        .unwrap_or_else(|| panic!("the Lease holder {holder:?} is none of the replicas"));
+    let new = 1 - old;
+    replicas[old].guard.signal("KILL");
+    let killed = Instant::now();
+    replicas[old].guard.kill();
+    let meanwhile = apply(&client, vec![served_job(52, podgroups)]).await;
+    let took_over = await_leader(
+        &leases,
+        &mut replicas,
+        new,
+        LEASE_DURATION + TAKEOVER_SLACK,
+        "after SIGKILL of the leader",
+    )
+    .await;
+    println!(
+        "{} killed; {} leads {:.1?} later",
+        replicas[old].pod_name,
+        replicas[new].pod_name,
+        took_over - killed
+    );
+    {
+        let mut alive = [&mut *replicas[new]];
+        let slowest = await_workloads(&emulator, &client, &meanwhile, podgroups, &mut alive).await;
+        println!("the job applied meanwhile has its workloads {slowest:.1?} after its create");
+    }
+    let survivor_identity = lease_holder(&leases)
+        .await
+        .map(|(h, _)| h)
+        .unwrap_or_default();
+
+    // Fencing: a third replica stands by; the leader is paused past its Lease, the standby
+    // takes over; resumed, the old leader writes nothing.
+    let mut c = Replica::start(
+        &container,
+        "trainscale-7c9d5-c",
+        &emulator.kubeconfig,
+        dir.path(),
+        &overrides,
+        &[],
+    );
+    let c_port = c.port;
+    e2e::poll(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        "the standby /readyz 200",
+        || Ok(()),
+        || async move {
+            match e2e::http_status(c_port, "/readyz") {
+                Some(200) => Ok(()),
+                other => Err(format!("/readyz {other:?}")),
+            }
+        },
+    )
+    .await;
+    let paused = &mut *replicas[new];
+    until_quiet(paused, Duration::from_secs(60)).await;
+    let (before, source) = replica_requests(&emulator, paused, &survivor_identity)
+        .await
+        .unwrap_or_else(|| panic!("{}: no request counts", paused.pod_name));
+    paused.guard.signal("STOP");
+    let stopped = Instant::now();
+    let during = apply(&client, vec![served_job(53, podgroups)]).await;
+    let standby_leads = {
+        let mut pair = [&mut *paused, &mut c];
+        await_leader(
+            &leases,
+            &mut pair,
+            1,
+            LEASE_DURATION + TAKEOVER_SLACK,
+            "while the leader is paused",
+        )
+        .await
+    };
+    println!(
+        "{} paused (SIGSTOP); {} leads {:.1?} later",
+        paused.pod_name,
+        c.pod_name,
+        standby_leads - stopped
+    );
+    {
+        let mut alive = [&mut c];
+        await_workloads(&emulator, &client, &during, podgroups, &mut alive).await;
+    }
+    paused.guard.signal("CONT");
+    let resumed = Instant::now();
+    // Past the renew deadline (10 s) and a debounced pass, with the backlog of watch events the
+    // resumed replica receives.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let (after, _) = replica_requests(&emulator, paused, &survivor_identity)
+        .await
+        .unwrap_or_else(|| panic!("{}: no request counts after SIGCONT", paused.pod_name));
+    let writes = e2e::writes_in(&e2e::log_between(&before, &after));
+    let holder = lease_holder(&leases).await;
+    println!(
+        "{} resumed {:.1?} ago: its writes since the pause {writes:?} (counted from {source}); the Lease {holder:?}",
+        paused.pod_name,
+        resumed.elapsed()
+    );
+    assert!(
+        holder
+            .as_ref()
+            .is_some_and(|(h, _)| h.starts_with(&format!("{}-", c.pod_name))),
+        "the standby keeps the Lease after the old leader resumes: {holder:?}"
+    );
+    assert!(
+        writes.is_empty(),
+        "{} wrote after it resumed without the Lease (counted from {source}): {writes:?}",
+        paused.pod_name
+    );
+    assert_eq!(
+        paused.leads(),
+        Some(false),
+        "{} reports trainscale_leader 1 without the Lease",
+        paused.pod_name
+    );
+
+    // A Lease deleted is created again and held within the lease duration; a job applied then
+    // is served.
+    leases
+        .delete(LEASE_NAME, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting Lease {LEASE_NAMESPACE}/{LEASE_NAME}: {e}"));
+    let deleted = Instant::now();
+    let after_delete = apply(&client, vec![served_job(56, podgroups)]).await;
+    let leases_ref = &leases;
+    let (holder, recreated) = e2e::poll(
+        LEASE_DURATION + TAKEOVER_SLACK,
+        Duration::from_millis(200),
+        "the deleted Lease created again and held",
+        || Ok(()),
+        move || async move {
+            match lease_holder(leases_ref).await {
+                Some((h, _)) => Ok((h, Instant::now())),
+                None => Err("no Lease (or no holder)".to_string()),
+            }
+        },
+    )
+    .await;
+    println!(
+        "the Lease deleted; held again by {holder} {:.1?} later",
+        recreated - deleted
+    );
+    {
+        let mut alive = [&mut *paused, &mut c];
+        await_workloads(&emulator, &client, &after_delete, podgroups, &mut alive).await;
+    }
+    check_clean(&emulator, "at the end").await;
+
+    paused.guard.terminate(Duration::from_secs(15)).await;
+    c.guard.terminate(Duration::from_secs(15)).await;
+    emulator.stop();
+}
+
+/// No pod deleted by trainscale, no pod failed, no trainer failure counted, no request denied.
+async fn check_clean(emulator: &Emulator, when: &str) {
+    let by_user = emulator.requests_by("user").await;
+    let sa = by_user.get(SERVICE_ACCOUNT).cloned().unwrap_or_default();
+    let deletes: BTreeMap<&String, &u64> = sa
+        .iter()
+        .filter(|(k, _)| *k == "delete pods" || *k == "deletecollection pods")
+        .collect();
+    assert!(
+        deletes.is_empty(),
+        "{when}: trainscale deleted pods: {deletes:?}"
+    );
+    let failed = emulator.failed_pods().await;
+    assert!(failed.is_empty(), "{when}: pods ended Failed: {failed:#?}");
+    let failures = emulator.failures().await;
+    assert!(
+        failures.is_empty(),
+        "{when}: trainer failures counted by the Job controller: {failures:?}"
+    );
+    let denied = emulator.denied().await;
+    assert!(denied.is_empty(), "{when}: {}", denials(emulator).await);
+    let writes = e2e::writes_in(&sa);
+    println!(
+        "{when}: the service account's writes {writes:?}; the test's agent {TEST_AGENT} excluded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn acceptance_as_shipped() {
+    acceptance(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn acceptance_with_volcano_podgroups() {
+    acceptance(true).await;
+}
