@@ -45,6 +45,8 @@ pub const CACHE_REQUEUE: Duration = Duration::from_secs(2);
 /// How long an object may answer AlreadyExists while staying out of the cache before it is taken
 /// for someone else's (unlabelled) object.
 pub const CONFLICT_GRACE: SignedDuration = SignedDuration::from_secs(30);
+/// The longest one reconcile may take; past it, it is an error and retried.
+pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Requeue delay after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 /// The `reportingController` of the operator's Events.
@@ -153,7 +155,7 @@ pub async fn run_operator_in(
             stop.clone(),
             |job: Arc<Guarded<TrainingJob>>, ctx: Arc<Context>| async move {
                 match &job.0 {
-                    Ok(tj) => reconcile_kind(JobKind::TrainingJob, tj, &ctx).await,
+                    Ok(tj) => bounded(reconcile_kind(JobKind::TrainingJob, tj, &ctx)).await,
                     Err(bad) => Ok(skip_malformed(JobKind::TrainingJob, bad)),
                 }
             },
@@ -166,7 +168,10 @@ pub async fn run_operator_in(
             stop,
             |job: Arc<Guarded<PaddleJob>>, ctx: Arc<Context>| async move {
                 match &job.0 {
-                    Ok(pj) => reconcile_kind(JobKind::PaddleJob, &pj.as_training_job(), &ctx).await,
+                    Ok(pj) => {
+                        let tj = pj.as_training_job();
+                        bounded(reconcile_kind(JobKind::PaddleJob, &tj, &ctx)).await
+                    }
                     Err(bad) => Ok(skip_malformed(JobKind::PaddleJob, bad)),
                 }
             },
@@ -181,6 +186,21 @@ pub async fn run_operator_in(
             "the cache watches ended".to_string(),
         )),
     }
+}
+
+/// `reconcile` within [`RECONCILE_TIMEOUT`]: one that takes longer (an API call that hangs) is
+/// an error, retried after [`ERROR_REQUEUE`], so no job's reconcile waits without bound.
+async fn bounded(
+    reconcile: impl Future<Output = Result<Action, OperatorError>>,
+) -> Result<Action, OperatorError> {
+    tokio::time::timeout(RECONCILE_TIMEOUT, reconcile)
+        .await
+        .unwrap_or_else(|_| {
+            Err(OperatorError::Controller(format!(
+                "the reconcile took longer than {} s",
+                RECONCILE_TIMEOUT.as_secs()
+            )))
+        })
 }
 
 /// Takes the operator's caches out of the [`SyncReport`] when dropped.
