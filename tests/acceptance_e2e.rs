@@ -32,8 +32,10 @@
 //! - a deleted Lease is created again and held within the lease duration, and a job applied then
 //!   is served.
 //!
-//! The PyTorch kinds' pods are created by their own operators in a real cluster and nobody plays
-//! those here, so those jobs are checked for their size and sizing annotation only.
+//! The PyTorch kinds' pods are created by their own operators in a real cluster; neither the
+//! harness nor trainscale plays those, so the test stands in for them ([`PyTorchOperators`]: one
+//! worker pod per replica, bound by trainscale's scheduler role) and checks those jobs for their
+//! size and sizing annotation only.
 //! `acceptance_with_volcano_podgroups` runs the same with `TRAINSCALE_PODGROUPS=volcano`, half of
 //! the generated TrainingJobs naming their own `podGroupName`.
 //!
@@ -47,11 +49,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::DeleteParams;
+use kube::api::{DeleteParams, DynamicObject};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
-use e2e::{Emulator, Replica, SERVICE_ACCOUNT, TEST_AGENT, Workdir};
+use e2e::{Emulator, Replica, TEST_AGENT, Workdir};
 
 /// Where the daemon's Lease lives (`POD_NAMESPACE`) and its name (the default `--lease-name`).
 const LEASE_NAMESPACE: &str = "trainscale-system";
@@ -318,6 +320,40 @@ fn generated_job(i: usize, podgroups: bool) -> Value {
     }
 }
 
+/// Whether generated job `i` names a PodGroup its user made before applying it (with
+/// `podgroups`: every fourth TrainingJob; every other TrainingJob names its own group, which the
+/// operator creates when nobody made it).
+fn user_made_group(i: usize) -> bool {
+    Kind::ALL[i % 4] == Kind::TrainingJob && (i / 4) % 4 == 3
+}
+
+/// The PodGroup the user of generated job `i` makes before applying it: `gang-<job>`, one member,
+/// labelled `made-by: user`.
+fn user_pod_group(i: usize) -> Value {
+    let job = generated_job(i, true);
+    json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": job["spec"]["podGroupName"], "namespace": job["metadata"]["namespace"],
+                     "labels": {"made-by": "user"}},
+        "spec": {"minMember": 1, "queue": "default"},
+    })
+}
+
+/// Generated jobs `range`, preceded (with `podgroups`) by the PodGroups their users made.
+fn generated_batch(range: std::ops::Range<usize>, podgroups: bool) -> Vec<Value> {
+    let mut out: Vec<Value> = if podgroups {
+        range
+            .clone()
+            .filter(|i| user_made_group(*i))
+            .map(user_pod_group)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    out.extend(range.map(|i| generated_job(i, podgroups)));
+    out
+}
+
 /// Generated job `i`, which must be of a kind trainscale's operator serves (a TrainingJob or a
 /// PaddleJob), for the checks that a leader serves a job.
 fn served_job(i: usize, podgroups: bool) -> Value {
@@ -350,7 +386,7 @@ fn examples() -> Vec<Value> {
 }
 
 /// Creates every job of `values` concurrently (as `kubectl apply` of one file would, all at
-/// once); other kinds (PriorityClasses) are created first.
+/// once); other kinds (PriorityClasses, PodGroups) are created first, one by one.
 async fn apply(client: &Client, values: Vec<Value>) -> Vec<Applied> {
     let (jobs, others): (Vec<Value>, Vec<Value>) = values
         .into_iter()
@@ -358,6 +394,7 @@ async fn apply(client: &Client, values: Vec<Value>) -> Vec<Applied> {
     for other in others {
         let plural = match other["kind"].as_str() {
             Some("PriorityClass") => "priorityclasses",
+            Some("PodGroup") => "podgroups",
             kind => panic!("an example holds a {kind:?}, which the suite does not apply"),
         };
         e2e::create(client, plural, &other).await;
@@ -470,13 +507,15 @@ async fn denials(emulator: &Emulator) -> String {
 }
 
 /// Waits until every operated job of `jobs` has its workloads, each within [`WORKLOADS_WITHIN`]
-/// of its create; returns the slowest job's delay. Fails naming every late job and what it
+/// of the later of its create and `leads_since` (when the serving leader took the Lease);
+/// returns the slowest job's delay from that moment. Fails naming every late job and what it
 /// lacked, with the RBAC denials so far.
 async fn await_workloads(
     emulator: &Emulator,
     client: &Client,
     jobs: &[Applied],
     podgroups: bool,
+    leads_since: Instant,
     replicas: &mut [&mut Replica],
 ) -> Duration {
     let operated: Vec<&Applied> = jobs.iter().filter(|j| j.kind.operated()).collect();
@@ -495,15 +534,16 @@ async fn await_workloads(
                 })
                 .map(|(kind, name)| format!("{kind} {name}"))
                 .collect();
+            let from = job.at.max(leads_since);
             if missing.is_empty() {
-                done.insert(job.key(), job.at.elapsed());
-            } else if job.at.elapsed() > WORKLOADS_WITHIN {
+                done.insert(job.key(), from.elapsed());
+            } else if from.elapsed() > WORKLOADS_WITHIN {
                 late.push(format!("{}: missing {missing:?}", job.label()));
             }
         }
         if !late.is_empty() {
             panic!(
-                "{} of {} TrainingJobs/PaddleJobs lack workloads {WORKLOADS_WITHIN:?} after their create ({} had them): {late:#?}\nRBAC: {}",
+                "{} of {} TrainingJobs/PaddleJobs lack workloads {WORKLOADS_WITHIN:?} after the later of their create and the leader's start ({} had them): {late:#?}\nRBAC: {}",
                 late.len(),
                 operated.len(),
                 done.len(),
@@ -549,9 +589,13 @@ fn planned(plan: &Value) -> Vec<Planned> {
         .collect()
 }
 
-/// What a trainer Job of an operated job shows in a dump: `Err` says why it is not running its
-/// trainers (a `Complete`/`Failed` condition, fewer active pods than its parallelism, trainer
-/// pods not Running; `pending_ok` lets pods wait for a scheduler the harness plays first-fit).
+/// Why the trainer Job of an operated job is not running its trainers, from a dump: it is
+/// missing; it carries a `Complete` or `Failed` condition (a job at zero trainers must be held
+/// suspended, never completed); it is suspended without trainscale's zero-trainers mark
+/// (`trainscale.io/zero-trainers: "true"`; nothing else suspends Jobs here); its pods are not
+/// one per trainer (0 when held at zero, else `parallelism`); or, unless `pending_ok` (pods
+/// placed by a scheduler the harness plays first-fit, as in the PodGroup variant), they are not
+/// all Running.
 fn trainer_job_problem(
     items: &[Value],
     namespace: &str,
@@ -579,6 +623,14 @@ fn trainer_job_problem(
             "{namespace}/{job_name}: {ended:?} at parallelism {parallelism} while its job runs"
         ));
     }
+    let suspended = job["spec"]["suspend"].as_bool() == Some(true);
+    let at_zero = job["metadata"]["annotations"]["trainscale.io/zero-trainers"] == "true";
+    if suspended != at_zero {
+        return Some(format!(
+            "{namespace}/{job_name}: spec.suspend {suspended} but the zero-trainers mark {at_zero}"
+        ));
+    }
+    let trainers = if at_zero { 0 } else { parallelism };
     let uid = &job["metadata"]["uid"];
     let phases: Vec<&str> = items
         .iter()
@@ -592,15 +644,15 @@ fn trainer_job_problem(
         .map(|p| p["status"]["phase"].as_str().unwrap_or("Pending"))
         .collect();
     let running = phases.iter().filter(|p| **p == "Running").count() as i64;
-    if phases.len() as i64 != parallelism {
+    if phases.len() as i64 != trainers {
         return Some(format!(
-            "{namespace}/{job_name}: {} trainer pods for parallelism {parallelism}",
+            "{namespace}/{job_name}: {} trainer pods for {trainers} trainers ({phases:?})",
             phases.len()
         ));
     }
-    if !pending_ok && running != parallelism {
+    if !pending_ok && running != trainers {
         return Some(format!(
-            "{namespace}/{job_name}: {running} of {parallelism} trainer pods Running ({phases:?})"
+            "{namespace}/{job_name}: {running} of {trainers} trainer pods Running ({phases:?})"
         ));
     }
     None
@@ -782,34 +834,28 @@ async fn await_leader(
     }
 }
 
-/// The write rows of one replica's requests: from the harness's per-agent log when the daemon
-/// names its identity in its User-Agent (`trainscale/<version> (<identity>)`), else from the
-/// replica's own `trainscale_api_requests_total` (the daemon sends no User-Agent of its own yet,
-/// and both replicas authenticate as the same service account). Returns the counts and which
-/// source they came from.
-async fn replica_requests(
-    emulator: &Emulator,
-    replica: &Replica,
-    identity: &str,
-) -> Option<(BTreeMap<String, u64>, &'static str)> {
-    let by_agent = emulator.requests_by("agent").await;
+/// One replica's requests as the harness logged them: the rows of the User-Agent naming its
+/// Lease identity (`trainscale/<version> (<identity>)`; both replicas authenticate as the same
+/// service account, so the agent is what tells them apart).
+async fn replica_requests(emulator: &Emulator, identity: &str) -> BTreeMap<String, u64> {
     let suffix = format!("({identity})");
-    let mine: Vec<&BTreeMap<String, u64>> = by_agent
-        .iter()
-        .filter(|(agent, _)| agent.ends_with(&suffix))
-        .map(|(_, counts)| counts)
-        .collect();
-    if !mine.is_empty() {
-        let mut out = BTreeMap::new();
-        for counts in mine {
+    let by_agent = emulator.requests_by("agent").await;
+    let mut out = BTreeMap::new();
+    let mut found = false;
+    for (agent, counts) in &by_agent {
+        if agent.starts_with("trainscale/") && agent.ends_with(&suffix) {
+            found = true;
             for (k, n) in counts {
                 *out.entry(k.clone()).or_default() += n;
             }
         }
-        return Some((out, "the harness's log by User-Agent"));
     }
-    e2e::daemon_request_counts(replica.port)
-        .map(|c| (c, "the replica's trainscale_api_requests_total"))
+    assert!(
+        found,
+        "no User-Agent names the replica {identity}: agents {:?}",
+        by_agent.keys().collect::<Vec<_>>()
+    );
+    out
 }
 
 /// Waits until a replica's requests (Lease traffic aside) stop moving over two 1 s probes.
@@ -836,6 +882,169 @@ async fn until_quiet(replica: &mut Replica, within: Duration) {
     }
 }
 
+/// Label on the pods [`PyTorchOperators`] makes, naming their job.
+const PLAYED_WORKER: &str = "e2e.trainscale.io/pytorch-worker";
+
+/// Stands in for the T9k and Kubeflow operators, which create the worker pods of the PyTorch
+/// kinds in a real cluster and which neither the harness nor trainscale plays: every 500 ms each
+/// PyTorchTrainingJob and PyTorchJob gets one pod per replica of its size
+/// (`spec.elastic.expectedReplicas`, `spec.pytorchReplicaSpecs.Worker.replicas`), named
+/// `<job>-worker-<i>`, from its worker template, owned by the job (a PyTorchJob's also labelled
+/// `training.kubeflow.org/job-name`, `replica-type: worker`, `replica-index`), and loses those of
+/// an index past it. A template naming no scheduler gets `schedulerName: trainscale`, as if its
+/// user had opted into trainscale's scheduler role: the harness schedules no pod a client
+/// creates, and one scheduler for every trainer keeps placements consistent. Once bound, a pod is
+/// started (Running and Ready), as the harness's kubelet does for the pods it plays. Without
+/// these pods every PyTorch trainer would be a pending trainer the planner places anew each pass,
+/// a state no real cluster holds for long. Its requests carry the test's User-Agent. Stops
+/// (aborted) when dropped; problems are collected for [`PyTorchOperators::problems`].
+struct PyTorchOperators {
+    task: tokio::task::JoinHandle<()>,
+    problems: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl PyTorchOperators {
+    fn start(client: Client) -> Self {
+        let problems = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = problems.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                if let Err(problem) = play_pytorch_round(&client).await
+                    && let Ok(mut all) = sink.lock()
+                {
+                    all.push(problem);
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        PyTorchOperators { task, problems }
+    }
+
+    /// What went wrong in its rounds (failed requests), at most the first 10.
+    fn problems(&self) -> Vec<String> {
+        self.problems
+            .lock()
+            .map(|p| p.iter().take(10).cloned().collect())
+            .unwrap_or_else(|_| vec!["the problem list is poisoned".to_string()])
+    }
+}
+
+impl Drop for PyTorchOperators {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One round of [`PyTorchOperators`].
+async fn play_pytorch_round(client: &Client) -> Result<(), String> {
+    use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+    let pods_api = e2e::api_all(client, "v1", "Pod", "pods");
+    let listed = pods_api
+        .list(&ListParams::default().labels(PLAYED_WORKER))
+        .await
+        .map_err(|e| format!("listing worker pods: {e}"))?;
+    let pods: Vec<Value> = listed
+        .items
+        .into_iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .filter(|p| !p["metadata"]["labels"][PLAYED_WORKER].is_null())
+        .collect();
+    for kind in [Kind::PyTorchTrainingJob, Kind::PyTorchJob] {
+        for job in e2e::list_all(client, kind.api_version(), kind.as_str(), kind.plural()).await {
+            let ns = job["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = job["metadata"]["name"].as_str().unwrap_or_default();
+            let uid = &job["metadata"]["uid"];
+            let (size, template) = match kind {
+                Kind::PyTorchJob => {
+                    let worker = &job["spec"]["pytorchReplicaSpecs"]["Worker"];
+                    (
+                        worker["replicas"].as_i64().unwrap_or(1),
+                        worker["template"].clone(),
+                    )
+                }
+                _ => {
+                    let worker = job["spec"]["replicaSpecs"]
+                        .as_array()
+                        .and_then(|r| r.iter().find(|r| r["type"] == "worker"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    let size = job["spec"]["elastic"]["expectedReplicas"]
+                        .as_i64()
+                        .or_else(|| worker["replicas"].as_i64())
+                        .unwrap_or(1);
+                    (size, worker["template"].clone())
+                }
+            };
+            let api = e2e::api_in(client, "v1", "Pod", "pods", Some(ns));
+            let mine: Vec<&Value> = pods
+                .iter()
+                .filter(|p| {
+                    p["metadata"]["namespace"] == ns
+                        && p["metadata"]["ownerReferences"]
+                            .as_array()
+                            .is_some_and(|refs| refs.iter().any(|r| r["uid"] == *uid))
+                })
+                .collect();
+            let index_of = |p: &Value| {
+                p["metadata"]["name"]
+                    .as_str()
+                    .and_then(|n| n.rsplit('-').next())
+                    .and_then(|i| i.parse::<i64>().ok())
+            };
+            for i in 0..size.max(0) {
+                if mine.iter().any(|p| index_of(p) == Some(i)) {
+                    continue;
+                }
+                let mut labels = template["metadata"]["labels"].clone();
+                if !labels.is_object() {
+                    labels = json!({});
+                }
+                labels[PLAYED_WORKER] = json!(name);
+                if kind == Kind::PyTorchJob {
+                    labels["training.kubeflow.org/job-name"] = json!(name);
+                    labels["training.kubeflow.org/replica-type"] = json!("worker");
+                    labels["training.kubeflow.org/replica-index"] = json!(i.to_string());
+                }
+                let mut spec = template["spec"].clone();
+                if spec["schedulerName"].as_str().is_none_or(str::is_empty) {
+                    spec["schedulerName"] = json!("trainscale");
+                }
+                let pod = json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": format!("{name}-worker-{i}"), "namespace": ns,
+                                 "labels": labels,
+                                 "ownerReferences": [{"apiVersion": kind.api_version(),
+                                     "kind": kind.as_str(), "name": name, "uid": uid,
+                                     "controller": true, "blockOwnerDeletion": true}]},
+                    "spec": spec,
+                    "status": {"phase": "Pending"},
+                });
+                let pod: DynamicObject = serde_json::from_value(pod)
+                    .map_err(|e| format!("{ns}/{name}-worker-{i}: {e}"))?;
+                api.create(&PostParams::default(), &pod)
+                    .await
+                    .map_err(|e| format!("creating {ns}/{name}-worker-{i}: {e}"))?;
+            }
+            for p in &mine {
+                let pod_name = p["metadata"]["name"].as_str().unwrap_or_default();
+                if index_of(p).is_none_or(|i| i >= size) {
+                    api.delete(pod_name, &DeleteParams::default())
+                        .await
+                        .map_err(|e| format!("deleting {ns}/{pod_name}: {e}"))?;
+                } else if p["spec"]["nodeName"].is_string() && p["status"]["phase"] == "Pending" {
+                    let running = json!({"status": {"phase": "Running", "conditions": [
+                        {"type": "PodScheduled", "status": "True"},
+                        {"type": "Ready", "status": "True"}]}});
+                    api.patch_status(pod_name, &PatchParams::default(), &Patch::Merge(running))
+                        .await
+                        .map_err(|e| format!("starting {ns}/{pod_name}: {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The whole acceptance run; `podgroups` adds `TRAINSCALE_PODGROUPS=volcano`.
 async fn acceptance(podgroups: bool) {
     e2e::require_kmock();
@@ -855,6 +1064,7 @@ async fn acceptance(podgroups: bool) {
     );
     let client = emulator.admin().await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
+    let pytorch_operators = PyTorchOperators::start(client.clone());
 
     // The Deployment's container, as shipped.
     let container = e2e::shipped_container();
@@ -946,11 +1156,19 @@ async fn acceptance(podgroups: bool) {
 
     // Every example and 40 generated jobs, at once.
     let mut batch = examples();
-    batch.extend((0..40).map(|i| generated_job(i, podgroups)));
+    batch.extend(generated_batch(0..40, podgroups));
     let first = apply(&client, batch).await;
     let slowest = {
         let mut replicas = [&mut a, &mut b];
-        await_workloads(&emulator, &client, &first, podgroups, &mut replicas).await
+        await_workloads(
+            &emulator,
+            &client,
+            &first,
+            podgroups,
+            started,
+            &mut replicas,
+        )
+        .await
     };
     println!(
         "{} jobs applied at once ({} TrainingJobs/PaddleJobs); slowest workloads after {slowest:.1?}",
@@ -958,14 +1176,18 @@ async fn acceptance(podgroups: bool) {
         first.iter().filter(|j| j.kind.operated()).count()
     );
     // 10 more while it runs.
-    let second = apply(
-        &client,
-        (40..50).map(|i| generated_job(i, podgroups)).collect(),
-    )
-    .await;
+    let second = apply(&client, generated_batch(40..50, podgroups)).await;
     let slowest = {
         let mut replicas = [&mut a, &mut b];
-        await_workloads(&emulator, &client, &second, podgroups, &mut replicas).await
+        await_workloads(
+            &emulator,
+            &client,
+            &second,
+            podgroups,
+            started,
+            &mut replicas,
+        )
+        .await
     };
     println!("10 more applied; slowest workloads after {slowest:.1?}");
 
@@ -1016,6 +1238,13 @@ async fn acceptance(podgroups: bool) {
         std::fs::write(&snapshot, conditions_dump.to_string())
             .unwrap_or_else(|e| panic!("writing {}: {e}", snapshot.display()));
     }
+    if podgroups {
+        let all: Vec<Applied> = first.iter().chain(&second).cloned().collect();
+        let users = check_pod_groups(&client, &all).await;
+        println!(
+            "PodGroups: every operated job's pods join its group; {users} made by their users, joined as they are"
+        );
+    }
     check_clean(&emulator, "after convergence").await;
 
     // Failover: the leader is killed; the other takes the Lease within its duration and serves a
@@ -1047,8 +1276,11 @@ async fn acceptance(podgroups: bool) {
     );
     {
         let mut alive = [&mut *replicas[new]];
-        let slowest = await_workloads(&emulator, &client, &meanwhile, podgroups, &mut alive).await;
-        println!("the job applied meanwhile has its workloads {slowest:.1?} after its create");
+        let slowest = await_workloads(
+            &emulator, &client, &meanwhile, podgroups, took_over, &mut alive,
+        )
+        .await;
+        println!("the job applied meanwhile has its workloads {slowest:.1?} after the takeover");
     }
     let survivor_identity = lease_holder(&leases)
         .await
@@ -1081,9 +1313,7 @@ async fn acceptance(podgroups: bool) {
     .await;
     let paused = &mut *replicas[new];
     until_quiet(paused, Duration::from_secs(60)).await;
-    let (before, source) = replica_requests(&emulator, paused, &survivor_identity)
-        .await
-        .unwrap_or_else(|| panic!("{}: no request counts", paused.pod_name));
+    let before = replica_requests(&emulator, &survivor_identity).await;
     paused.guard.signal("STOP");
     let stopped = Instant::now();
     let during = apply(&client, vec![served_job(53, podgroups)]).await;
@@ -1106,20 +1336,26 @@ async fn acceptance(podgroups: bool) {
     );
     {
         let mut alive = [&mut c];
-        await_workloads(&emulator, &client, &during, podgroups, &mut alive).await;
+        await_workloads(
+            &emulator,
+            &client,
+            &during,
+            podgroups,
+            standby_leads,
+            &mut alive,
+        )
+        .await;
     }
     paused.guard.signal("CONT");
     let resumed = Instant::now();
     // Past the renew deadline (10 s) and a debounced pass, with the backlog of watch events the
     // resumed replica receives.
     tokio::time::sleep(Duration::from_secs(12)).await;
-    let (after, _) = replica_requests(&emulator, paused, &survivor_identity)
-        .await
-        .unwrap_or_else(|| panic!("{}: no request counts after SIGCONT", paused.pod_name));
+    let after = replica_requests(&emulator, &survivor_identity).await;
     let writes = e2e::writes_in(&e2e::log_between(&before, &after));
     let holder = lease_holder(&leases).await;
     println!(
-        "{} resumed {:.1?} ago: its writes since the pause {writes:?} (counted from {source}); the Lease {holder:?}",
+        "{} resumed {:.1?} ago: its writes since the pause {writes:?}; the Lease {holder:?}",
         paused.pod_name,
         resumed.elapsed()
     );
@@ -1131,7 +1367,7 @@ async fn acceptance(podgroups: bool) {
     );
     assert!(
         writes.is_empty(),
-        "{} wrote after it resumed without the Lease (counted from {source}): {writes:?}",
+        "{} wrote after it resumed without the Lease: {writes:?}",
         paused.pod_name
     );
     assert_eq!(
@@ -1169,19 +1405,117 @@ async fn acceptance(podgroups: bool) {
     );
     {
         let mut alive = [&mut *paused, &mut c];
-        await_workloads(&emulator, &client, &after_delete, podgroups, &mut alive).await;
+        await_workloads(
+            &emulator,
+            &client,
+            &after_delete,
+            podgroups,
+            recreated,
+            &mut alive,
+        )
+        .await;
     }
     check_clean(&emulator, "at the end").await;
+    let problems = pytorch_operators.problems();
+    assert!(
+        problems.is_empty(),
+        "the PyTorch operators' stand-in failed: {problems:#?}"
+    );
+    drop(pytorch_operators);
 
     paused.guard.terminate(Duration::from_secs(15)).await;
     c.guard.terminate(Duration::from_secs(15)).await;
     emulator.stop();
 }
 
+/// With PodGroups: every operated job's trainer pods join its group (the trainer Job template's
+/// `scheduling.k8s.io/group-name`: `podGroupName`, else the job's name); a group its user made is
+/// joined as it is (no ownerReference added, `minMember` kept); every other group is the
+/// operator's, owned by its job. Returns how many groups were the user's.
+async fn check_pod_groups(client: &Client, jobs: &[Applied]) -> usize {
+    let groups = e2e::list_all(
+        client,
+        "scheduling.volcano.sh/v1beta1",
+        "PodGroup",
+        "podgroups",
+    )
+    .await;
+    let trainer_jobs = e2e::list_all(client, "batch/v1", "Job", "jobs").await;
+    let mut problems = Vec::new();
+    let mut users = 0;
+    for job in jobs.iter().filter(|j| j.kind.operated()) {
+        let ns = job.namespace.as_str();
+        let group_name = job.value["spec"]["podGroupName"]
+            .as_str()
+            .filter(|g| !g.trim().is_empty())
+            .unwrap_or(&job.name);
+        let trainer_name = format!("{}-trainer", job.name);
+        let trainer = trainer_jobs.iter().find(|o| {
+            o["metadata"]["namespace"] == ns && o["metadata"]["name"] == trainer_name.as_str()
+        });
+        let joined = trainer.and_then(|t| {
+            t["spec"]["template"]["metadata"]["annotations"]["scheduling.k8s.io/group-name"]
+                .as_str()
+        });
+        if joined != Some(group_name) {
+            problems.push(format!(
+                "{}: trainer pods join {joined:?}, not {group_name:?}",
+                job.label()
+            ));
+        }
+        let Some(group) = groups
+            .iter()
+            .find(|g| g["metadata"]["namespace"] == ns && g["metadata"]["name"] == group_name)
+        else {
+            problems.push(format!("{}: no PodGroup {ns}/{group_name}", job.label()));
+            continue;
+        };
+        let owners: Vec<&str> = group["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        if group["metadata"]["labels"]["made-by"] == "user" {
+            users += 1;
+            if !owners.is_empty() || group["spec"]["minMember"] != 1 {
+                problems.push(format!(
+                    "{}: the user's PodGroup {group_name} was taken over: owners {owners:?}, minMember {}",
+                    job.label(),
+                    group["spec"]["minMember"]
+                ));
+            }
+        } else if owners != [job.name.as_str()] {
+            problems.push(format!(
+                "{}: PodGroup {group_name} owned by {owners:?}, not by its job",
+                job.label()
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "PodGroups: {problems:#?}");
+    users
+}
+
+/// Every request but the test's own (the harness does not log its fake controllers): those of
+/// the trainscale replicas, with the User-Agents they came with.
+async fn trainscale_requests(emulator: &Emulator) -> (BTreeMap<String, u64>, Vec<String>) {
+    let mut out = BTreeMap::new();
+    let mut agents = Vec::new();
+    for (agent, counts) in emulator.requests_by("agent").await {
+        if agent == TEST_AGENT {
+            continue;
+        }
+        for (k, n) in counts {
+            *out.entry(k).or_default() += n;
+        }
+        agents.push(agent);
+    }
+    (out, agents)
+}
+
 /// No pod deleted by trainscale, no pod failed, no trainer failure counted, no request denied.
 async fn check_clean(emulator: &Emulator, when: &str) {
-    let by_user = emulator.requests_by("user").await;
-    let sa = by_user.get(SERVICE_ACCOUNT).cloned().unwrap_or_default();
+    let (sa, agents) = trainscale_requests(emulator).await;
     let deletes: BTreeMap<&String, &u64> = sa
         .iter()
         .filter(|(k, _)| *k == "delete pods" || *k == "deletecollection pods")
@@ -1200,9 +1534,7 @@ async fn check_clean(emulator: &Emulator, when: &str) {
     let denied = emulator.denied().await;
     assert!(denied.is_empty(), "{when}: {}", denials(emulator).await);
     let writes = e2e::writes_in(&sa);
-    println!(
-        "{when}: the service account's writes {writes:?}; the test's agent {TEST_AGENT} excluded"
-    );
+    println!("{when}: trainscale's writes {writes:?} (agents {agents:?})");
 }
 
 #[tokio::test(flavor = "multi_thread")]
