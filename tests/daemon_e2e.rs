@@ -17,7 +17,10 @@
 //! the daemon, no trainer failure counted by the emulator's Job controller), a Lease taken over
 //! by another replica (no write after the daemon notices), and a leader whose Lease renewals
 //! fail (it stops acting before the Lease expires). The test's own requests carry the User-Agent
-//! [`TEST_AGENT`], so the emulator's request log tells the daemon's apart.
+//! [`TEST_AGENT`], so the emulator's request log tells the daemon's apart. The daemon
+//! authenticates as the service account (`kubeconfig`) under the RBAC of `deploy/`, the test's
+//! own clients as the emulator's admin (`kubeconfig.admin`); every test checks before its end
+//! that the emulator denied none of the daemon's requests.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -35,6 +38,11 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use trainscale::api::{ScaleResults, TrainingJob};
+
+#[path = "support/kmock_harness.rs"]
+mod kmock_harness;
+
+use kmock_harness::{admin_kubeconfig, assert_no_denials};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -88,8 +96,10 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
 /// (which sends none).
 const TEST_AGENT: &str = "trainscale-e2e-test";
 
+/// A client of the test's own, as the emulator's admin (`<kubeconfig>.admin`; the daemon gets
+/// `kubeconfig`, the service account's).
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let kc = Kubeconfig::read_from(admin_kubeconfig(kubeconfig)).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
@@ -370,9 +380,11 @@ async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
     cluster
 }
 
-/// SIGTERM: a clean exit, promptly; then the emulator ends.
+/// SIGTERM: a clean exit, promptly; the emulator denied none of the daemon's requests; then the
+/// emulator ends.
 async fn stop(mut cluster: Cluster) {
     stop_daemon(&mut cluster).await;
+    assert_no_denials(&client(&cluster.kubeconfig).await).await;
     // Closing the emulator's stdin ends it.
     drop(cluster.emulator.0.stdin.take());
 }
@@ -1120,6 +1132,7 @@ async fn readiness_follows_the_api_server() {
     let mut cluster = start(&[]).await;
     let (started, port) = (cluster.started, cluster.port);
     assert_eq!(http_status(port, "/readyz"), Some(200));
+    assert_no_denials(&client(&cluster.kubeconfig).await).await;
     cluster.emulator.0.kill().unwrap();
     let _ = cluster.emulator.0.wait();
     let why = eventually(&mut cluster.daemon, started, "/readyz 503", || async {
@@ -1173,6 +1186,7 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     .await;
 
     // The first server goes; a second one answers on the same address with other contents.
+    assert_no_denials(&client).await;
     cluster.emulator.0.kill().unwrap();
     let _ = cluster.emulator.0.wait();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1221,6 +1235,7 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
             .unwrap()
             .is_none()
     );
+    assert_no_denials(&client).await;
     drop(second);
     let pid = cluster.daemon.0.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
@@ -1253,10 +1268,11 @@ fn elastic_job_of(name: &str, max: i32, trainer_cpu: &str) -> TrainingJob {
     .unwrap()
 }
 
-/// Sets node-1's allocatable CPU, as a node that shrinks or grows (a merge patch of the Node).
+/// Sets node-1's allocatable CPU, as a node that shrinks or grows (a merge patch of the Node's
+/// status).
 async fn set_node_cpu(nodes: &Api<Node>, cpu: &str) {
     nodes
-        .patch(
+        .patch_status(
             "node-1",
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({"status": {"allocatable": {"cpu": cpu}}})),

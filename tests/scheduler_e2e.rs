@@ -17,7 +17,10 @@
 //!
 //! Reported as ignored (with how to install the emulator) when the build found no kmock and `CI`
 //! is unset (`build.rs`); in CI a missing emulator fails them. The test's own requests carry the
-//! User-Agent [`TEST_AGENT`], so the emulator's request log tells the daemon's apart.
+//! User-Agent [`TEST_AGENT`], so the emulator's request log tells the daemon's apart. The daemon
+//! authenticates as the service account (`kubeconfig`) under the RBAC of `deploy/`, the test's
+//! own clients as the emulator's admin (`kubeconfig.admin`); each test ends by checking that the
+//! emulator denied nothing.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -35,6 +38,11 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use trainscale::api::{JobKind, TrainingJob};
 use trainscale::operator::{OperatorConfig, desired};
+
+#[path = "support/kmock_harness.rs"]
+mod kmock_harness;
+
+use kmock_harness::{admin_kubeconfig, assert_no_denials};
 
 /// The namespace of the trainers.
 const NS: &str = "ml";
@@ -117,8 +125,11 @@ fn spawn_emulator(kubeconfig: &Path, flags: &[&str]) -> Guard {
     emulator
 }
 
+/// A client of the test's own, as the emulator's admin (`<kubeconfig>.admin`; the daemon gets
+/// `kubeconfig`, the service account's).
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("the emulator's kubeconfig");
+    let kc =
+        Kubeconfig::read_from(admin_kubeconfig(kubeconfig)).expect("the emulator's kubeconfig");
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("a client config");
@@ -1071,6 +1082,7 @@ async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
     assert_eq!(log.get("create pods/binding"), Some(&6), "{log:?}");
     assert_eq!(log.get("patch pods/status"), Some(&5), "{log:?}");
 
+    assert_no_denials(&client).await;
     drop(emulator);
 }
 
@@ -1361,6 +1373,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
     );
 
     daemon.stop().await;
+    assert_no_denials(&client).await;
     drop(emulator);
 }
 
@@ -1509,5 +1522,6 @@ async fn pods_with_pod_anti_affinity_are_left_pending_with_a_warning() {
     );
 
     daemon.stop().await;
+    assert_no_denials(&client).await;
     drop(emulator);
 }
