@@ -1282,7 +1282,9 @@ async fn set_node_cpu(nodes: &Api<Node>, cpu: &str) {
 }
 
 /// Each named TrainingJob's trainer Job size, when every one of them is consistent: parallelism
-/// equals completions and its live trainer pods hold exactly the indexes `0..parallelism`.
+/// equals completions and its Running trainer pods hold exactly the indexes `0..parallelism`
+/// (Running: admitted by the emulator's kubelet, which rejects a pod bound to a node that shrank
+/// under it before it started).
 async fn consistent_sizes(jobs: &Api<Job>, pods: &Api<Pod>, names: &[&str]) -> Option<Vec<i32>> {
     let jobs = jobs.list(&Default::default()).await.unwrap().items;
     let pods = pods.list(&Default::default()).await.unwrap().items;
@@ -1308,6 +1310,7 @@ async fn consistent_sizes(jobs: &Api<Job>, pods: &Api<Pod>, names: &[&str]) -> O
                     .iter()
                     .any(|r| r.kind == "Job" && r.name == trainer)
             })
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .filter_map(|p| {
                 p.metadata
                     .annotations

@@ -70,9 +70,11 @@ What it adds to kmock, playing the API server:
   `BadRequest`; a cluster-scoped object keeps no namespace. A create keeps the body's `status`
   (the API server resets it for pods, Jobs and custom resources with a status subresource; the
   fake controllers rely on creating pods Running);
-- a missing object answers with the Status reason `NotFound` and a create of an existing one with
-  `AlreadyExists`, as the API server does (kmock says `Object Not Found` / `Object Already
-  Exists`; clients such as kube-rs `get_opt` key on the real reasons);
+- a missing object answers with the Status reason `NotFound` (a GET keeps kmock's message,
+  `The object is not found ...`; writes and deletes say `jobs.batch "x" not found`) and a create
+  of an existing one with `AlreadyExists` (`pods "x" already exists`), as the API server does
+  (clients such as kube-rs `get_opt` key on the reasons); a create or a write of another
+  subresource than `pods/binding` and `/status` answers 405;
 - writes (PUT `update`, PATCH `patch`; of an object or of its `/status`) are the harness's, not
   kmock's: a merge patch (`application/merge-patch+json`) is RFC 7386; a strategic merge patch
   merges the lists named `conditions` by `type` (`{"type": T, "$patch": "delete"}` removes one),
@@ -1374,9 +1376,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return not_found(attrs.group, f"{attrs.resource}/{attrs.subresource}", attrs.name)
         if attrs.subresource == "binding":
             return await self._bind(request, user)
-        if attrs.subresource not in ("", "status"):
+        if attrs.subresource not in ("", "status") or (attrs.subresource and attrs.verb == "create"):
             return status_response(405, "MethodNotAllowed", f"the harness does not serve "
-                                   f"{attrs.combined()}")
+                                   f"{attrs.verb} {attrs.combined()}")
         if attrs.verb == "create":
             return await self._create(request, info)
         if attrs.verb in ("update", "patch"):
@@ -1407,6 +1409,15 @@ class StampingEmulator(kmock.KubernetesEmulator):
         if not meta.get("name"):
             return status_response(422, "Invalid", "metadata.name: Required value: name or "
                                    "generateName is required")
+        key = f"{request.resource.group}/{request.resource.version}/{request.resource.plural}" \
+            if request.resource.group else f"{request.resource.version}/{request.resource.plural}"
+        if live(self, key, meta.get("namespace"), meta["name"]) is not None:
+            group = request.resource.group
+            return status_response(
+                409, "AlreadyExists",
+                f'{qualified(group, request.resource.plural)} "{meta["name"]}" already exists',
+                {"name": meta["name"], **({"group": group} if group else {}),
+                 "kind": request.resource.plural})
         meta.pop("resourceVersion", None)
         stamp(body)
         meta.setdefault("uid", str(uuid.uuid4()))
