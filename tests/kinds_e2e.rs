@@ -316,7 +316,7 @@ fn at(v: &Value, path: &[&str]) -> Option<i64> {
 }
 
 /// An object without what a rescale may change: the size at `path`, the last-scale and sizing
-/// annotations, the resourceVersion, the scale records and the sizing conditions.
+/// annotations, the resourceVersion and generation, the scale records and the sizing conditions.
 fn unchanging(mut v: Value, path: &[&str]) -> Value {
     if let Some((last, parents)) = path.split_last() {
         let parent = parents.iter().try_fold(&mut v, |v, k| v.get_mut(*k));
@@ -327,6 +327,8 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
     if let Some(meta) = v["metadata"].as_object_mut() {
         meta.remove("resourceVersion");
         meta.remove("managedFields");
+        // The API server bumps the generation with the size (a spec change).
+        meta.remove("generation");
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.remove("trainscale.io/last-scale");
             a.remove("trainscale.io/sizing");
