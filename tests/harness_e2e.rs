@@ -355,14 +355,12 @@ async fn the_service_account_gets_what_deploy_grants_and_a_403_status_for_the_re
     let policy = dir.path().join("rbac.yaml");
     std::fs::write(
         &policy,
-        format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: trainscale, namespace: trainscale-system}}\n---\n\
-             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: one-lease}}\n\
-             rules: [{{apiGroups: [coordination.k8s.io], resources: [leases], resourceNames: [leader], verbs: [get, list, watch]}}]\n---\n\
-             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: one-lease, namespace: team}}\n\
-             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: one-lease}}\n\
-             subjects: [{{kind: Group, name: system:serviceaccounts:trainscale-system}}]\n"
-        ),
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: trainscale, namespace: trainscale-system}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: one-lease}\n\
+         rules: [{apiGroups: [coordination.k8s.io], resources: [leases], resourceNames: [leader], verbs: [get, list, watch]}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: one-lease, namespace: team}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: one-lease}\n\
+         subjects: [{kind: Group, name: system:serviceaccounts:trainscale-system}]\n",
     )
     .expect("the policy file");
     let custom = spawn_emulator(&[

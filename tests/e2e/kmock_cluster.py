@@ -9,6 +9,13 @@ a `--nodes` file, conflicting flags) is one line on stderr naming the file, obje
 exit status 2, before READY. `--self-test` checks the RBAC evaluation, the request
 classification and the fit without a server (exit status 0 when every check passes).
 
+Nodes: `node-1` by default, its allocatable (and capacity) set by `--node-cpu` (16),
+`--node-memory` (64Gi), `--node-pods` (110), `--node-gpu` (`nvidia.com/gpu`, none) and its name
+by `--node-name`; or `--nodes FILE`, a JSON list of Node objects (metadata with labels, spec with
+taints and `unschedulable`, status with allocatable and capacity, extended resources included,
+and conditions) seeded instead (it excludes the `--node-*` flags). Tests may create, patch and
+delete nodes through the API as well; the fake scheduler uses the nodes of each moment.
+
 Authentication and RBAC (on by default), as the API server enforces them:
 - Kubeconfigs: `--kubeconfig PATH` gets the bearer token `trainscale-sa` with the context
   namespace `trainscale-system` (what the in-cluster config gives the daemon: its Lease lives
