@@ -792,6 +792,22 @@ def pod_requests(pod):
     return {k: v for k, v in total.items() if v}
 
 
+_REQUESTS_SEEN = {}  # (uid, resourceVersion) -> pod_requests of that stored version
+
+
+def stored_pod_requests(pod):
+    """pod_requests of a stored pod, computed once per stored version."""
+    meta = pod.get("metadata") or {}
+    key = (meta.get("uid"), meta.get("resourceVersion"))
+    if key[0] is None or key[1] is None:
+        return pod_requests(pod)
+    if key not in _REQUESTS_SEEN:
+        if len(_REQUESTS_SEEN) > 50_000:
+            _REQUESTS_SEEN.clear()
+        _REQUESTS_SEEN[key] = pod_requests(pod)
+    return _REQUESTS_SEEN[key]
+
+
 def tolerates(taint, tolerations):
     """Whether a toleration of the list tolerates `taint` (key/operator/value/effect)."""
     for t in tolerations or []:
@@ -914,7 +930,7 @@ class Placement:
 
     def hold(self, pod, node):
         try:
-            _add(self.used[node], pod_requests(pod))
+            _add(self.used[node], stored_pod_requests(pod))
         except ValueError as e:
             print(f"controllers: {e}", file=sys.stderr, flush=True)
 
