@@ -5,8 +5,8 @@ Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with the nodes (one ro
 PyTorchTrainingJob and PyTorchJob resources (discovery included), writes two kubeconfigs pointing
 at it, prints `READY <url>` and serves until stdin closes or `--lifetime` seconds pass (so it
 never outlives a crashed test). The test itself applies the TrainingJob. Bad input (an RBAC file,
-a `--nodes` file, conflicting flags) is one line on stderr naming the file, object and field, and
-exit status 2, before READY. `--self-test` checks the RBAC evaluation, the request
+a `--nodes` file) is one line on stderr naming the file, object and field, and exit status 2,
+before READY (conflicting flags: argparse's usage error, status 2 too). `--self-test` checks the RBAC evaluation, the request
 classification and the fit without a server (exit status 0 when every check passes).
 
 Nodes: `node-1` by default, its allocatable (and capacity) set by `--node-cpu` (16),
