@@ -58,7 +58,7 @@ impl Drop for Guard {
 
 fn kmock_available() -> bool {
     Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -297,7 +297,7 @@ struct Cluster {
 fn require_kmock() {
     assert!(
         kmock_available(),
-        "python3 with kmock is missing: pip install 'kmock==0.8.*' (CI installs it)"
+        "python3 with kmock is missing: pip install 'kmock==0.8.*' 'PyYAML==6.*' (CI installs it)"
     );
 }
 
@@ -416,7 +416,7 @@ async fn stop_daemon(cluster: &mut Cluster) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn run_creates_and_scales_a_training_job_against_kmock() {
     require_kmock();
@@ -573,7 +573,7 @@ async fn run_creates_and_scales_a_training_job_against_kmock() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn dry_run_keeps_the_operator_from_writing() {
     require_kmock();
@@ -638,7 +638,7 @@ fn owner_of(meta: &ObjectMeta) -> (String, String, String, String) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn original_manifests_are_created_and_sized_against_kmock() {
     use trainscale::api::PaddleJob;
@@ -957,7 +957,7 @@ fn small_job(name: &str) -> TrainingJob {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_settled_cluster_costs_no_list_get_or_write() {
     require_kmock();
@@ -1125,7 +1125,7 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn readiness_follows_the_api_server() {
     require_kmock();
@@ -1162,7 +1162,7 @@ async fn readiness_follows_the_api_server() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     require_kmock();
@@ -1360,7 +1360,7 @@ fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn fifty_scale_cycles_delete_no_pod_and_fail_no_trainer() {
     require_kmock();
@@ -1629,7 +1629,7 @@ fn watches_in(log: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
     require_kmock();
@@ -1769,7 +1769,7 @@ async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_deposed_leader_writes_nothing_after_a_takeover() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -1944,7 +1944,7 @@ async fn make_unavailable(kubeconfig: &Path, resources: &[&str]) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
     require_kmock();
@@ -2002,7 +2002,7 @@ async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_job_that_cannot_grow_says_why_on_its_status() {
     require_kmock();

@@ -54,14 +54,14 @@ impl Drop for Guard {
 
 fn require_kmock() {
     let found = Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "python3 with kmock is missing: pip install 'kmock==0.8.*' (CI installs it)"
+        "python3 with kmock is missing: pip install 'kmock==0.8.*' 'PyYAML==6.*' (CI installs it)"
     );
 }
 
@@ -209,7 +209,7 @@ fn pod(name: &str, phase: &str, labels: Value) -> Pod {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn the_service_account_gets_what_deploy_grants_and_a_403_status_for_the_rest() {
     require_kmock();
@@ -414,7 +414,7 @@ async fn the_service_account_gets_what_deploy_grants_and_a_403_status_for_the_re
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn writes_answer_as_the_api_server_does() {
     require_kmock();
@@ -730,7 +730,7 @@ async fn pods_of(pods: &Api<Pod>, prefix: &str) -> Vec<(String, Option<String>, 
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn jobs_complete_suspend_and_their_pods_go_where_they_fit() {
     require_kmock();
@@ -979,7 +979,7 @@ async fn jobs_complete_suspend_and_their_pods_go_where_they_fit() {
 #[test]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 fn the_harness_self_test_passes() {
     require_kmock();

@@ -359,7 +359,7 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -723,7 +723,7 @@ where
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_crd_installed_later_is_found_and_its_jobs_sized() {
     let dir = tempfile::tempdir().unwrap();

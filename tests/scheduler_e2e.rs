@@ -67,14 +67,14 @@ impl Drop for Guard {
 
 fn require_kmock() {
     let found = Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "python3 with kmock is missing: pip install 'kmock==0.8.*' (CI installs it)"
+        "python3 with kmock is missing: pip install 'kmock==0.8.*' 'PyYAML==6.*' (CI installs it)"
     );
 }
 
@@ -788,7 +788,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
     require_kmock();
@@ -1115,7 +1115,7 @@ async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
     require_kmock();
@@ -1388,7 +1388,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn pods_with_pod_anti_affinity_are_left_pending_with_a_warning() {
     require_kmock();
