@@ -62,6 +62,7 @@ fn rescale(name: &str, current: i32, target: i32, indexed: bool) -> Rescale {
             resource_version: Some("10".to_string()),
             indexed,
             parallelism: Some(current),
+            at_zero: false,
         }),
         current,
         target,
@@ -265,6 +266,87 @@ async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
 }
 
 /// A scale-down is one patch of the trainer Job: the Job controller removes the highest indexes;
+/// Zero trainers is a suspension marked as trainscale's, never `completions: 0` (which
+/// completes an Indexed Job at once); growing again lifts it with the new counts.
+#[tokio::test]
+async fn zero_suspends_the_trainer_job_and_growing_resumes_it() {
+    let (first, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let path = format!("{JOBS}/bert-trainer");
+        let (_, _, body, send) = expect(&mut handle, Method::PATCH, &path).await;
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "10",
+                                "annotations": {"trainscale.io/zero-trainers": "true"}},
+                   "spec": {"suspend": true}})
+        );
+        let mut suspended = batch_job("bert-trainer", "11", 2, true);
+        suspended["spec"]["suspend"] = json!(true);
+        suspended["metadata"]["annotations"] = json!({"trainscale.io/zero-trainers": "true"});
+        respond(send, StatusCode::OK, suspended);
+        expect_status_write(&mut handle, "bert", json!([])).await;
+        expect_event(&mut handle).await;
+    });
+    let down = first.rescale(&rescale("bert", 2, 0, true)).await;
+    server.await.unwrap();
+    assert_eq!(down.result, ScaleResults::True, "{down:?}");
+
+    // Another pass (a fresh actuator: its Event is a new one, not a series).
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let path = format!("{JOBS}/bert-trainer");
+        let (_, _, body, send) = expect(&mut handle, Method::PATCH, &path).await;
+        assert_eq!(
+            body,
+            json!({"metadata": {"resourceVersion": "10",
+                                "annotations": {"trainscale.io/zero-trainers": null}},
+                   "spec": {"suspend": false, "parallelism": 3, "completions": 3}})
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("bert-trainer", "12", 3, true),
+        );
+        expect_status_write(&mut handle, "bert", json!([])).await;
+        expect_event(&mut handle).await;
+    });
+    let mut up = rescale("bert", 0, 3, true);
+    if let Some(job) = up.trainer_job.as_mut() {
+        job.at_zero = true;
+        job.parallelism = Some(0);
+    }
+    let up = actuator.rescale(&up).await;
+    server.await.unwrap();
+    assert_eq!(up.result, ScaleResults::True, "{up:?}");
+}
+
+/// A 409 whose re-read shows a size someone else wrote drops the rescale: that size is the new
+/// current, never overwritten by a target planned on the old one.
+#[tokio::test]
+async fn a_size_written_by_someone_else_is_not_overwritten() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let path = format!("{JOBS}/mnist-trainer");
+        let (_, _, _, send) = expect(&mut handle, Method::PATCH, &path).await;
+        respond(
+            send,
+            StatusCode::CONFLICT,
+            api_status(409, "Conflict", "the object has been modified"),
+        );
+        let (_, _, _, send) = expect(&mut handle, Method::GET, &path).await;
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("mnist-trainer", "12", 5, false),
+        );
+        expect_status_write(&mut handle, "mnist", json!([])).await;
+        expect_event(&mut handle).await;
+    });
+    let outcome = actuator.rescale(&rescale("mnist", 2, 4, false)).await;
+    server.await.unwrap();
+    assert_eq!(outcome.result, ScaleResults::False, "{outcome:?}");
+}
+
 /// trainscale deletes no pod (the mock fails on any request other than the ones expected).
 #[tokio::test]
 async fn scale_down_only_lowers_parallelism_and_deletes_no_pod() {

@@ -531,6 +531,70 @@ spec:
     resources: {requests: {cpu: "2", memory: 2Gi}}
 "#;
 
+/// min-instance 0: the trainer Job is created held at zero trainers (suspended, counts 1,
+/// marked as trainscale's), never with `completions: 0`, which an Indexed Job completes at once
+/// and the job would be marked Succeed without having run.
+#[tokio::test]
+async fn min_zero_creates_the_trainer_job_suspended_never_with_zero_completions() {
+    let job = training_job(&NON_FT.replace("min-instance: 4", "min-instance: 0"));
+    let (result, fake) = run(&job, OperatorConfig::default(), vec![]).await;
+    assert!(result.is_ok(), "{result:?}");
+    let trainer = &fake.objects[&batch_path("ft-trainer")];
+    assert_eq!(trainer["spec"]["suspend"], true);
+    assert_eq!(trainer["spec"]["parallelism"], 1);
+    assert_eq!(trainer["spec"]["completions"], 1);
+    assert_eq!(
+        trainer["metadata"]["annotations"]["trainscale.io/zero-trainers"],
+        "true"
+    );
+    assert_eq!(
+        fake.objects[&cm_path("ft-trainers")]["data"]["trainers"],
+        "0"
+    );
+    let status = &fake.objects[&job_path("ft")]["status"];
+    assert_ne!(status["phase"], "Succeed", "{status}");
+    assert_eq!(status["trainers"], 0, "{status}");
+}
+
+/// Many jobs reconciled at once before the caches have listed: each is requeued at once, with no
+/// request and no wait (awaiting the caches' readiness woke only the last of many waiting
+/// reconciles, so the operator served one job of many).
+#[tokio::test]
+async fn reconciles_before_the_caches_list_requeue_at_once_without_requests() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = kube::Client::new(service, NS);
+    let (caches, mut writers) = Caches::new(PodGroupMode::None);
+    assert_eq!(caches.unsynced(), Some("configmaps"));
+    let ctx = Arc::new(Context::new(
+        client,
+        OperatorConfig::default(),
+        caches.clone(),
+    ));
+    let jobs: Vec<Arc<TrainingJob>> = (0..20)
+        .map(|i| {
+            Arc::new(training_job(
+                &NON_FT.replace("name: ft", &format!("name: job-{i}")),
+            ))
+        })
+        .collect();
+    let all = futures::future::join_all(jobs.iter().map(|job| reconcile(job.clone(), ctx.clone())));
+    let results = tokio::time::timeout(std::time::Duration::from_secs(5), all)
+        .await
+        .expect("every reconcile returns while the caches have not listed");
+    for result in results {
+        assert_eq!(
+            result.map_err(|e| e.to_string()),
+            Ok(Action::requeue(std::time::Duration::from_secs(2)))
+        );
+    }
+    assert!(
+        futures::FutureExt::now_or_never(handle.next_request()).is_none(),
+        "no request before the caches list"
+    );
+    writers.mark_listed();
+    assert_eq!(caches.unsynced(), None);
+}
+
 #[tokio::test]
 async fn non_fault_tolerant_job_has_pservers_but_no_master() {
     let job = training_job(NON_FT);

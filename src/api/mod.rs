@@ -14,6 +14,7 @@ pub mod quantity;
 mod resources;
 pub mod sizing;
 pub mod speedup;
+pub mod trainer_job;
 mod types;
 pub mod validate;
 

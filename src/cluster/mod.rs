@@ -6,6 +6,7 @@ pub mod objects;
 pub mod report;
 mod snapshot;
 mod state;
+pub mod sync;
 
 pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, Role};
 pub use snapshot::Snapshot;

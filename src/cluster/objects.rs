@@ -259,7 +259,12 @@ pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
         .flatten()
         .filter(|o| o.controller == Some(true))
         .find_map(|o| JobKind::of(&o.kind, &o.api_version).map(|kind| (kind, o.name.clone())))?;
-    let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+    // Held at zero trainers (suspended by trainscale), whatever parallelism it keeps.
+    let parallelism = if crate::api::trainer_job::at_zero_trainers(job) {
+        Some(0)
+    } else {
+        job.spec.as_ref().and_then(|s| s.parallelism)
+    };
     Some((JobKey::of_kind(kind, namespace, name), parallelism))
 }
 

@@ -137,9 +137,11 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         .lease_namespace
         .clone()
         .unwrap_or_else(|| kube_config.default_namespace.clone());
+    let identity = identity();
     let client = kube::client::ClientBuilder::try_from(kube_config)
         .context("building the Kubernetes client")?
         .with_layer(&daemon::requests::CountRequestsLayer)
+        .with_layer(&daemon::requests::UserAgentLayer::new(&identity))
         .build();
     let config = DaemonConfig {
         policy: args.policy,
@@ -153,7 +155,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         leader_elect: args.leader_elect,
         lease_name: args.lease_name,
         lease_namespace,
-        identity: identity(),
+        identity,
         dry_run: args.dry_run,
         scheduler_name: Some(args.scheduler_name.clone()).filter(|n| !n.is_empty()),
         reservation_ttl: args.reservation_ttl,

@@ -4,6 +4,7 @@
 //! autoscaler writes no phase: `status.phase` has one writer, the operator. Every write is bounded and one job's failure is returned
 //! as its outcome, never propagated to the others.
 
+use crate::api::trainer_job::{ANNOTATION_ZERO_TRAINERS, at_zero_trainers, trainer_count};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -234,8 +235,13 @@ impl Actuator {
         let api: Api<Job> = Api::namespaced(self.client.clone(), &job.namespace);
         let mut resource_version = job.resource_version.clone();
         let mut indexed = job.indexed;
+        let mut at_zero = job.at_zero;
         for attempt in 1..=MAX_ATTEMPTS {
-            let body = parallelism_patch(r.target, indexed, resource_version.as_deref());
+            let body = trainer_job_patch(
+                r.target,
+                TrainerJobShape { indexed, at_zero },
+                resource_version.as_deref(),
+            );
             match api
                 .patch(&job.name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
@@ -248,8 +254,17 @@ impl Actuator {
                     tracing::debug!(job = %r.key, attempt, "conflict patching the trainer Job; re-reading");
                     match api.get(&job.name).await {
                         Ok(fresh) => {
+                            // A size someone else wrote is the new current: not overwritten.
+                            let now = trainer_count(&fresh);
+                            if now != r.current {
+                                return Outcome::failed(format!(
+                                    "the trainer Job's size changed to {now} since planned at {}; left to the next pass",
+                                    r.current
+                                ));
+                            }
                             resource_version = fresh.resource_version();
                             indexed = is_indexed(&fresh);
+                            at_zero = at_zero_trainers(&fresh);
                         }
                         Err(kube::Error::Api(s)) if s.is_not_found() => {
                             return Outcome::vanished("the trainer Job no longer exists");
@@ -554,13 +569,42 @@ impl Actuator {
     }
 }
 
-/// The merge patch setting a trainer Job's size.
-pub fn parallelism_patch(target: i32, indexed: bool, resource_version: Option<&str>) -> Value {
+/// What a trainer Job's resize patch depends on besides the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainerJobShape {
+    /// `completionMode: Indexed`: `completions` follows `parallelism`.
+    pub indexed: bool,
+    /// Held at zero trainers by trainscale (see [`crate::api::trainer_job`]).
+    pub at_zero: bool,
+}
+
+/// The merge patch setting a trainer Job's size. Zero suspends the Job (marked as trainscale's)
+/// and keeps its counts, since `completions: 0` would complete it; growing from zero lifts that
+/// suspension with the new counts.
+pub fn trainer_job_patch(
+    target: i32,
+    shape: TrainerJobShape,
+    resource_version: Option<&str>,
+) -> Value {
+    if target <= 0 {
+        return guarded(
+            json!({
+                "metadata": { "annotations": { ANNOTATION_ZERO_TRAINERS: "true" } },
+                "spec": { "suspend": true },
+            }),
+            resource_version,
+        );
+    }
     let mut spec = json!({ "parallelism": target });
-    if indexed {
+    if shape.indexed {
         spec["completions"] = json!(target);
     }
-    guarded(json!({ "spec": spec }), resource_version)
+    let mut body = json!({ "spec": spec });
+    if shape.at_zero {
+        body["spec"]["suspend"] = json!(false);
+        body["metadata"] = json!({ "annotations": { ANNOTATION_ZERO_TRAINERS: null } });
+    }
+    guarded(body, resource_version)
 }
 
 /// The merge patch resizing a job of a kind sized by one field (`path`), with the
@@ -643,6 +687,18 @@ fn is_indexed(job: &Job) -> bool {
 }
 
 fn read_back(job: &Job, target: i32) -> Outcome {
+    if target <= 0 {
+        return if at_zero_trainers(job) {
+            Outcome::ok()
+        } else {
+            Outcome::unknown("the trainer Job does not read back as suspended at zero trainers")
+        };
+    }
+    if at_zero_trainers(job) {
+        return Outcome::unknown(format!(
+            "the trainer Job reads back suspended at zero, not {target}"
+        ));
+    }
     match job.spec.as_ref().and_then(|s| s.parallelism) {
         Some(p) if p == target => Outcome::ok(),
         Some(p) => Outcome::unknown(format!(

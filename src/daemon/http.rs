@@ -16,6 +16,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cluster::sync::{SYNC_GRACE, SyncReport};
+
 /// How long after a watch error the API server counts as unreachable, unless a watch event
 /// arrives first: longer than the watchers' largest backoff (30 s), so a server that stays down
 /// keeps readiness false between retries.
@@ -32,6 +34,8 @@ pub struct Health {
     progress: Mutex<Instant>,
     /// Without progress for this long, `/healthz` fails.
     stall_after: Duration,
+    /// The watch caches of the daemon and the operator, each by resource.
+    sync: SyncReport,
 }
 
 impl Default for Health {
@@ -48,6 +52,7 @@ impl Health {
             watch_error: Mutex::new(None),
             progress: Mutex::new(Instant::now()),
             stall_after,
+            sync: SyncReport::default(),
         }
     }
 
@@ -73,14 +78,26 @@ impl Health {
         *lock(&self.progress) = Instant::now();
     }
 
-    /// Caches synced and no unanswered watch error within [`UNREACHABLE_AFTER_ERROR`].
-    pub fn is_ready(&self) -> Result<(), &'static str> {
+    /// The watch caches' sync states, which readiness also reads.
+    pub fn sync(&self) -> &SyncReport {
+        &self.sync
+    }
+
+    /// Ready: no cache failing (or unsynced) for [`SYNC_GRACE`], the store synced, and no
+    /// unanswered watch error within [`UNREACHABLE_AFTER_ERROR`]. Not ready says why, naming
+    /// each blocked cache.
+    pub fn is_ready(&self) -> Result<(), String> {
+        let blocked = self.sync.blocked(Instant::now(), SYNC_GRACE);
+        if !blocked.is_empty() {
+            let names: Vec<String> = blocked.iter().map(ToString::to_string).collect();
+            return Err(format!("{}\n", names.join("\n")));
+        }
         if !self.ready.load(Ordering::Relaxed) {
-            return Err("caches not synced\n");
+            return Err("caches not synced\n".to_string());
         }
         match *lock(&self.watch_error) {
             Some(at) if at.elapsed() < UNREACHABLE_AFTER_ERROR => {
-                Err("API server unreachable: watches are failing\n")
+                Err("API server unreachable: watches are failing\n".to_string())
             }
             _ => Ok(()),
         }
@@ -163,7 +180,11 @@ fn respond(
         ),
         "/readyz" => match health.is_ready() {
             Ok(()) => text(StatusCode::OK, "ready\n"),
-            Err(why) => text(StatusCode::SERVICE_UNAVAILABLE, why),
+            Err(why) => {
+                let mut response = Response::new(Full::new(Bytes::from(why)));
+                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                response
+            }
         },
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
@@ -188,6 +209,20 @@ mod tests {
         health.watch_failed();
         assert!(health.is_ready().unwrap_err().contains("unreachable"));
         health.watch_delivered();
+        assert_eq!(health.is_ready(), Ok(()));
+    }
+
+    #[test]
+    fn readiness_names_a_cache_that_keeps_failing() {
+        let health = Health::new(Duration::from_secs(90));
+        health.set_ready(true);
+        let long_ago = Instant::now() - SYNC_GRACE - Duration::from_secs(1);
+        health
+            .sync()
+            .failed("configmaps", "Forbidden: denied".into(), long_ago);
+        let why = health.is_ready().unwrap_err();
+        assert_eq!(why, "cache configmaps cannot sync: Forbidden: denied\n");
+        health.sync().listed("configmaps", Instant::now());
         assert_eq!(health.is_ready(), Ok(()));
     }
 

@@ -1,6 +1,6 @@
 //! Prometheus metrics: names in one place, the recorder, and the gauges refreshed every pass.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
@@ -8,6 +8,7 @@ use metrics_util::MetricKindMask;
 
 use crate::api::{JobKind, Resources, TrainingJobPhase};
 use crate::cluster::ClusterState;
+use crate::cluster::sync::SyncReport;
 use crate::planner::{Reason, ScalePlan};
 
 pub const PASS_DURATION: &str = "trainscale_pass_duration_seconds";
@@ -28,6 +29,8 @@ pub const WATCH_RESTARTS: &str = "trainscale_watch_restarts_total";
 pub const WATCH_ERRORS: &str = "trainscale_watch_errors_total";
 pub const LEADER: &str = "trainscale_leader";
 pub const READY: &str = "trainscale_ready";
+pub const CACHE_SYNCED: &str = "trainscale_cache_synced";
+pub const CACHE_FAILING: &str = "trainscale_cache_failing_seconds";
 pub const OPERATOR_RUNNING: &str = "trainscale_operator_running";
 pub const BINDS: &str = "trainscale_binds_total";
 pub const BIND_LATENCY: &str = "trainscale_pod_bind_latency_seconds";
@@ -126,6 +129,26 @@ pub fn leader(is_leader: bool) {
 /// Whether the caches are synced.
 pub fn ready(is_ready: bool) {
     gauge!(READY).set(if is_ready { 1.0 } else { 0.0 });
+}
+
+/// Per watch cache (`resource`): `trainscale_cache_synced` 1 once listed and not failing, else
+/// 0; `trainscale_cache_failing_seconds{resource, reason}` how long its current run of errors
+/// lasts (only while failing; `reason` is the API server's Status reason, e.g. `Forbidden`).
+pub fn caches(report: &SyncReport, now: Instant) {
+    for (resource, cache) in report.states() {
+        let healthy = cache.synced && cache.failing.is_none();
+        gauge!(CACHE_SYNCED, "resource" => resource.clone()).set(if healthy { 1.0 } else { 0.0 });
+        if let Some((since, reason)) = &cache.failing {
+            let short = reason
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            gauge!(CACHE_FAILING, "resource" => resource, "reason" => short)
+                .set(now.saturating_duration_since(*since).as_secs_f64());
+        }
+    }
 }
 
 /// Cluster-wide gauges: jobs by phase and free resources on schedulable nodes.

@@ -141,9 +141,87 @@ where
     }
 }
 
+/// The layer naming this replica in every request's `User-Agent`:
+/// `trainscale/<version> (<identity>)`, as client-go names its binary, so the API server's audit
+/// log tells the replicas apart.
+#[derive(Debug, Clone)]
+pub struct UserAgentLayer {
+    value: http::HeaderValue,
+}
+
+impl UserAgentLayer {
+    /// The layer for the replica `identity` (characters a header cannot carry become `_`).
+    pub fn new(identity: &str) -> Self {
+        let clean: String = identity
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let text = format!("trainscale/{} ({clean})", env!("CARGO_PKG_VERSION"));
+        let value = http::HeaderValue::from_str(&text)
+            .unwrap_or_else(|_| http::HeaderValue::from_static("trainscale"));
+        UserAgentLayer { value }
+    }
+}
+
+impl<S> Layer<S> for UserAgentLayer {
+    type Service = UserAgent<S>;
+
+    fn layer(&self, inner: S) -> UserAgent<S> {
+        UserAgent {
+            inner,
+            value: self.value.clone(),
+        }
+    }
+}
+
+/// The service of [`UserAgentLayer`].
+#[derive(Debug, Clone)]
+pub struct UserAgent<S> {
+    inner: S,
+    value: http::HeaderValue,
+}
+
+impl<S, B> Service<Request<B>> for UserAgent<S>
+where
+    S: Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> S::Future {
+        request
+            .headers_mut()
+            .insert(http::header::USER_AGENT, self.value.clone());
+        self.inner.call(request)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_agent_names_the_version_and_the_replica() {
+        let layer = UserAgentLayer::new("trainscale-abc-12\n");
+        assert_eq!(
+            layer.value.to_str().unwrap(),
+            format!(
+                "trainscale/{} (trainscale-abc-12_)",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+    }
 
     fn named(method: Method, target: &str) -> (&'static str, String) {
         let uri: Uri = target.parse().unwrap();

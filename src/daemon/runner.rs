@@ -21,9 +21,10 @@ use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::scheduling::{BindOutcome, Binder};
 use super::sizing::Decision;
-use super::store::{Store, WatchEvent};
-use super::watch::{KindSelection, WatchError, select_kinds, watch_all};
+use super::store::{Kind, Store, WatchEvent};
+use super::watch::{KindSelection, WatchError, forbidden, select_kinds, watch_all};
 use crate::api::{JobKey, ScaleResults};
+use crate::cluster::sync::{SyncReport, watch_error_reason};
 use crate::operator::run_operator_in;
 use crate::planner::PlannerConfig;
 use k8s_openapi::jiff::Timestamp;
@@ -90,7 +91,7 @@ pub async fn run(
         Leadership::Always
     };
     metrics::leader(leadership.is_leader());
-    let mut operator = operator_task(&client, &config, leadership.fence());
+    let mut operator = operator_task(&client, &config, leadership.fence(), health.sync());
     if let Some(task) = operator.as_mut() {
         task.follow(leadership.is_leader()).await;
         metrics::operator_running(task.is_running());
@@ -170,7 +171,12 @@ pub async fn run(
 ///
 /// Losing the lease drops the operator at once (in-flight reconciles cancelled, no further
 /// writes); a shutdown while leader stops it gracefully.
-fn operator_task(client: &Client, config: &DaemonConfig, fence: Fence) -> Option<LeaderTask> {
+fn operator_task(
+    client: &Client,
+    config: &DaemonConfig,
+    fence: Fence,
+    sync: &SyncReport,
+) -> Option<LeaderTask> {
     let operator = config.operator.clone()?;
     if config.dry_run {
         tracing::info!(
@@ -180,10 +186,12 @@ fn operator_task(client: &Client, config: &DaemonConfig, fence: Fence) -> Option
     }
     let client = client.clone();
     let namespace = config.namespace.clone();
+    let sync = sync.clone();
     Some(LeaderTask::new("operator", move |stop: StopSignal| {
-        let run = run_operator_in(client.clone(), operator.clone(), namespace.clone(), stop);
-        let fence = fence.clone();
+        let (client, operator, namespace) = (client.clone(), operator.clone(), namespace.clone());
+        let (fence, sync) = (fence.clone(), sync.clone());
         async move {
+            let run = run_operator_in(client, operator, namespace, &sync, stop);
             tokio::select! {
                 biased;
                 _ = fence.lost() => tracing::warn!("leader lease lost: operator stopped at once"),
@@ -216,6 +224,15 @@ async fn consume_watch(
     health: Arc<Health>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let started = Instant::now();
+    let mut expected = vec![Kind::Node, Kind::Pod, Kind::Job, Kind::PriorityClass];
+    if namespace.is_some() {
+        expected.push(Kind::ForeignPod);
+    }
+    expected.extend(kinds.now.iter().map(|k| Kind::of_job_kind(*k)));
+    for kind in expected {
+        health.sync().expect(kind.resource(), started);
+    }
     let mut watches = watch_all(client, namespace.as_deref(), &kinds);
     let mut gate = EventGate::default();
     loop {
@@ -250,6 +267,12 @@ fn apply_watch_item(
     match item {
         Ok(event) => {
             health.watch_delivered();
+            let (kind, listed) = event.kind_and_listed();
+            if listed {
+                health.sync().listed(kind.resource(), Instant::now());
+            } else {
+                health.sync().delivered(kind.resource(), Instant::now());
+            }
             if let Some(kind) = event.restarted_kind()
                 && store.listed_kind(kind)
             {
@@ -261,18 +284,32 @@ fn apply_watch_item(
             }
         }
         Err(e) if e.dropped => {
-            // A kind discovery found and the server refuses: the others go on without it.
+            // A kind discovery found and the server refuses: the others go on without it. A
+            // 403 (RBAC) keeps readiness failing, naming it, until the kind lists again; a 404
+            // (its CRD was removed) is a kind no longer served.
+            let reason = watch_error_reason(&e.error);
+            if forbidden(&e.error) {
+                health
+                    .sync()
+                    .failed(e.kind.resource(), reason.clone(), Instant::now());
+            } else {
+                health.sync().forget(e.kind.resource());
+            }
             store.drop_kind(e.kind);
             metrics::watch_error(e.kind.as_str());
-            tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch refused; the kind is not sized until discovery finds it again");
+            tracing::warn!(kind = e.kind.as_str(), resource = e.kind.resource(), %reason, "watch refused; the kind is not sized until discovery finds it again");
             changed.notify_one();
         }
         Err(e) => {
             health.watch_failed();
+            let reason = watch_error_reason(&e.error);
+            health
+                .sync()
+                .failed(e.kind.resource(), reason.clone(), Instant::now());
             // No pass until this kind has re-listed: the server may hold other contents now.
             store.begin_relist(e.kind);
             metrics::watch_error(e.kind.as_str());
-            tracing::warn!(kind = e.kind.as_str(), error = %e.error, "watch error; re-listing after backoff");
+            tracing::warn!(kind = e.kind.as_str(), resource = e.kind.resource(), %reason, "watch error; re-listing after backoff");
         }
     }
 }
@@ -450,6 +487,7 @@ impl Daemon {
         self.health.progressed();
         // Set on every pass so the exporter's idle timeout never drops them.
         metrics::leader(leader);
+        metrics::caches(self.health.sync(), Instant::now());
         // The lock is held only to take a snapshot (an `Arc`): events keep flowing while the pass
         // plans on it off the async runtime.
         let now = unix_seconds();

@@ -58,6 +58,21 @@ impl Kind {
         Kind::PyTorchJob,
     ];
 
+    /// The resource its watch lists, as readiness and the cache metrics name it.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Kind::Node => "nodes",
+            Kind::Pod => "pods",
+            Kind::Job => "jobs",
+            Kind::PriorityClass => "priorityclasses",
+            Kind::TrainingJob => "trainingjobs",
+            Kind::PaddleJob => "paddlejobs",
+            Kind::ForeignPod => "pods (bound, other namespaces)",
+            Kind::PyTorchTrainingJob => "pytorchtrainingjobs",
+            Kind::PyTorchJob => "pytorchjobs",
+        }
+    }
+
     /// The kind's name in logs and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -118,6 +133,25 @@ pub enum WatchEvent {
 }
 
 impl WatchEvent {
+    /// The kind of the watch that delivered the event, and whether the event ends a listing
+    /// (`InitDone`).
+    pub fn kind_and_listed(&self) -> (Kind, bool) {
+        fn done<K>(e: &Event<K>) -> bool {
+            matches!(e, Event::InitDone)
+        }
+        match self {
+            WatchEvent::Node(e) => (Kind::Node, done(e)),
+            WatchEvent::Pod(e) => (Kind::Pod, done(e)),
+            WatchEvent::Job(e) => (Kind::Job, done(e)),
+            WatchEvent::PriorityClass(e) => (Kind::PriorityClass, done(e)),
+            WatchEvent::TrainingJob(e) => (Kind::TrainingJob, done(e)),
+            WatchEvent::PaddleJob(e) => (Kind::PaddleJob, done(e)),
+            WatchEvent::ForeignPod(e) => (Kind::ForeignPod, done(e)),
+            WatchEvent::PyTorchTrainingJob(e) => (Kind::PyTorchTrainingJob, done(e)),
+            WatchEvent::PyTorchJob(e) => (Kind::PyTorchJob, done(e)),
+        }
+    }
+
     /// The kind whose watch restarted (relists), for an `Init` event.
     pub fn restarted_kind(&self) -> Option<Kind> {
         let init = match self {
@@ -145,7 +179,11 @@ pub struct TrainerJobRef {
     pub resource_version: Option<String>,
     /// `spec.completionMode: Indexed`: completions must follow parallelism.
     pub indexed: bool,
+    /// The trainer count it runs: 0 while held at zero trainers (suspended by trainscale, see
+    /// [`crate::api::trainer_job`]), else `spec.parallelism`.
     pub parallelism: Option<i32>,
+    /// Held at zero trainers: growing it must lift the suspension trainscale set.
+    pub at_zero: bool,
 }
 
 /// What the daemon keeps of a job object besides its planning view.
@@ -535,6 +573,7 @@ impl Store {
                 resource_version: job.resource_version(),
                 indexed,
                 parallelism,
+                at_zero: crate::api::trainer_job::at_zero_trainers(job),
             };
             self.batch_jobs_of
                 .entry(key.clone())

@@ -333,14 +333,23 @@ async fn run_kind<K: Send + 'static>(
 /// Whether the server refused the watch for good: 403 Forbidden (RBAC) or 404 Not Found (no
 /// such resource any more).
 pub fn refused(error: &watcher::Error) -> bool {
-    let code = match error {
+    matches!(status_code(error), Some(403 | 404))
+}
+
+/// Whether the server refused the watch as not allowed (403 Forbidden: RBAC).
+pub fn forbidden(error: &watcher::Error) -> bool {
+    status_code(error) == Some(403)
+}
+
+/// The HTTP code of the API server's Status in a watch error, if it carries one.
+fn status_code(error: &watcher::Error) -> Option<u16> {
+    match error {
         watcher::Error::InitialListFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
-        watcher::Error::WatchError(s) => s.code,
-        _ => return false,
-    };
-    matches!(code, 403 | 404)
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
+        watcher::Error::WatchError(s) => Some(s.code),
+        _ => None,
+    }
 }
 
 /// Pods of namespaces other than `own` that are bound to a node and have not finished.

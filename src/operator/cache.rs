@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
@@ -25,6 +26,7 @@ use super::names::LABEL_JOB;
 use super::podgroup::api_resource;
 use super::{OperatorError, PodGroupMode};
 use crate::api::LABEL_PSERVER;
+use crate::cluster::sync::{SyncReport, watch_error_reason};
 
 /// Read access to the cached objects; cloning shares them.
 #[derive(Clone)]
@@ -69,17 +71,36 @@ impl Caches {
         (caches, writers)
     }
 
-    /// Waits until every cache holds its first complete listing.
-    pub async fn ready(&self) -> Result<(), OperatorError> {
-        let closed =
-            |_| OperatorError::Controller("a cache closed before its first listing".into());
-        self.config_maps.wait_until_ready().await.map_err(closed)?;
-        self.replica_sets.wait_until_ready().await.map_err(closed)?;
-        self.jobs.wait_until_ready().await.map_err(closed)?;
-        if let Some((groups, _)) = &self.pod_groups {
-            groups.wait_until_ready().await.map_err(closed)?;
+    /// The first cache (by resource) that has not yet seen its first complete listing, if any;
+    /// never waits. (A reconcile must not await `Store::wait_until_ready`: its one-shot channel
+    /// wakes only the last of several waiting tasks, so all other reconciles waited for good.)
+    pub fn unsynced(&self) -> Option<&'static str> {
+        fn listed<K>(store: &Store<K>) -> bool
+        where
+            K: kube::runtime::reflector::Lookup + Clone + 'static,
+            K::DynamicType: Eq + Hash + Clone,
+        {
+            // Polled once: ready, or the writer dropped (the feed ended; the operator stops).
+            store.wait_until_ready().now_or_never().is_some()
         }
-        self.pserver_pods.wait_until_ready().await.map_err(closed)
+        if !listed(&self.config_maps) {
+            return Some("configmaps");
+        }
+        if !listed(&self.replica_sets) {
+            return Some("replicasets");
+        }
+        if !listed(&self.jobs) {
+            return Some("jobs");
+        }
+        if let Some((groups, _)) = &self.pod_groups
+            && !listed(groups)
+        {
+            return Some("podgroups");
+        }
+        if !listed(&self.pserver_pods) {
+            return Some("pods");
+        }
+        None
     }
 
     /// The cached ConfigMap `namespace/name`.
@@ -273,12 +294,13 @@ fn slim_pod(pod: &mut Pod) {
 }
 
 /// Runs a watch into `writer`, calling `each` on every touched object, until dropped; errors
-/// are logged and the watch retried with backoff.
+/// are logged, reported to `sync` under `resource` (readiness names a cache that keeps failing)
+/// and the watch retried with backoff.
 fn feed<K>(
     api: Api<K>,
     config: watcher::Config,
     writer: Writer<K>,
-    resource: &'static str,
+    (sync, resource): (SyncReport, &'static str),
     modify: fn(&mut K),
     each: impl Fn(&K) + Send + 'static,
 ) -> BoxFuture<'static, ()>
@@ -286,20 +308,39 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Send + Sync,
 {
+    sync.expect(resource, Instant::now());
     watcher(api, config)
         .default_backoff()
         .modify(modify)
         .reflect(writer)
-        .touched_objects()
-        .for_each(move |touched| {
-            match touched {
-                Ok(object) => each(&object),
-                Err(error) => warn!(resource, %error, "cache watch failed; retrying"),
+        .for_each(move |event| {
+            match event {
+                Ok(watcher::Event::InitDone) => sync.listed(resource, Instant::now()),
+                Ok(watcher::Event::Init) => {}
+                Ok(watcher::Event::InitApply(object)) => each(&object),
+                Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => {
+                    sync.delivered(resource, Instant::now());
+                    each(&object);
+                }
+                Err(error) => {
+                    let reason = watch_error_reason(&error);
+                    warn!(resource, %reason, "operator cache watch failed; retrying");
+                    sync.failed(resource, reason, Instant::now());
+                }
             }
             futures::future::ready(())
         })
         .boxed()
 }
+
+/// The names under which the operator's caches report to a [`SyncReport`].
+pub const CACHE_RESOURCES: [&str; 5] = [
+    "operator/configmaps",
+    "operator/replicasets",
+    "operator/jobs",
+    "operator/pods (pservers)",
+    "operator/podgroups",
+];
 
 /// Starts filling `writers` from label-selected watches in `namespace` (every namespace when
 /// `None`): owned objects by `trainscale.io/job`, pods by the pserver label. Returns the owner
@@ -308,7 +349,10 @@ pub fn watch(
     client: &Client,
     namespace: Option<&str>,
     writers: CacheWriters,
+    sync: &SyncReport,
 ) -> (Triggers, BoxFuture<'static, ()>) {
+    let [config_maps, replica_sets, jobs_name, pods_name, groups_name] = CACHE_RESOURCES;
+    let report = |name| (sync.clone(), name);
     let owned = || watcher::Config::default().labels(LABEL_JOB);
     let triggers = Triggers {
         replica_sets: Fanout::new(),
@@ -320,7 +364,7 @@ pub fn watch(
             scoped::<ConfigMap>(client, namespace),
             owned(),
             writers.config_maps,
-            "configmaps",
+            report(config_maps),
             slim,
             |_| {},
         ),
@@ -328,7 +372,7 @@ pub fn watch(
             scoped::<ReplicaSet>(client, namespace),
             owned(),
             writers.replica_sets,
-            "replicasets",
+            report(replica_sets),
             slim,
             move |rs| sets.send(rs),
         ),
@@ -336,7 +380,7 @@ pub fn watch(
             scoped::<Job>(client, namespace),
             owned(),
             writers.jobs,
-            "jobs",
+            report(jobs_name),
             slim,
             move |job| jobs.send(job),
         ),
@@ -344,7 +388,7 @@ pub fn watch(
             scoped::<Pod>(client, namespace),
             watcher::Config::default().labels(LABEL_PSERVER),
             writers.pserver_pods,
-            "pods",
+            report(pods_name),
             slim_pod,
             |_| {},
         ),
@@ -354,7 +398,16 @@ pub fn watch(
             Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
             None => Api::all_with(client.clone(), &resource),
         };
-        feeds.push(feed(api, owned(), groups, "podgroups", slim, |_| {}));
+        // Every PodGroup, not only the owned ones: a job's `podGroupName` may name a group
+        // someone else created, which the job then joins.
+        feeds.push(feed(
+            api,
+            watcher::Config::default(),
+            groups,
+            report(groups_name),
+            slim,
+            |_| {},
+        ));
     }
     let all = futures::future::join_all(feeds).map(|_| ()).boxed();
     (triggers, all)

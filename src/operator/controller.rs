@@ -36,6 +36,7 @@ use crate::api::guard::{Guarded, MalformedJob};
 use crate::api::note::fields_note;
 use crate::api::validate::check_training_job;
 use crate::api::{FieldError, JobKind, LABEL_TRAINER, PaddleJob, TrainingJob, TrainingJobStatus};
+use crate::cluster::sync::SyncReport;
 
 /// How often a live job is looked at even without a watch event (pserver restarts, walltime).
 pub const RESYNC: Duration = Duration::from_secs(30);
@@ -44,6 +45,8 @@ pub const CACHE_REQUEUE: Duration = Duration::from_secs(2);
 /// How long an object may answer AlreadyExists while staying out of the cache before it is taken
 /// for someone else's (unlabelled) object.
 pub const CONFLICT_GRACE: SignedDuration = SignedDuration::from_secs(30);
+/// The longest one reconcile may take; past it, it is an error and retried.
+pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Requeue delay after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 /// The `reportingController` of the operator's Events.
@@ -118,7 +121,7 @@ pub async fn run_operator(
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), OperatorError> {
-    run_operator_in(client, config, None, shutdown).await
+    run_operator_in(client, config, None, &SyncReport::default(), shutdown).await
 }
 
 /// Runs the TrainingJob and PaddleJob controllers concurrently until `shutdown` resolves,
@@ -131,12 +134,16 @@ pub async fn run_operator_in(
     client: Client,
     config: OperatorConfig,
     namespace: Option<String>,
+    sync: &SyncReport,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), OperatorError> {
     let stop = shutdown.shared();
     let ns = namespace.as_deref();
     let (caches, writers) = Caches::new(config.podgroups);
-    let (triggers, feeds) = cache::watch(&client, ns, writers);
+    let (triggers, feeds) = cache::watch(&client, ns, writers, sync);
+    // The caches are the operator's: when it stops (or is dropped), readiness no longer waits
+    // for them.
+    let _forget = ForgetOnDrop(sync.clone());
     let ctx = Arc::new(Context::new(client.clone(), config, caches));
     info!(podgroups = ?ctx.config.podgroups, kueue = ctx.config.kueue, restart_limit = ctx.config.restart_limit, autoclean = ctx.config.autoclean, namespace = ?ns, "operator starting");
     let controllers = futures::future::join(
@@ -148,7 +155,7 @@ pub async fn run_operator_in(
             stop.clone(),
             |job: Arc<Guarded<TrainingJob>>, ctx: Arc<Context>| async move {
                 match &job.0 {
-                    Ok(tj) => reconcile_kind(JobKind::TrainingJob, tj, &ctx).await,
+                    Ok(tj) => bounded(reconcile_kind(JobKind::TrainingJob, tj, &ctx)).await,
                     Err(bad) => Ok(skip_malformed(JobKind::TrainingJob, bad)),
                 }
             },
@@ -161,7 +168,10 @@ pub async fn run_operator_in(
             stop,
             |job: Arc<Guarded<PaddleJob>>, ctx: Arc<Context>| async move {
                 match &job.0 {
-                    Ok(pj) => reconcile_kind(JobKind::PaddleJob, &pj.as_training_job(), &ctx).await,
+                    Ok(pj) => {
+                        let tj = pj.as_training_job();
+                        bounded(reconcile_kind(JobKind::PaddleJob, &tj, &ctx)).await
+                    }
                     Err(bad) => Ok(skip_malformed(JobKind::PaddleJob, bad)),
                 }
             },
@@ -175,6 +185,32 @@ pub async fn run_operator_in(
         futures::future::Either::Right(_) => Err(OperatorError::Controller(
             "the cache watches ended".to_string(),
         )),
+    }
+}
+
+/// `reconcile` within [`RECONCILE_TIMEOUT`]: one that takes longer (an API call that hangs) is
+/// an error, retried after [`ERROR_REQUEUE`], so no job's reconcile waits without bound.
+async fn bounded(
+    reconcile: impl Future<Output = Result<Action, OperatorError>>,
+) -> Result<Action, OperatorError> {
+    tokio::time::timeout(RECONCILE_TIMEOUT, reconcile)
+        .await
+        .unwrap_or_else(|_| {
+            Err(OperatorError::Controller(format!(
+                "the reconcile took longer than {} s",
+                RECONCILE_TIMEOUT.as_secs()
+            )))
+        })
+}
+
+/// Takes the operator's caches out of the [`SyncReport`] when dropped.
+struct ForgetOnDrop(SyncReport);
+
+impl Drop for ForgetOnDrop {
+    fn drop(&mut self) {
+        for resource in cache::CACHE_RESOURCES {
+            self.0.forget(resource);
+        }
     }
 }
 
@@ -474,7 +510,10 @@ pub async fn reconcile_kind(
     })?;
     let prev = job.status.clone().unwrap_or_default();
     let now = (ctx.now)();
-    ctx.caches.ready().await?;
+    if let Some(cache) = ctx.caches.unsynced() {
+        debug!(job = %subject.object(), cache, "operator cache not synced yet; requeue");
+        return Ok(Action::requeue(CACHE_REQUEUE));
+    }
 
     if prev.phase.is_finished() {
         if let Some(uid) = job.uid() {
@@ -570,11 +609,21 @@ async fn create_and_observe(
     if let (Some(group), Some(resource)) = (&want.pod_group, api_resource(ctx.config.podgroups)) {
         let groups: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
         let cached = caches.pod_group(ns, &group.name_any());
-        if ensure(ctx, &groups, cached, group, "PodGroup", subject)
-            .await?
-            .is_none()
-        {
-            return Ok(None);
+        let user_named = !job.spec.pod_group_name.trim().is_empty();
+        match cached {
+            // `podGroupName` names a group its pods join; one that exists (made by the user or
+            // by another job naming it too) is joined as it is, never taken over.
+            Some(existing) if user_named && !owned_by(existing.meta(), job) => {
+                debug!(job = %subject.object(), group = %group.name_any(), "joins an existing PodGroup");
+            }
+            cached => {
+                if ensure(ctx, &groups, cached, group, "PodGroup", subject)
+                    .await?
+                    .is_none()
+                {
+                    return Ok(None);
+                }
+            }
         }
     }
 

@@ -92,7 +92,7 @@ pub fn observe_job(job: &Job) -> TrainerCounts {
         }
     });
     TrainerCounts {
-        parallelism: job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1),
+        parallelism: crate::api::trainer_job::trainer_count(job),
         active: status.active.unwrap_or(0),
         ready: status.ready.unwrap_or(0),
         succeeded: status.succeeded.unwrap_or(0),

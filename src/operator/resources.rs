@@ -1,6 +1,7 @@
 //! The objects a job needs, built as pure functions of the job (a TrainingJob, or a PaddleJob's
 //! TrainingJob view), its kind and the configuration.
 
+use crate::api::trainer_job::ANNOTATION_ZERO_TRAINERS;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
@@ -117,7 +118,10 @@ pub fn trainer_backoff_limit(job: &TrainingJob, config: &OperatorConfig) -> i32 
     slots.saturating_mul(config.restart_limit.max(1))
 }
 
-/// The trainer Job: Indexed, `parallelism` = `completions` = `trainer.min-instance`.
+/// The trainer Job: Indexed, `parallelism` = `completions` = `trainer.min-instance`. A min of 0
+/// creates it held at zero trainers (suspended, counts 1: see [`crate::api::trainer_job`]) —
+/// never `completions: 0`, which would complete it at once; under `--kueue` (Kueue owns
+/// `suspend`) it starts at one trainer once admitted.
 pub fn trainer_job(
     job: &TrainingJob,
     kind: JobKind,
@@ -136,18 +140,23 @@ pub fn trainer_job(
         labels.insert(LABEL_KUEUE_QUEUE.to_string(), queue);
         annotations.insert(ANNOTATION_KUEUE_ELASTIC.to_string(), "true".to_string());
     }
+    let at_zero = min <= 0 && !config.kueue;
+    if at_zero {
+        annotations.insert(ANNOTATION_ZERO_TRAINERS.to_string(), "true".to_string());
+    }
+    let count = min.max(1);
     let mut metadata = child_meta(job, kind, trainer_name(&job.name_any()), labels)?;
     metadata.annotations = (!annotations.is_empty()).then_some(annotations);
     Ok(Job {
         metadata,
         spec: Some(JobSpec {
-            parallelism: Some(min),
-            completions: Some(min),
+            parallelism: Some(count),
+            completions: Some(count),
             completion_mode: Some("Indexed".to_string()),
             backoff_limit: Some(trainer_backoff_limit(job, config)),
             pod_replacement_policy: Some("Failed".to_string()),
             pod_failure_policy: Some(ignore_disruptions()),
-            suspend: config.kueue.then_some(true),
+            suspend: (config.kueue || at_zero).then_some(true),
             template: pod_template(job, kind, Role::Trainer, sched)?,
             ..Default::default()
         }),
