@@ -72,8 +72,8 @@ What it adds to kmock, playing the API server:
 - created objects get a `uid` and `creationTimestamp` when they have none (ownerReferences to a
   TrainingJob need its uid), `metadata.generation` 1, a name from `generateName` (five random
   hex characters appended), and the namespace of the URL when their body names none (kmock
-  filters a namespaced watch by the object's own namespace: kube-lease-manager creates the Lease
-  without one); a create whose body names another namespace than the URL answers 400
+  filters a namespaced watch by the object's own namespace, and a client may create an object
+  without one, as the API server allows); a create whose body names another namespace than the URL answers 400
   `BadRequest`; a cluster-scoped object keeps no namespace. A create keeps the body's `status`
   (the API server resets it for pods, Jobs and custom resources with a status subresource; the
   fake controllers rely on creating pods Running);
