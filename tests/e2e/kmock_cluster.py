@@ -1700,7 +1700,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         # renderer then terminates the chunked body) once `/_harness/cut-watches` sets its event.
         cut = asyncio.Event()
         WATCHES.add(cut)
-        stream = aiter(super()._serve_watch(request))
+        stream = aiter(self._watch_events(request))
         cutting = asyncio.ensure_future(cut.wait())
         try:
             while True:
@@ -1724,6 +1724,31 @@ class StampingEmulator(kmock.KubernetesEmulator):
         finally:
             WATCHES.discard(cut)
             cutting.cancel()
+
+    async def _watch_events(self, request):
+        """The live objects as ADDED, then every later change, with no gap between them.
+
+        kmock's own watch takes its snapshot under the lock but joins the event bus only after
+        it has streamed the snapshot, so a write in between was never sent (a watcher resuming
+        under load kept an old resourceVersion for good). Here the bus position is marked under
+        the same lock as the snapshot (every write puts its event on the bus under that lock),
+        as the API server's watch cache serves a list and the changes after it."""
+        yield b""
+        bus = self._buses[request.resource]
+        async with self._lock:
+            objs = self._KubernetesEmulator__get_objs(request, strict=False)
+            events = [{"type": "ADDED", "object": obj.raw} for obj in objs if not obj.deleted]
+            mark = await bus.mark()
+        try:
+            for event in events:
+                yield event
+            async for event in bus.stream(since=mark):
+                meta = (event.get("object") or {}).get("metadata") or {}
+                if self._KubernetesEmulator__check(request, request.resource, meta.get("namespace"),
+                                                   meta.get("name"), strict=False):
+                    yield event
+        finally:
+            await bus.unmark(mark)
 
     def _KubernetesEmulator__get_objs(self, request, strict):
         # kmock answers every request by scanning all stored objects (every kind, deleted ones
