@@ -17,7 +17,10 @@
 //! the daemon, no trainer failure counted by the emulator's Job controller), a Lease taken over
 //! by another replica (no write after the daemon notices), and a leader whose Lease renewals
 //! fail (it stops acting before the Lease expires). The test's own requests carry the User-Agent
-//! [`TEST_AGENT`], so the emulator's request log tells the daemon's apart.
+//! [`TEST_AGENT`], so the emulator's request log tells the daemon's apart. The daemon
+//! authenticates as the service account (`kubeconfig`) under the RBAC of `deploy/`, the test's
+//! own clients as the emulator's admin (`kubeconfig.admin`); every test checks before its end
+//! that the emulator denied none of the daemon's requests.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -36,6 +39,11 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use trainscale::api::{ScaleResults, TrainingJob};
 
+#[path = "support/kmock_harness.rs"]
+mod kmock_harness;
+
+use kmock_harness::{admin_kubeconfig, assert_no_denials};
+
 const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Kills a child process when dropped (a failed assertion must not leak processes).
@@ -50,7 +58,7 @@ impl Drop for Guard {
 
 fn kmock_available() -> bool {
     Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -88,8 +96,10 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
 /// (which sends none).
 const TEST_AGENT: &str = "trainscale-e2e-test";
 
+/// A client of the test's own, as the emulator's admin (`<kubeconfig>.admin`; the daemon gets
+/// `kubeconfig`, the service account's).
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let kc = Kubeconfig::read_from(admin_kubeconfig(kubeconfig)).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
@@ -287,7 +297,7 @@ struct Cluster {
 fn require_kmock() {
     assert!(
         kmock_available(),
-        "python3 with kmock is missing: pip install 'kmock==0.8.*' (CI installs it)"
+        "python3 with kmock is missing: pip install 'kmock==0.8.*' 'PyYAML==6.*' (CI installs it)"
     );
 }
 
@@ -370,9 +380,11 @@ async fn start_with(extra: &[&str], emulator_flags: &[&str]) -> Cluster {
     cluster
 }
 
-/// SIGTERM: a clean exit, promptly; then the emulator ends.
+/// SIGTERM: a clean exit, promptly; the emulator denied none of the daemon's requests; then the
+/// emulator ends.
 async fn stop(mut cluster: Cluster) {
     stop_daemon(&mut cluster).await;
+    assert_no_denials(&client(&cluster.kubeconfig).await).await;
     // Closing the emulator's stdin ends it.
     drop(cluster.emulator.0.stdin.take());
 }
@@ -404,7 +416,7 @@ async fn stop_daemon(cluster: &mut Cluster) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn run_creates_and_scales_a_training_job_against_kmock() {
     require_kmock();
@@ -561,7 +573,7 @@ async fn run_creates_and_scales_a_training_job_against_kmock() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn dry_run_keeps_the_operator_from_writing() {
     require_kmock();
@@ -626,7 +638,7 @@ fn owner_of(meta: &ObjectMeta) -> (String, String, String, String) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn original_manifests_are_created_and_sized_against_kmock() {
     use trainscale::api::PaddleJob;
@@ -937,7 +949,7 @@ fn small_job(name: &str) -> TrainingJob {
 /// Running); then, over a quiet window of `TRAINSCALE_E2E_WINDOW_S` (default 15) seconds with
 /// `--interval 1s` (15 autoscaler passes; every job requeued at least once), the daemon sends no
 /// list, no get and no write: only its watches stay open (its Lease's among them). Lease renewals
-/// (leader election: a patch and a get of the Lease every 5 s) are the one traffic a steady
+/// (leader election: a patch of the Lease every 2 s, no read) are the one traffic a steady
 /// cluster needs and are reported apart. Counted from the daemon's own
 /// `trainscale_api_requests_total` and cross-checked with the emulator's request log.
 /// The deadlines and the probe interval grow with the job count; `TRAINSCALE_E2E_JOBS=1000` was
@@ -945,7 +957,7 @@ fn small_job(name: &str) -> TrainingJob {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_settled_cluster_costs_no_list_get_or_write() {
     require_kmock();
@@ -1071,8 +1083,8 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
     let mut lease_writes = 0;
     for ((verb, resource), n) in &quiet {
         let write = WRITE_VERBS.contains(&verb.as_str());
-        if resource == "leases" {
-            lease_writes += if write { *n } else { 0 };
+        if resource == "leases" && write {
+            lease_writes += *n;
         } else if write || verb == "list" || verb == "get" {
             unexpected.push(format!("{n} x {verb} {resource}"));
         }
@@ -1081,8 +1093,8 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
         unexpected.is_empty(),
         "a settled cluster sent reads or writes: {unexpected:?}"
     );
-    // Renewals every LEASE_DURATION - LEASE_GRACE (5 s) at most, plus one in flight.
-    let renewals = window.as_secs() / 5 + 2;
+    // Renewals every retry period (2 s) at most, plus one in flight.
+    let renewals = window.as_secs() / 2 + 2;
     assert!(lease_writes <= renewals, "{lease_writes} lease writes");
 
     // The emulator saw the same: nothing but the test's own log reads, watches and lease
@@ -1113,13 +1125,14 @@ async fn a_settled_cluster_costs_no_list_get_or_write() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn readiness_follows_the_api_server() {
     require_kmock();
     let mut cluster = start(&[]).await;
     let (started, port) = (cluster.started, cluster.port);
     assert_eq!(http_status(port, "/readyz"), Some(200));
+    assert_no_denials(&client(&cluster.kubeconfig).await).await;
     cluster.emulator.0.kill().unwrap();
     let _ = cluster.emulator.0.wait();
     let why = eventually(&mut cluster.daemon, started, "/readyz 503", || async {
@@ -1149,7 +1162,7 @@ async fn readiness_follows_the_api_server() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     require_kmock();
@@ -1173,6 +1186,7 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
     .await;
 
     // The first server goes; a second one answers on the same address with other contents.
+    assert_no_denials(&client).await;
     cluster.emulator.0.kill().unwrap();
     let _ = cluster.emulator.0.wait();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -1221,6 +1235,7 @@ async fn a_server_back_with_other_contents_is_relisted_before_any_pass() {
             .unwrap()
             .is_none()
     );
+    assert_no_denials(&client).await;
     drop(second);
     let pid = cluster.daemon.0.id().to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
@@ -1253,10 +1268,11 @@ fn elastic_job_of(name: &str, max: i32, trainer_cpu: &str) -> TrainingJob {
     .unwrap()
 }
 
-/// Sets node-1's allocatable CPU, as a node that shrinks or grows (a merge patch of the Node).
+/// Sets node-1's allocatable CPU, as a node that shrinks or grows (a merge patch of the Node's
+/// status).
 async fn set_node_cpu(nodes: &Api<Node>, cpu: &str) {
     nodes
-        .patch(
+        .patch_status(
             "node-1",
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({"status": {"allocatable": {"cpu": cpu}}})),
@@ -1266,7 +1282,9 @@ async fn set_node_cpu(nodes: &Api<Node>, cpu: &str) {
 }
 
 /// Each named TrainingJob's trainer Job size, when every one of them is consistent: parallelism
-/// equals completions and its live trainer pods hold exactly the indexes `0..parallelism`.
+/// equals completions and its Running trainer pods hold exactly the indexes `0..parallelism`
+/// (Running: admitted by the emulator's kubelet, which rejects a pod bound to a node that shrank
+/// under it before it started).
 async fn consistent_sizes(jobs: &Api<Job>, pods: &Api<Pod>, names: &[&str]) -> Option<Vec<i32>> {
     let jobs = jobs.list(&Default::default()).await.unwrap().items;
     let pods = pods.list(&Default::default()).await.unwrap().items;
@@ -1292,6 +1310,7 @@ async fn consistent_sizes(jobs: &Api<Job>, pods: &Api<Pod>, names: &[&str]) -> O
                     .iter()
                     .any(|r| r.kind == "Job" && r.name == trainer)
             })
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .filter_map(|p| {
                 p.metadata
                     .annotations
@@ -1341,7 +1360,7 @@ fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn fifty_scale_cycles_delete_no_pod_and_fail_no_trainer() {
     require_kmock();
@@ -1546,7 +1565,10 @@ async fn fifty_scale_cycles_delete_no_pod_and_fail_no_trainer() {
         .await
         .unwrap();
     assert_eq!(
-        lease.spec.and_then(|s| s.holder_identity),
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .filter(|holder| !holder.is_empty()),
         None,
         "the lease is released at shutdown"
     );
@@ -1610,7 +1632,7 @@ fn watches_in(log: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
     require_kmock();
@@ -1739,9 +1761,9 @@ async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
 
 /// A lease taken over while the daemon leads: the test rewrites the leader Lease to another
 /// holder (as a replica that found it expired would: new holder, fresh acquire and renew times,
-/// one more transition) and then renews it every 2 s as that replica. The daemon learns of it at
-/// its next renewal (kube-lease-manager renews `LEASE_DURATION - LEASE_GRACE` = 5 s after the
-/// last one and re-reads the Lease then); from then on `trainscale_leader` and
+/// one more transition) and then renews it every 2 s as that replica. The daemon learns of it from
+/// its watch of the Lease (confirmed by a read) or at its next renewal (every 2 s: a 409 and a
+/// read against a real API server); from then on `trainscale_leader` and
 /// `trainscale_operator_running` are 0 while `/readyz` stays 200 (a standby replica is ready), and
 /// although a new TrainingJob arrives and the node shrinks under the running job (both would make
 /// a leader write), the daemon sends no write at all, the Lease included, and nothing changes.
@@ -1750,7 +1772,7 @@ async fn a_watch_stream_cut_mid_run_resumes_and_keeps_serving() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_deposed_leader_writes_nothing_after_a_takeover() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -1831,7 +1853,7 @@ async fn a_deposed_leader_writes_nothing_after_a_takeover() {
         })
     };
 
-    // The daemon notices at its next renewal, within 5 s.
+    // The daemon notices from its watch, or at its next renewal within 2 s.
     let took_over = Instant::now();
     eventually_within(
         Duration::from_secs(20),
@@ -1918,21 +1940,19 @@ async fn make_unavailable(kubeconfig: &Path, resources: &[&str]) {
 /// A leader that cannot renew its Lease must stop acting before the Lease expires (15 s after its
 /// last renewal), when another replica may take over: the emulator answers 503 to every Lease
 /// request while everything else works, and the daemon must report `trainscale_leader 0` within
-/// 15 s and write nothing after. kube-lease-manager 0.13 alone keeps its leader state `true`
-/// while renewals fail (it retries them with backoff), so the daemon also requires a renewal of
-/// its Lease, seen by its watch of the Lease, within the renew deadline (10 s): renewing every
-/// 5 s, it stops at most 10 s into the outage.
+/// 15 s and write nothing after. The daemon leads only until the renew deadline (10 s) after it
+/// sent its last successful renewal (every 2 s), so it stops at most 10 s into the outage.
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
     require_kmock();
     let mut cluster = start(&[]).await;
     let (started, port) = (cluster.started, cluster.port);
     let kubeconfig = cluster.kubeconfig.clone();
-    // Leading needs the Lease acquired and that renewal seen by the daemon's Lease watch.
+    // Leading needs the Lease acquired.
     eventually(&mut cluster.daemon, started, "the daemon leads", || async {
         let (_, metrics) = http_get(port, "/metrics")?;
         (sample(&metrics, "trainscale_leader", &[]) == Some(1.0)).then_some(())
@@ -1975,6 +1995,74 @@ async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
     stop(cluster).await;
 }
 
+/// A Lease deleted while the daemon leads is created again (it used to stay gone: no replica led
+/// again, passes stopped and new jobs were ignored while health stayed 200). The daemon's watch
+/// of the Lease sees the deletion and it recreates the Lease holding it, without a lapse in
+/// leading; a TrainingJob created afterwards is sized.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+)]
+async fn a_deleted_lease_is_recreated_and_the_leader_keeps_acting() {
+    require_kmock();
+    let mut cluster = start(&[]).await;
+    let (started, port) = (cluster.started, cluster.port);
+    let kubeconfig = cluster.kubeconfig.clone();
+    let daemon = &mut cluster.daemon;
+    eventually(daemon, started, "the daemon leads", || async {
+        let (_, metrics) = http_get(port, "/metrics")?;
+        (sample(&metrics, "trainscale_leader", &[]) == Some(1.0)).then_some(())
+    })
+    .await;
+    let client = client(&kubeconfig).await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "trainscale-system");
+    let held = leases.get("trainscale-leader").await.unwrap();
+    let identity = held.spec.and_then(|s| s.holder_identity).unwrap();
+    let uid = held.metadata.uid;
+
+    leases
+        .delete("trainscale-leader", &Default::default())
+        .await
+        .unwrap();
+    let deleted = Instant::now();
+    eventually_within(
+        Duration::from_secs(10),
+        daemon,
+        deleted,
+        "the Lease created again by its holder",
+        || {
+            let (leases, identity, uid) = (leases.clone(), identity.clone(), uid.clone());
+            async move {
+                let lease = leases.get_opt("trainscale-leader").await.unwrap()?;
+                (lease.metadata.uid != uid
+                    && lease.spec?.holder_identity.as_deref() == Some(identity.as_str()))
+                .then_some(())
+            }
+        },
+    )
+    .await;
+    println!("recreated {:.1?} after the deletion", deleted.elapsed());
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert_eq!(sample(&metrics, "trainscale_leader", &[]), Some(1.0));
+
+    // Still acting: a new job is created and sized.
+    let tjs: Api<TrainingJob> = Api::namespaced(client.clone(), "ml");
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "ml");
+    tjs.create(&PostParams::default(), &training_job())
+        .await
+        .unwrap();
+    eventually(daemon, started, "mnist sized to 4 trainers", || {
+        let jobs = jobs.clone();
+        async move {
+            let job = jobs.get_opt("mnist-trainer").await.unwrap()?;
+            (job.spec?.parallelism == Some(4)).then_some(())
+        }
+    })
+    .await;
+    stop(cluster).await;
+}
+
 /// A job whose trainers need 64 GPUs each, on a cluster whose one node has 8, says why on its
 /// status after the first passes: `ScalingLimited=True` (reason `GangDoesNotFit`, the message
 /// naming the GPU shortfall) and `AbleToScale=True`, with `kubectl get`'s `Sizing` column's
@@ -1983,7 +2071,7 @@ async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_job_that_cannot_grow_says_why_on_its_status() {
     require_kmock();

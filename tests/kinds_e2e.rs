@@ -11,7 +11,10 @@
 //! the scale records, one write of each job's sizing conditions and the Events, applied in the plan's order across kinds; nothing else in
 //! the job objects changes, and the HPA-managed job is untouched but for an Event saying why.
 //! A second test installs the PyTorch CRDs while the daemon runs: discovery finds them and their
-//! jobs are sized. Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
+//! jobs are sized. Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`). The daemon
+//! authenticates as the service account (`kubeconfig`) under the RBAC of `deploy/`, the test's
+//! own clients as the emulator's admin (`kubeconfig.admin`); both tests end by checking that the
+//! emulator denied none of the daemon's requests.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -24,6 +27,11 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostPa
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::{Value, json};
+
+#[path = "support/kmock_harness.rs"]
+mod kmock_harness;
+
+use kmock_harness::{admin_kubeconfig, assert_no_denials};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const TEST_AGENT: &str = "trainscale-e2e-test";
@@ -60,8 +68,10 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     response.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A client of the test's own, as the emulator's admin (`<kubeconfig>.admin`; the daemon gets
+/// `kubeconfig`, the service account's).
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let kc = Kubeconfig::read_from(admin_kubeconfig(kubeconfig)).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .unwrap();
@@ -306,7 +316,7 @@ fn at(v: &Value, path: &[&str]) -> Option<i64> {
 }
 
 /// An object without what a rescale may change: the size at `path`, the last-scale and sizing
-/// annotations, the resourceVersion, the scale records and the sizing conditions.
+/// annotations, the resourceVersion and generation, the scale records and the sizing conditions.
 fn unchanging(mut v: Value, path: &[&str]) -> Value {
     if let Some((last, parents)) = path.split_last() {
         let parent = parents.iter().try_fold(&mut v, |v, k| v.get_mut(*k));
@@ -317,6 +327,8 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
     if let Some(meta) = v["metadata"].as_object_mut() {
         meta.remove("resourceVersion");
         meta.remove("managedFields");
+        // The API server bumps the generation with the size (a spec change).
+        meta.remove("generation");
         if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
             a.remove("trainscale.io/last-scale");
             a.remove("trainscale.io/sizing");
@@ -347,7 +359,7 @@ fn unchanging(mut v: Value, path: &[&str]) -> Value {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -610,7 +622,7 @@ async fn four_kinds_are_sized_to_the_plan_through_their_one_field() {
         not_planned[0]["note"]
     );
 
-    stop(daemon, emulator).await;
+    stop(daemon, emulator, &kubeconfig).await;
 }
 
 /// The emulator helper without controllers (nothing creates or removes pods), 16 CPUs, 64Gi,
@@ -663,8 +675,9 @@ fn spawn_daemon(kubeconfig: &Path, port: u16, extra: &[&str]) -> Guard {
     )
 }
 
-/// SIGTERM: a clean exit, promptly; then the emulator ends.
-async fn stop(mut daemon: Guard, mut emulator: Guard) {
+/// SIGTERM: a clean exit, promptly; the emulator denied none of the daemon's requests; then the
+/// emulator ends.
+async fn stop(mut daemon: Guard, mut emulator: Guard, kubeconfig: &Path) {
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.0.id().to_string()])
         .status();
@@ -680,6 +693,7 @@ async fn stop(mut daemon: Guard, mut emulator: Guard) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(status.success(), "exit status {status}");
+    assert_no_denials(&client(kubeconfig).await).await;
     drop(emulator.0.stdin.take());
 }
 
@@ -709,7 +723,7 @@ where
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_crd_installed_later_is_found_and_its_jobs_sized() {
     let dir = tempfile::tempdir().unwrap();
@@ -756,5 +770,5 @@ async fn a_crd_installed_later_is_found_and_its_jobs_sized() {
     // One resize, one sizing annotation.
     assert_eq!(log.get("patch pytorchjobs"), Some(&2), "{log:?}");
     assert_eq!(http_status(port, "/readyz"), Some(200));
-    stop(daemon, emulator).await;
+    stop(daemon, emulator, &kubeconfig).await;
 }

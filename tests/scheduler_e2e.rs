@@ -17,7 +17,10 @@
 //!
 //! Reported as ignored (with how to install the emulator) when the build found no kmock and `CI`
 //! is unset (`build.rs`); in CI a missing emulator fails them. The test's own requests carry the
-//! User-Agent [`TEST_AGENT`], so the emulator's request log tells the daemon's apart.
+//! User-Agent [`TEST_AGENT`], so the emulator's request log tells the daemon's apart. The daemon
+//! authenticates as the service account (`kubeconfig`) under the RBAC of `deploy/`, the test's
+//! own clients as the emulator's admin (`kubeconfig.admin`); each test ends by checking that the
+//! emulator denied nothing.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -35,6 +38,11 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use trainscale::api::{JobKind, TrainingJob};
 use trainscale::operator::{OperatorConfig, desired};
+
+#[path = "support/kmock_harness.rs"]
+mod kmock_harness;
+
+use kmock_harness::{admin_kubeconfig, assert_no_denials};
 
 /// The namespace of the trainers.
 const NS: &str = "ml";
@@ -59,14 +67,14 @@ impl Drop for Guard {
 
 fn require_kmock() {
     let found = Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(
         found,
-        "python3 with kmock is missing: pip install 'kmock==0.8.*' (CI installs it)"
+        "python3 with kmock is missing: pip install 'kmock==0.8.*' 'PyYAML==6.*' (CI installs it)"
     );
 }
 
@@ -117,8 +125,11 @@ fn spawn_emulator(kubeconfig: &Path, flags: &[&str]) -> Guard {
     emulator
 }
 
+/// A client of the test's own, as the emulator's admin (`<kubeconfig>.admin`; the daemon gets
+/// `kubeconfig`, the service account's).
 async fn client(kubeconfig: &Path) -> Client {
-    let kc = Kubeconfig::read_from(kubeconfig).expect("the emulator's kubeconfig");
+    let kc =
+        Kubeconfig::read_from(admin_kubeconfig(kubeconfig)).expect("the emulator's kubeconfig");
     let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("a client config");
@@ -777,7 +788,7 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
     require_kmock();
@@ -1071,6 +1082,7 @@ async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
     assert_eq!(log.get("create pods/binding"), Some(&6), "{log:?}");
     assert_eq!(log.get("patch pods/status"), Some(&5), "{log:?}");
 
+    assert_no_denials(&client).await;
     drop(emulator);
 }
 
@@ -1103,7 +1115,7 @@ async fn harness_binds_and_patches_pod_status_as_the_api_server_does() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
     require_kmock();
@@ -1361,6 +1373,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
     );
 
     daemon.stop().await;
+    assert_no_denials(&client).await;
     drop(emulator);
 }
 
@@ -1375,7 +1388,7 @@ async fn two_hundred_pending_trainers_are_bound_in_one_pass_where_they_fit() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn pods_with_pod_anti_affinity_are_left_pending_with_a_warning() {
     require_kmock();
@@ -1509,5 +1522,6 @@ async fn pods_with_pod_anti_affinity_are_left_pending_with_a_warning() {
     );
 
     daemon.stop().await;
+    assert_no_denials(&client).await;
     drop(emulator);
 }

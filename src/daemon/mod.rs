@@ -7,6 +7,7 @@ pub mod config;
 pub mod gate;
 pub mod http;
 pub mod leader;
+mod lease;
 pub mod metrics;
 pub mod pass;
 pub mod requests;
@@ -33,5 +34,5 @@ pub enum DaemonError {
         source: std::io::Error,
     },
     #[error("leader election: {0}")]
-    Lease(#[from] kube_lease_manager::LeaseManagerError),
+    Lease(#[from] leader::ElectionError),
 }

@@ -1,23 +1,115 @@
 """A small Kubernetes API on loopback for the daemon's end-to-end tests.
 
-Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with one roomy node and the
-PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the PyTorchTrainingJob and
-PyTorchJob resources (discovery included), writes a
-kubeconfig pointing at it, prints `READY <url>` and serves until stdin closes or `--lifetime`
-seconds pass (so it never outlives a crashed test). The test itself applies the TrainingJob.
+Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with the nodes (one roomy `node-1`, or
+`--nodes FILE`) and the PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the
+PyTorchTrainingJob and PyTorchJob resources (discovery included), writes two kubeconfigs pointing
+at it, prints `READY <url>` and serves until stdin closes or `--lifetime` seconds pass (so it
+never outlives a crashed test). The test itself applies the TrainingJob. Bad input (an RBAC file,
+a `--nodes` file) is one line on stderr naming the file, object and field, and exit status 2,
+before READY (conflicting flags: argparse's usage error, status 2 too). `--self-test` checks the RBAC evaluation, the request
+classification and the fit without a server (exit status 0 when every check passes).
+
+Nodes: `node-1` by default, its allocatable (and capacity) set by `--node-cpu` (16),
+`--node-memory` (64Gi), `--node-pods` (110), `--node-gpu` (`nvidia.com/gpu`, none) and its name
+by `--node-name`; or `--nodes FILE`, a JSON list of Node objects (metadata with labels, spec with
+taints and `unschedulable`, status with allocatable and capacity, extended resources included,
+and conditions) seeded instead (it excludes the `--node-*` flags). Tests may create, patch and
+delete nodes through the API as well; the fake scheduler uses the nodes of each moment.
+
+Authentication and RBAC (on by default), as the API server enforces them:
+- Kubeconfigs: `--kubeconfig PATH` gets the bearer token `trainscale-sa` with the context
+  namespace `trainscale-system` (what the in-cluster config gives the daemon: its Lease lives
+  there, where the Role grants it); `PATH.admin` gets the token `admin` with namespace `default`
+  (for the test's own clients). Token `trainscale-sa` is the user
+  `system:serviceaccount:trainscale-system:trainscale` (groups `system:serviceaccounts`,
+  `system:serviceaccounts:trainscale-system`, `system:authenticated`); token `admin` is the user
+  `admin` in `system:masters` (allowed everything). The fake controllers below use `admin`. A
+  request with no or an unknown bearer token answers 401 `Unauthorized` (a Status).
+- The policy: the RBAC objects (Role, ClusterRole, RoleBinding, ClusterRoleBinding) of
+  `deploy/rbac.yaml` and of every `deploy/components/*/rbac.yaml` (found from this script's
+  location: the repository root is two levels up), or only those of the files given by
+  repeatable `--rbac FILE`; other kinds in the files (ServiceAccount) are ignored. `--no-rbac`
+  turns authentication and authorization off (every request allowed; `?by=user` then names the
+  users of known tokens and `-` for the others). A Role or RoleBinding must name its namespace;
+  `aggregationRule` is refused; a binding to a role that does not exist grants nothing. The RBAC
+  objects are not served by the API.
+- Evaluation, as the RBAC authorizer: `system:masters` may do anything; any authenticated user
+  may GET the discovery and non-resource paths `/api`, `/api/...`, `/apis`, `/apis/...` that are
+  not resources (`/api/v1`, `/apis/G`, `/apis/G/V`), `/version`, `/openapi/...`, `/healthz`,
+  `/livez`, `/readyz` (system:discovery, system:public-info-viewer); otherwise a rule must grant
+  the request: a ClusterRoleBinding grants its ClusterRole's rules cluster-wide, a RoleBinding
+  its Role's (or a ClusterRole's) in the RoleBinding's namespace only (never a cluster-scoped
+  request, such as a list of pods in all namespaces). Subjects: ServiceAccount (namespace and
+  name), User, Group. A rule matches on `verbs` (`*` too), `apiGroups` (`*` too), `resources`:
+  `*` (every resource and subresource), the exact `resource` or `resource/subresource`, or
+  `*/subresource` (that subresource of any resource) — as in Kubernetes, `pods/*` is no wildcard
+  and matches no request; `resourceNames` only when the request names an object (a create or an
+  unnamed list never matches them); `nonResourceURLs` (exact, `*`, or a `prefix*`) with the
+  lower-case HTTP method as verb.
+- Verbs, as the API server classifies requests: GET of an object `get`, of a collection `list`,
+  with `?watch=true` (or `1`) or a `/watch/` path `watch` (a named GET with `?watch=true` too);
+  POST `create`, PUT `update`, PATCH `patch`, DELETE of an object `delete`, of a collection
+  `deletecollection`. A list or watch whose field selector requires `metadata.name=X` (or `==`)
+  names X, as the API server does.
+- A denial answers 403 with the API server's Status, e.g.
+  `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods is
+  forbidden: User \\"system:serviceaccount:trainscale-system:trainscale\\" cannot list resource
+  \\"pods\\" in API group \\"\\" at the cluster scope","reason":"Forbidden","details":{"kind":
+  "pods"},"code":403}`; namespaced: `... in the namespace "ns"`; a subresource: `cannot create
+  resource "pods/binding" ...`; a named object: `pods "p" is forbidden: ...` and `details.name`;
+  another group: `jobs.batch is forbidden: ...` and `details.group`; a non-resource path:
+  `forbidden: User "u" cannot get path "/metrics"`. `GET /_harness/denied` answers every denial,
+  in order, as a JSON list of `{"user", "verb", "group", "resource", "subresource",
+  "namespace", "name"}` (an absent part is `""`).
+- Requests to `/_harness/...` are neither authenticated nor authorized (they are the harness's,
+  not the API server's). Authorization comes before the outages below (a denied request answers
+  403 even for a resource made unavailable).
 
 What it adds to kmock, playing the API server:
 - kmock does not stamp resourceVersions; the kube-rs watcher needs one on every object, so every
-  write is stamped here with an increasing resourceVersion;
+  write (deletes too: the DELETED event carries a new one) is stamped here with an increasing
+  resourceVersion;
 - created objects get a `uid` and `creationTimestamp` when they have none (ownerReferences to a
-  TrainingJob need its uid), and the namespace of the URL when their body names none (kmock
-  filters a namespaced watch by the object's own namespace: kube-lease-manager creates the Lease
-  without one, and the daemon watches its Lease);
-- a missing object answers with the Status reason `NotFound` and a create of an existing one with
-  `AlreadyExists`, as the API server does (kmock says `Object Not Found` / `Object Already
-  Exists`; clients such as kube-rs `get_opt` key on the real reasons).
-kmock deletes at once (no grace period, no finalizers on these objects), runs no garbage collector
-(children outlive a deleted owner) and serves no `deletecollection` (it is logged, not applied).
+  TrainingJob need its uid), `metadata.generation` 1, a name from `generateName` (five random
+  hex characters appended), and the namespace of the URL when their body names none (kmock
+  filters a namespaced watch by the object's own namespace, and a client may create an object
+  without one, as the API server allows); a create whose body names another namespace than the URL answers 400
+  `BadRequest`; a cluster-scoped object keeps no namespace. A create keeps the body's `status`
+  (the API server resets it for pods, Jobs and custom resources with a status subresource; the
+  fake controllers rely on creating pods Running);
+- a missing object answers with the Status reason `NotFound` (a GET keeps kmock's message,
+  `The object is not found ...`; writes and deletes say `jobs.batch "x" not found`) and a create
+  of an existing one with `AlreadyExists` (`pods "x" already exists`), as the API server does
+  (clients such as kube-rs `get_opt` key on the reasons); a create or a write of another
+  subresource than `pods/binding` and `/status` answers 405;
+- writes (PUT `update`, PATCH `patch`; of an object or of its `/status`) are the harness's, not
+  kmock's: a merge patch (`application/merge-patch+json`) is RFC 7386; a strategic merge patch
+  merges the lists named `conditions` by `type` (`{"type": T, "$patch": "delete"}` removes one),
+  ignores `$`-directives and replaces every other list; a JSON patch (RFC 6902) applies; a
+  server-side apply patch (`application/apply-patch+yaml`) is taken as a merge patch (no field
+  managers, so never an apply conflict); PUT replaces the object. A written object whose
+  `metadata.resourceVersion` is set and differs from the stored one answers 409 `Conflict`
+  (`Operation cannot be fulfilled on jobs.batch "x": the object has been modified; please apply
+  your changes to the latest version and try again`, `details` name, group, kind); without one
+  the write is unconditional. For a resource with a status subresource (nodes, pods,
+  ReplicaSets, Jobs, TrainingJobs, PaddleJobs, the PyTorch kinds) a write of the object keeps
+  the stored `status`, and a write of `/status` changes only `status`. A write never changes
+  `name`, `namespace`, `uid`, `creationTimestamp` or `deletionTimestamp`; `generation` is bumped
+  when `spec` changes (not by `/status`); a write that changes nothing stores nothing (no new
+  resourceVersion, no watch event), as the API server. A write that empties the `finalizers` of
+  an object being deleted removes it. Other subresources: `pods/binding` (below); `scale` of
+  PyTorchJobs is listed in discovery but answers 405;
+- DELETE of an object (a Lease too) removes it at once, or marks it with a `deletionTimestamp`
+  while it has `finalizers` (no grace period otherwise); `preconditions` of the DeleteOptions
+  (uid, resourceVersion) are checked (409). `deletecollection` deletes every object of the URL's
+  namespace (every namespace for a cluster-wide URL) matching `labelSelector` (`k=v`, `k==v`,
+  `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`) and `fieldSelector` (`=`, `==`, `!=` on
+  `metadata.name`, `metadata.namespace`, and for pods `status.phase`, `spec.nodeName`,
+  `spec.schedulerName`; any other field answers 400 `field label not supported: F`) and answers
+  the list of them (`<Kind>List`);
+- list and watch ignore `labelSelector` and `fieldSelector` (kmock): every object of the
+  namespace (or the cluster) comes. No garbage collector runs (children outlive a deleted
+  owner).
 Two shortcuts keep it fast over long or large tests without changing any answer: kmock keeps every
 request it served and matches each new one against all of them, so a request is forgotten once
 answered; and a request naming its object is answered by key instead of a scan of every stored
@@ -27,22 +119,55 @@ What it plays besides, because the emulator runs no controllers (`--controllers`
 minimally and only for objects the operator creates (label `trainscale.io/job`), every
 `--period` seconds (default 0.2):
 - the ReplicaSet controller: pods `<rs>-<i>` for `spec.replicas`, then `status.replicas`,
-  `readyReplicas`, `availableReplicas`;
+  `readyReplicas`, `availableReplicas`; a pod that ended `Failed` is deleted and created again;
 - the Job controller for Indexed Jobs: pods `<job>-<i>` with the completion-index annotation for
   every i < min(`spec.parallelism`, `spec.completions`), lowest missing index first, recreating an
-  index whose pod went away (at once: the real controller waits 10 s, 20 s, ... between
-  replacements); pods of other indexes are deleted, and none run while the Job is suspended; then
-  `status.active`, `status.ready` and, once a pod failed, `status.failed`. When `status.failed`
-  exceeds `spec.backoffLimit` (default 6) the Job gets the condition `Failed` with reason
-  `BackoffLimitExceeded` and loses its pods, as a real Job does;
+  index whose pod went away or ended `Failed` (at once: the real controller waits 10 s, 20 s, ...
+  between replacements); pods of other indexes are deleted; then `status.active` (the pods it
+  wants), `status.ready`, `status.startTime` and, once a pod failed, `status.failed`. When
+  `status.failed` exceeds `spec.backoffLimit` (default 6) the Job gets the condition `Failed`
+  with reason `BackoffLimitExceeded` and loses its pods, as a real Job does. A Job whose
+  `completions` is reached (`succeeded >= completions` with no pod active: pods never succeed
+  here, so this is `completions: 0`) gets the conditions `SuccessCriteriaMet` and `Complete`
+  (`True`, reason `CompletionsReached`), `status.succeeded` (written even when 0, which the API
+  server would omit) and `completionTime`, and no more pods. A suspended Job (`spec.suspend`)
+  has no pods (removed without counting as failures) and the condition `Suspended=True`
+  (reason `JobSuspended`); lifting `suspend` sets it `False` (reason `JobResumed`), resets
+  `startTime` and brings the pods back. A Complete or Failed Job stays so, whatever its spec
+  becomes;
 - the kube-scheduler (and the other schedulers of `--schedulers`, default `default-scheduler`,
-  `volcano` and `scheduler-plugins-scheduler`: those the operator's `--podgroups` modes name) and
-  the kubelet: every such pod whose template names no `schedulerName`, or one of those, is created
-  already bound to the node and Running and Ready (nothing checks that it fits; the autoscaler's
-  planner decides how many trainers fit). A pod whose template names any other scheduler
-  (`trainscale`) is created pending: no `nodeName`, phase `Pending`, no conditions, for that
-  scheduler to bind through `pods/binding`; once bound, the next round starts it (the kubelet: a
-  merge patch of its status to Running and Ready, keeping `PodScheduled`).
+  `volcano` and `scheduler-plugins-scheduler`: those the operator's `--podgroups` modes name):
+  every pod these controllers create whose template names no `schedulerName`, or one of those,
+  is created bound to the first node, in name order, where it fits (kube-scheduler scores the
+  nodes, this does not), with `PodScheduled=True`, and Running and Ready (the kubelet). It fits
+  a node that is not `spec.unschedulable` (unless the pod tolerates
+  `node.kubernetes.io/unschedulable`), whose `NoSchedule` and `NoExecute` taints the pod
+  tolerates, whose labels match the pod's `nodeSelector` and required node affinity (terms OR'ed,
+  expressions AND'ed: In, NotIn, Exists, DoesNotExist, Gt, Lt; `matchFields` on
+  `metadata.name`), and whose free `status.allocatable` holds the pod's requests: cpu, memory,
+  every extended resource (`nvidia.com/gpu`) and one of `pods` (a resource the node does not
+  list is 0). A pod's requests: its containers (a resource only limited is requested at its
+  limit) plus its sidecars (init containers with `restartPolicy: Always`), or an ordinary init
+  container with the sidecars before it when larger, plus `spec.overhead`. Every bound pod
+  holds its requests (terminating ones too) but Succeeded and Failed ones. A pod that fits
+  nowhere is created Pending (no `nodeName`) with `PodScheduled=False`, reason `Unschedulable`,
+  message as kube-scheduler's (`0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had
+  untolerated taint {dedicated: big}.`), and is tried again every round (bound through
+  `pods/binding`, then started). Pods created by clients are not scheduled by the harness.
+  A pod whose template names any other scheduler (`trainscale`) is created pending: no
+  `nodeName`, phase `Pending`, no conditions, for that scheduler to bind through `pods/binding`;
+- the kubelet: once such a pod is bound, the next round admits it as the kubelet does, against
+  what the node's admitted pods hold (itself and the bound pods not admitted yet excluded): when
+  it does not fit, it ends `Failed` with `reason` `OutOf<resource>` (`OutOfcpu`, `OutOfmemory`,
+  `OutOfnvidia.com/gpu`, `OutOfpods`; message `Pod was rejected: Node didn't have enough
+  resource: cpu, requested: 1000, used: 15500, capacity: 16000`, cpu in millicores), or
+  `NodeAffinity` (its node selector or affinity does not match), or `UntoleratedTaint` (a
+  `NoExecute` taint; `NoSchedule` taints and `unschedulable` are the scheduler's concern), or
+  `NodeNotFound`; else it starts (a merge patch of its status to Running and Ready, keeping
+  `PodScheduled`). The Job controller then counts the Failed pod as a failure (unless the Job's
+  `podFailurePolicy` has an `Ignore` rule on a condition the pod carries) and replaces it.
+  `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
+  `{"namespace", "name", "reason", "node"}`.
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
@@ -55,12 +180,13 @@ completion index is below `spec.completions`; a pod of an index >= completions (
 `DisruptionTarget`, which the operator's `podFailurePolicy` ignores; a plain DELETE adds no such
 condition, so it is counted. The harness counts the same way, for the Jobs it plays the controller
 of: a trainer pod that goes away counts as one failure of its Job when its index is below the
-Job's `completions` (else `parallelism`) at that moment, whoever removed it. A client's DELETE is
-judged when it arrives (the real controller judges when the pod reaches `Failed`, seconds later;
-a client that deletes a pod and then lowers `completions` is counted here, which is the stricter
-reading); pods removed while the Job is suspended, or after it failed, are not counted.
-`GET /_harness/failures` answers the counts as JSON `{"<namespace>/<job>": n}` (Jobs without
-failures are absent).
+Job's `completions` (else `parallelism`) at that moment, whoever removed it (a `deletecollection`
+too). A client's DELETE is judged when it arrives (the real controller judges when the pod
+reaches `Failed`, seconds later; a client that deletes a pod and then lowers `completions` is
+counted here, which is the stricter reading); pods removed while the Job is suspended, complete
+or failed are not counted. A pod that ends `Failed` (kubelet admission, or a client's status
+write) counts once. `GET /_harness/failures` answers the counts as JSON `{"<namespace>/<job>":
+n}` (Jobs without failures are absent).
 
 Pod subresources, as the API server serves them (kmock serves none):
 - `POST /api/v1/namespaces/NS/pods/NAME/binding` with a `v1 Binding` body
@@ -73,24 +199,24 @@ Pod subresources, as the API server serves them (kmock serves none):
   resourceVersion is bumped (watchers see MODIFIED) and the answer is 201 with a `v1 Status`
   `status: Success`. Whether the node exists is not checked (the API server does not either).
   Logged as `create pods/binding`.
-- `PATCH /api/v1/namespaces/NS/pods/NAME/status` with `application/strategic-merge-patch+json`:
-  only `status` changes; `status.conditions` is merged by `type` (an element of a known type is
-  merged into it, `{"type": T, "$patch": "delete"}` removes it, a new type is appended), other
-  status fields are merged as a JSON merge patch (lists replaced), `$`-directives are ignored.
-  With `application/merge-patch+json` the status is merged as a plain JSON merge patch (lists
-  replaced). 404 NotFound when the pod does not exist. Logged as `patch pods/status`.
+- `PATCH /api/v1/namespaces/NS/pods/NAME/status`: a write of `/status` as above (a strategic
+  merge patch merges `status.conditions` by `type`, a JSON merge patch replaces the list).
+  Logged as `patch pods/status`.
 `GET /_harness/bindings` answers every successful binding, in order, as a JSON list of
-`{"namespace", "name", "node", "created", "bound"}`: `created` is when the pod was created (its
-create request answered) and `bound` when the binding was applied, both wall-clock seconds since
-the epoch (`time.time()`, float; `created` is null for a pod the harness did not see created).
+`{"namespace", "name", "node", "created", "bound", "user"}`: `created` is when the pod was
+created (its create request answered) and `bound` when the binding was applied, both wall-clock
+seconds since the epoch (`time.time()`, float; `created` is null for a pod the harness did not
+see created); `user` is who bound it (`admin` for the harness's own scheduler).
 
 Request log: every request from a client other than these fake controllers (the daemon, the test)
 is counted by verb and resource (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
 `deletecollection`; `pods`, `trainingjobs/status`, `pods/binding`, ...: a subresource is
-`<resource>/<subresource>`); `GET /_harness/requests` answers the
-counts as JSON `{"<verb> <resource>": n}`, and `GET /_harness/requests?by=agent` the same counts
-per User-Agent header (`-` when a client sends none, as the daemon does):
-`{"<agent>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
+`<resource>/<subresource>`; every non-resource path is `get nonresource`), whether it was
+answered, denied or refused; `GET /_harness/requests` answers the counts as JSON
+`{"<verb> <resource>": n}`, `GET /_harness/requests?by=agent` the same counts per User-Agent
+header (`-` when a client sends none): `{"<agent>": {"<verb> <resource>": n}}`, and
+`GET /_harness/requests?by=user` per authenticated user (`-` for a request without a known
+token): `{"<user>": {"<verb> <resource>": n}}`. Requests to `/_harness/...` are not counted.
 
 CRDs installed late: `POST /_harness/serve-pytorch-crds` starts serving the resources of
 `--pytorch-crds` (discovery included) from then on, as when their CRDs are applied to a running
@@ -108,6 +234,12 @@ ignores the resourceVersion of a watch: every new watch first replays the live o
 `ADDED`, then streams changes. `GET /_harness/watches` answers the `resourceVersion` parameter of
 every logged watch request, in order, by resource: `{"<resource>": ["<rv>", ...]}` (`""` when a
 watch carried none), so a test can tell a resumed watch from a fresh one.
+
+Compaction: `POST /_harness/compact` answers `{"compacted": "<rv>"}`, the last resourceVersion
+given out; from then on a watch from an older resourceVersion (not `""` or `"0"`) answers one
+`ERROR` event whose object is the API server's 410 Status (`reason: Expired`, `message: too old
+resource version: <rv> (<compacted>)`) and ends, so the client lists again. Lists are not
+affected.
 """
 
 import argparse
@@ -115,19 +247,25 @@ import asyncio
 import collections
 import copy
 import datetime
+import decimal
 import itertools
 import json
+import os
+import pathlib
+import re
 import sys
 import time
 import uuid
 
 import aiohttp
 import aiohttp.web
+import jsonpatch
 import kmock
+import yaml
 
 RESOURCES = {
-    "v1/nodes": dict(namespaced=False, kind="Node"),
-    "v1/pods": dict(namespaced=True, kind="Pod", subresources={"status"}),
+    "v1/nodes": dict(namespaced=False, kind="Node", subresources={"status"}),
+    "v1/pods": dict(namespaced=True, kind="Pod", subresources={"status", "binding"}),
     "v1/configmaps": dict(namespaced=True, kind="ConfigMap"),
     "apps/v1/replicasets": dict(namespaced=True, kind="ReplicaSet", subresources={"status"}),
     "batch/v1/jobs": dict(namespaced=True, kind="Job", subresources={"status"}),
@@ -158,7 +296,17 @@ PYTORCH_RESOURCES = {
 # Discovery answers these verbs for every resource, so `kubectl get` and `kubectl describe` work
 # against the emulator (it serves them all).
 for _info in (*RESOURCES.values(), *PYTORCH_RESOURCES.values()):
-    _info["verbs"] = {"create", "delete", "get", "list", "patch", "update", "watch"}
+    _info["verbs"] = {"create", "delete", "deletecollection", "get", "list", "patch", "update",
+                      "watch"}
+
+
+def resource_key(key):
+    """(group, version, plural) of a RESOURCES key such as `v1/pods` or `batch/v1/jobs`."""
+    parts = key.split("/")
+    return ("", *parts) if len(parts) == 2 else tuple(parts)
+
+
+SERVED = {resource_key(k): info for k, info in RESOURCES.items()}  # what the API serves now
 
 NODE = "node-1"
 OWNED_LABEL = "trainscale.io/job"
@@ -168,22 +316,30 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 REASONS = {404: "NotFound", 409: "AlreadyExists"}
 
 # The schedulers the harness stands in for (`--schedulers`): a pod its fake controllers create
-# that names one of them, or none, is created bound; one naming any other scheduler (trainscale)
-# stays pending for that scheduler to bind. Volcano's and scheduler-plugins' are played too: the
-# operator names them with `--podgroups`, and the daemon's tests rely on those pods running.
+# that names one of them, or none, is placed by the harness; one naming any other scheduler
+# (trainscale) stays pending for that scheduler to bind. Volcano's and scheduler-plugins' are
+# played too: the operator names them with `--podgroups`, and the daemon's tests rely on those
+# pods running.
 PLAYED_SCHEDULERS = {"default-scheduler", "volcano", "scheduler-plugins-scheduler"}
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
-# Strategic-merge keys of the pod status lists the harness merges by key (every other list in a
-# strategic merge patch of pods/status is replaced, as in a JSON merge patch).
-STATUS_MERGE_KEYS = {"conditions": "type"}
+JSON_PATCH = "application/json-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+# Strategic-merge keys of the lists the harness merges by key (every other list in a strategic
+# merge patch is replaced, as in a JSON merge patch).
+STRATEGIC_MERGE_KEYS = {"conditions": "type"}
 
 _versions = itertools.count(100)
+LAST_VERSION = [99]  # the last resourceVersion given out
+COMPACTED = [0]  # watches from a resourceVersion below this one end with 410 Expired
 
 # The fake controllers' User-Agent: their requests are not logged.
 HARNESS_AGENT = "kmock-cluster-harness"
 LOG_PATH = "/_harness/requests"
 FAILURES_PATH = "/_harness/failures"
+FAILED_PODS_PATH = "/_harness/failed-pods"
+DENIED_PATH = "/_harness/denied"
+COMPACT_PATH = "/_harness/compact"
 UNAVAILABLE_PATH = "/_harness/unavailable"
 UNAVAILABLE = set()  # resources whose requests (but the fake controllers') answer 503
 CUT_WATCHES_PATH = "/_harness/cut-watches"
@@ -192,44 +348,733 @@ WATCH_VERSIONS_PATH = "/_harness/watches"
 WATCH_VERSIONS = collections.defaultdict(list)  # resource -> resourceVersion of each logged watch
 REQUESTS = collections.Counter()
 REQUESTS_BY_AGENT = collections.defaultdict(collections.Counter)
+REQUESTS_BY_USER = collections.defaultdict(collections.Counter)
 BINDINGS_PATH = "/_harness/bindings"
 SERVE_PYTORCH_PATH = "/_harness/serve-pytorch-crds"  # starts serving PYTORCH_RESOURCES
 POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
-BINDINGS = []  # one {namespace, name, node, created, bound} per successful binding, in order
+BINDINGS = []  # one {namespace, name, node, created, bound, user} per successful binding
+DENIED = []  # one {user, verb, group, resource, subresource, namespace, name} per 403
+FAILED_PODS = []  # one {namespace, name, reason, node} per pod that ended Failed
+FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
 
 
-def classify(method, path, query):
-    """(verb, resource) of a request, as Kubernetes names them."""
+# ---------------------------------------------------------------------------------------------
+# Authentication and RBAC.
+
+SA_TOKEN = "trainscale-sa"
+SA_NAMESPACE = "trainscale-system"
+SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:trainscale"
+ADMIN_TOKEN = "admin"
+ANONYMOUS = "system:anonymous"
+
+
+class User:
+    """An authenticated user: name and groups."""
+
+    def __init__(self, name, groups):
+        self.name = name
+        self.groups = frozenset(groups)
+
+    def __repr__(self):
+        return f"User({self.name!r})"
+
+
+USERS = {
+    SA_TOKEN: User(SA_USER, ("system:serviceaccounts", f"system:serviceaccounts:{SA_NAMESPACE}",
+                             "system:authenticated")),
+    ADMIN_TOKEN: User("admin", ("system:masters", "system:authenticated")),
+}
+
+# Non-resource paths every authenticated user may GET (the `system:discovery`,
+# `system:basic-user` and `system:public-info-viewer` ClusterRoles): exact paths, and prefixes
+# ending in `/`.
+DISCOVERY_PATHS = {"/api", "/apis", "/version", "/healthz", "/livez", "/readyz", "/openapi/v2"}
+DISCOVERY_PREFIXES = ("/api/", "/apis/", "/openapi/")
+
+
+class RbacError(Exception):
+    """An RBAC object the harness cannot load: the message names the file, object and field."""
+
+
+class Attributes:
+    """What the API server authorizes of a request (its `authorizer.Attributes`)."""
+
+    def __init__(self, verb, path, resource_request, group="", resource="", subresource="",
+                 namespace="", name=""):
+        self.verb = verb
+        self.path = path
+        self.resource_request = resource_request
+        self.group = group
+        self.resource = resource
+        self.subresource = subresource
+        self.namespace = namespace
+        self.name = name
+
+    def combined(self):
+        return f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+
+
+WATCH_TRUE = {"true", "1", "t", "True", "TRUE", "T"}
+
+
+def field_requirements(selector):
+    """`[(field, op, value)]` of a field selector (`op` `=` or `!=`; `==` is `=`)."""
+    out = []
+    for term in (t.strip() for t in (selector or "").split(",")):
+        if not term:
+            continue
+        match = re.fullmatch(r"([^=!]+?)\s*(==|!=|=)\s*(.*)", term)
+        if match is None:
+            raise ValueError(f"invalid field selector term {term!r}")
+        field, op, value = match.groups()
+        out.append((field.strip(), "=" if op == "==" else op, value.strip()))
+    return out
+
+
+def request_attributes(method, path, query):
+    """The authorizer attributes of a request, classified as the API server's RequestInfo does:
+    `get`/`list`/`watch` (GET; `watch` for `?watch=true` or a `/watch/` path), `create` (POST),
+    `update` (PUT), `patch`, `delete` (named) or `deletecollection`; a list or watch whose field
+    selector requires `metadata.name=X` names X. Paths outside `/api/v1/...` and `/apis/G/V/...`
+    resources are non-resource requests (verb: the method, lower case)."""
     segs = [s for s in path.split("/") if s]
     if segs[:1] == ["api"] and len(segs) >= 2:
-        rest = segs[2:]
+        group, rest = "", segs[2:]
     elif segs[:1] == ["apis"] and len(segs) >= 3:
-        rest = segs[3:]
+        group, rest = segs[1], segs[3:]
     else:
         rest = []
-    watch = query.get("watch") in ("true", "1")
-    if rest[:1] == ["watch"]:
-        watch, rest = True, rest[1:]
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        rest = rest[2:]
     if not rest:
-        return "get", "nonresource"
-    resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-    named = len(rest) > 1
-    verb = {
-        "POST": "create", "PUT": "update", "PATCH": "patch",
-        "DELETE": "delete" if named else "deletecollection",
-        "GET": "watch" if watch else ("get" if named else "list"),
-    }.get(method, "other")
-    return verb, resource
+        return Attributes(method.lower(), path, False)
+    watch = query.get("watch") in WATCH_TRUE
+    if rest[0] == "watch":
+        watch, rest = True, rest[1:]
+    namespace = ""
+    if len(rest) >= 2 and rest[0] == "namespaces":
+        namespace = rest[1]
+        rest = rest[2:] if len(rest) > 2 else ["namespaces", namespace]
+    resource = rest[0] if rest else ""
+    name = rest[1] if len(rest) > 1 else ""
+    subresource = rest[2] if len(rest) > 2 else ""
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch",
+            "DELETE": "delete" if name else "deletecollection",
+            "GET": "get", "HEAD": "get"}.get(method, method.lower())
+    if verb == "get" and watch:
+        verb = "watch"
+    elif verb == "get" and not name:
+        verb = "list"
+    if verb in ("list", "watch") and not name:
+        try:
+            for field, op, value in field_requirements(query.get("fieldSelector")):
+                if field == "metadata.name" and op == "=":
+                    name = value
+        except ValueError:
+            pass  # the request itself answers 400 later
+    return Attributes(verb, path, True, group, resource, subresource, namespace, name)
 
+
+def rule_allows(rule, attrs):
+    """Whether one PolicyRule grants `attrs` (rbac/v1 evaluation_helpers: `*` verbs, groups and
+    resources; `*/sub` matches a subresource of any resource; `resourceNames` only match a
+    request that names one of them)."""
+    if not any(v in ("*", attrs.verb) for v in rule["verbs"]):
+        return False
+    if not attrs.resource_request:
+        for url in rule["nonResourceURLs"]:
+            if url in ("*", attrs.path) or (url.endswith("*") and attrs.path.startswith(url.rstrip("*"))):
+                return True
+        return False
+    if not any(g in ("*", attrs.group) for g in rule["apiGroups"]):
+        return False
+    combined = attrs.combined()
+    resource_ok = any(
+        r == "*" or r == combined or (attrs.subresource and r == f"*/{attrs.subresource}")
+        for r in rule["resources"])
+    if not resource_ok:
+        return False
+    return not rule["resourceNames"] or attrs.name in rule["resourceNames"]
+
+
+def _strings(value, where, field, required=False):
+    """A list of strings at `field` of `where`, or an RbacError."""
+    if value is None:
+        if required:
+            raise RbacError(f"{where}: {field} is required")
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RbacError(f"{where}: {field} must be a list of strings, not {value!r}")
+    return list(value)
+
+
+class Rbac:
+    """Roles, ClusterRoles and their bindings, evaluated as the API server's RBAC authorizer."""
+
+    KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
+
+    def __init__(self):
+        self.roles = {}  # (namespace, name) -> rules
+        self.cluster_roles = {}  # name -> rules
+        self.role_bindings = []  # (namespace, roleRef kind, roleRef name, subjects)
+        self.cluster_role_bindings = []  # (roleRef name, subjects)
+        self.seen = set()
+        self.sources = []
+
+    @classmethod
+    def from_files(cls, paths):
+        rbac = cls()
+        for path in paths:
+            rbac.load_file(path)
+        return rbac
+
+    def load_file(self, path):
+        try:
+            text = pathlib.Path(path).read_text()
+        except OSError as e:
+            raise RbacError(f"{path}: cannot read: {e.strerror}") from None
+        self.load_text(text, str(path))
+
+    def load_text(self, text, source):
+        try:
+            docs = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as e:
+            raise RbacError(f"{source}: not YAML: {e}") from None
+        self.sources.append(source)
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise RbacError(f"{source}: document {i + 1} is not a mapping")
+            if doc.get("kind") in self.KINDS:
+                self.add(doc, f"{source}: document {i + 1}")
+
+    def add(self, obj, where):
+        kind = obj["kind"]
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise RbacError(f"{where}: {kind}: metadata.name is required")
+        where = f"{where}: {kind} {name}"
+        if obj.get("apiVersion") != "rbac.authorization.k8s.io/v1":
+            raise RbacError(f"{where}: apiVersion must be rbac.authorization.k8s.io/v1, not "
+                            f"{obj.get('apiVersion')!r}")
+        namespaced = kind in ("Role", "RoleBinding")
+        namespace = meta.get("namespace")
+        if namespaced and (not isinstance(namespace, str) or not namespace):
+            raise RbacError(f"{where}: metadata.namespace is required (the harness applies no "
+                            "default namespace)")
+        key = (kind, namespace if namespaced else None, name)
+        if key in self.seen:
+            raise RbacError(f"{where}: defined twice")
+        self.seen.add(key)
+        if kind in ("Role", "ClusterRole"):
+            if obj.get("aggregationRule") is not None:
+                raise RbacError(f"{where}: aggregationRule is not supported by the harness")
+            rules = self.rules(obj.get("rules"), where, cluster=kind == "ClusterRole")
+            if namespaced:
+                self.roles[namespace, name] = rules
+            else:
+                self.cluster_roles[name] = rules
+        else:
+            ref = obj.get("roleRef")
+            if not isinstance(ref, dict):
+                raise RbacError(f"{where}: roleRef is required")
+            if ref.get("apiGroup") != "rbac.authorization.k8s.io":
+                raise RbacError(f"{where}: roleRef.apiGroup must be rbac.authorization.k8s.io, "
+                                f"not {ref.get('apiGroup')!r}")
+            allowed = ("Role", "ClusterRole") if namespaced else ("ClusterRole",)
+            if ref.get("kind") not in allowed:
+                raise RbacError(f"{where}: roleRef.kind must be {' or '.join(allowed)}, not "
+                                f"{ref.get('kind')!r}")
+            if not isinstance(ref.get("name"), str) or not ref["name"]:
+                raise RbacError(f"{where}: roleRef.name is required")
+            subjects = self.subjects(obj.get("subjects"), where)
+            if namespaced:
+                self.role_bindings.append((namespace, ref["kind"], ref["name"], subjects))
+            else:
+                self.cluster_role_bindings.append((ref["name"], subjects))
+
+    @staticmethod
+    def rules(value, where, cluster):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise RbacError(f"{where}: rules must be a list")
+        out = []
+        for i, rule in enumerate(value):
+            at = f"{where}: rules[{i}]"
+            if not isinstance(rule, dict):
+                raise RbacError(f"{at} is not a mapping")
+            parsed = {
+                "verbs": _strings(rule.get("verbs"), at, "verbs", required=True),
+                "apiGroups": _strings(rule.get("apiGroups"), at, "apiGroups"),
+                "resources": _strings(rule.get("resources"), at, "resources"),
+                "resourceNames": _strings(rule.get("resourceNames"), at, "resourceNames"),
+                "nonResourceURLs": _strings(rule.get("nonResourceURLs"), at, "nonResourceURLs"),
+            }
+            if not parsed["verbs"]:
+                raise RbacError(f"{at}: verbs must not be empty")
+            if parsed["nonResourceURLs"]:
+                if not cluster:
+                    raise RbacError(f"{at}: nonResourceURLs only belong in a ClusterRole")
+                if parsed["resources"]:
+                    raise RbacError(f"{at}: a rule has either resources or nonResourceURLs")
+            elif not parsed["resources"]:
+                raise RbacError(f"{at}: resources is required (or nonResourceURLs)")
+            elif "apiGroups" not in rule:
+                raise RbacError(f"{at}: apiGroups is required with resources")
+            out.append(parsed)
+        return out
+
+    @staticmethod
+    def subjects(value, where):
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise RbacError(f"{where}: subjects must be a list")
+        out = []
+        for i, subject in enumerate(value):
+            at = f"{where}: subjects[{i}]"
+            if not isinstance(subject, dict):
+                raise RbacError(f"{at} is not a mapping")
+            kind, name = subject.get("kind"), subject.get("name")
+            if kind not in ("ServiceAccount", "User", "Group"):
+                raise RbacError(f"{at}: kind must be ServiceAccount, User or Group, not {kind!r}")
+            if not isinstance(name, str) or not name:
+                raise RbacError(f"{at}: name is required")
+            if kind == "ServiceAccount":
+                ns = subject.get("namespace")
+                if not isinstance(ns, str) or not ns:
+                    raise RbacError(f"{at}: namespace is required for a ServiceAccount")
+                out.append(("User", f"system:serviceaccount:{ns}:{name}"))
+            else:
+                out.append((kind, name))
+        return out
+
+    @staticmethod
+    def applies(subjects, user):
+        return any((kind == "User" and name == user.name) or (kind == "Group" and name in user.groups)
+                   for kind, name in subjects)
+
+    def allows(self, user, attrs):
+        """Whether `user` may do `attrs`: `system:masters` may do anything; authenticated users
+        may GET the discovery paths; otherwise a rule of a role bound to the user must grant it
+        (ClusterRoleBindings everywhere, RoleBindings in their namespace only)."""
+        if "system:masters" in user.groups:
+            return True
+        if not attrs.resource_request and attrs.verb == "get" and \
+                "system:authenticated" in user.groups and \
+                (attrs.path in DISCOVERY_PATHS or attrs.path.startswith(DISCOVERY_PREFIXES)):
+            return True
+        for role, subjects in self.cluster_role_bindings:
+            if self.applies(subjects, user) and \
+                    any(rule_allows(r, attrs) for r in self.cluster_roles.get(role, [])):
+                return True
+        if not attrs.resource_request or not attrs.namespace:
+            return False
+        for namespace, kind, role, subjects in self.role_bindings:
+            if namespace != attrs.namespace or not self.applies(subjects, user):
+                continue
+            rules = (self.roles.get((namespace, role), []) if kind == "Role"
+                     else self.cluster_roles.get(role, []))
+            if any(rule_allows(r, attrs) for r in rules):
+                return True
+        return False
+
+
+def forbidden_status(user, attrs):
+    """The API server's 403 Status for a denied request (ForbiddenStatusError)."""
+    if not attrs.resource_request:
+        message = f'forbidden: User "{user.name}" cannot {attrs.verb} path "{attrs.path}"'
+        details = {}
+    else:
+        scope = (f'in the namespace "{attrs.namespace}"' if attrs.namespace
+                 else "at the cluster scope")
+        why = (f'User "{user.name}" cannot {attrs.verb} resource "{attrs.combined()}" in API '
+               f'group "{attrs.group}" {scope}')
+        qualified = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
+        message = (f'{qualified} "{attrs.name}" is forbidden: {why}' if attrs.name
+                   else f"{qualified} is forbidden: {why}")
+        details = {}
+        if attrs.name:
+            details["name"] = attrs.name
+        if attrs.group:
+            details["group"] = attrs.group
+        details["kind"] = attrs.resource
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": "Forbidden", "details": details, "code": 403}
+
+
+UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "Unauthorized", "reason": "Unauthorized", "code": 401}
+
+
+def default_rbac_files():
+    """deploy/rbac.yaml and every deploy/components/*/rbac.yaml of this repository."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return [root / "deploy" / "rbac.yaml",
+            *sorted((root / "deploy" / "components").glob("*/rbac.yaml"))]
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantities, pod requests and fit (kube-scheduler's filters, kubelet admission).
+
+_SUFFIXES = {
+    "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
+    "n": decimal.Decimal("1e-9"), "u": decimal.Decimal("1e-6"), "m": decimal.Decimal("1e-3"),
+    "": 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
+}
+
+
+def quantity(value, where):
+    """A Kubernetes quantity (`500m`, `1Gi`, `1e3`, a number) as a Decimal of its unit, or a
+    ValueError naming `where`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: not a quantity: {value!r}")
+    if isinstance(value, (int, float)):
+        return decimal.Decimal(str(value))
+    match = re.fullmatch(r"([+-]?(?:\d+\.?\d*|\.\d+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?",
+                         str(value).strip())
+    if match is None:
+        raise ValueError(f"{where}: not a quantity: {value!r}")
+    number, suffix = match.group(1), match.group(2) or ""
+    if suffix[:1] in ("e", "E") and suffix not in _SUFFIXES:
+        return decimal.Decimal(number + suffix)
+    return decimal.Decimal(number) * decimal.Decimal(_SUFFIXES[suffix])
+
+
+def resource_map(values, where):
+    """`{resource: Decimal}` of a requests/limits/allocatable map."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}: not a map")
+    return {k: quantity(v, f"{where}.{k}") for k, v in values.items()}
+
+
+def container_requests(container, where):
+    resources = container.get("resources") or {}
+    requests = resource_map(resources.get("requests"), f"{where}.resources.requests")
+    # The API server defaults a request to the limit when only the limit is set.
+    for k, v in resource_map(resources.get("limits"), f"{where}.resources.limits").items():
+        requests.setdefault(k, v)
+    return requests
+
+
+def _add(into, other):
+    for k, v in other.items():
+        into[k] = into.get(k, 0) + v
+
+
+def pod_requests(pod):
+    """A pod's requests as the scheduler and the kubelet add them (AggregateContainerRequests):
+    the containers plus the restartable init containers (sidecars), or an ordinary init container
+    with the sidecars started before it when larger, plus `spec.overhead`; and one `pods`."""
+    name = (pod.get("metadata") or {}).get("name")
+    spec = pod.get("spec") or {}
+    total = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        _add(total, container_requests(c, f"pod {name}: spec.containers[{i}]"))
+    sidecars, init_max = {}, {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        requests = container_requests(c, f"pod {name}: spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _add(total, requests)
+        else:
+            with_sidecars = dict(sidecars)
+            _add(with_sidecars, requests)
+            for k, v in with_sidecars.items():
+                init_max[k] = max(init_max.get(k, 0), v)
+    for k, v in init_max.items():
+        total[k] = max(total.get(k, 0), v)
+    _add(total, resource_map(spec.get("overhead"), f"pod {name}: spec.overhead"))
+    total["pods"] = decimal.Decimal(1)
+    return {k: v for k, v in total.items() if v}
+
+
+_REQUESTS_SEEN = {}  # (uid, resourceVersion) -> pod_requests of that stored version
+
+
+def stored_pod_requests(pod):
+    """pod_requests of a stored pod, computed once per stored version."""
+    meta = pod.get("metadata") or {}
+    key = (meta.get("uid"), meta.get("resourceVersion"))
+    if key[0] is None or key[1] is None:
+        return pod_requests(pod)
+    if key not in _REQUESTS_SEEN:
+        if len(_REQUESTS_SEEN) > 50_000:
+            _REQUESTS_SEEN.clear()
+        _REQUESTS_SEEN[key] = pod_requests(pod)
+    return _REQUESTS_SEEN[key]
+
+
+def tolerates(taint, tolerations):
+    """Whether a toleration of the list tolerates `taint` (key/operator/value/effect)."""
+    for t in tolerations or []:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        operator = t.get("operator") or "Equal"
+        if not t.get("key"):
+            if operator == "Exists":
+                return True
+            continue
+        if t.get("key") != taint.get("key"):
+            continue
+        if operator == "Exists" or (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def expression_matches(expr, labels):
+    key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    present = key in labels
+    if op == "In":
+        return present and labels[key] in values
+    if op == "NotIn":
+        return not present or labels[key] not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(values) == 1:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def node_affinity_matches(pod, node):
+    """`nodeSelector` and required node affinity (terms OR'ed, expressions AND'ed; `matchFields`
+    on `metadata.name`)."""
+    spec = pod.get("spec") or {}
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for k, v in (spec.get("nodeSelector") or {}).items():
+        if labels.get(k) != v:
+            return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required is None:
+        return True
+    fields = {"metadata.name": meta.get("name")}
+    for term in required.get("nodeSelectorTerms") or []:
+        exprs = term.get("matchExpressions") or []
+        field_exprs = term.get("matchFields") or []
+        if not exprs and not field_exprs:
+            continue
+        if all(expression_matches(e, labels) for e in exprs) and \
+                all(expression_matches(e, fields) for e in field_exprs):
+            return True
+    return False
+
+
+def untolerated_taint(pod, node, effects):
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in effects and not tolerates(taint, tolerations):
+            return taint
+    return None
+
+
+def shortages(requests, allocatable, used):
+    """Every resource the node lacks for `requests`, with the amounts: `[(resource, requested,
+    used, allocatable)]`, in the order NodeResourcesFit checks them (pods, cpu, memory,
+    ephemeral-storage, then the others by name)."""
+    out = []
+    order = {"pods": 0, "cpu": 1, "memory": 2, "ephemeral-storage": 3}
+    for k in sorted(requests, key=lambda r: (order.get(r, 4), r)):
+        have = allocatable.get(k, decimal.Decimal(0))
+        if used.get(k, 0) + requests[k] > have:
+            out.append((k, requests[k], used.get(k, 0), have))
+    return out
+
+
+def bound_node(pod):
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+def terminal(pod):
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def amount_text(resource, value):
+    """An amount as the kubelet prints it: cpu in millicores, others in units."""
+    if resource == "cpu":
+        value *= 1000
+    return str(int(value.to_integral_value(rounding=decimal.ROUND_CEILING)))
+
+
+class Placement:
+    """The nodes and what the live pods hold on each (kube-scheduler's view: every bound pod
+    that is not Succeeded or Failed; terminating pods included). Placing a pod adds it."""
+
+    def __init__(self, nodes, pods, excluded=()):
+        self.nodes = sorted(nodes, key=lambda n: n["metadata"]["name"])
+        self.allocatable = {}
+        for n in self.nodes:
+            name = n["metadata"]["name"]
+            try:
+                self.allocatable[name] = resource_map(
+                    (n.get("status") or {}).get("allocatable"), f"node {name}: status.allocatable")
+            except ValueError as e:
+                print(f"controllers: {e}", file=sys.stderr, flush=True)
+                self.allocatable[name] = {}
+        self.used = collections.defaultdict(dict)
+        for pod in pods:
+            node = bound_node(pod)
+            if node is None or terminal(pod) or pod["metadata"].get("uid") in excluded:
+                continue
+            self.hold(pod, node)
+
+    def hold(self, pod, node):
+        try:
+            _add(self.used[node], stored_pod_requests(pod))
+        except ValueError as e:
+            print(f"controllers: {e}", file=sys.stderr, flush=True)
+
+    def node(self, name):
+        return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
+
+    def place(self, pod):
+        """The first node, in name order, where the pod fits (`(name, None)`), or `(None,
+        message)` saying why none does, as kube-scheduler's FailedScheduling message."""
+        requests = pod_requests(pod)
+        why = collections.Counter()
+        for node in self.nodes:
+            name = node["metadata"]["name"]
+            spec = node.get("spec") or {}
+            taint = untolerated_taint(pod, node, ("NoSchedule", "NoExecute"))
+            if spec.get("unschedulable") and not tolerates(
+                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                    (pod.get("spec") or {}).get("tolerations")):
+                why["node(s) were unschedulable"] += 1
+            elif taint is not None:
+                value = f": {taint['value']}" if taint.get("value") else ""
+                why[f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"] += 1
+            elif not node_affinity_matches(pod, node):
+                why["node(s) didn't match Pod's node affinity/selector"] += 1
+            else:
+                short = shortages(requests, self.allocatable[name], self.used[name])
+                if not short:
+                    _add(self.used[name], requests)
+                    return name, None
+                for resource, *_ in short:
+                    why["Too many pods" if resource == "pods" else f"Insufficient {resource}"] += 1
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(why.items(), key=lambda x: x[0]))
+        return None, f"0/{len(self.nodes)} nodes are available: {reasons}." if reasons else \
+            "0/0 nodes are available."
+
+    def admit(self, pod, name):
+        """The kubelet's admission of `pod` on node `name`: None when it fits, else `(reason,
+        message)` (`OutOf<resource>`, `NodeAffinity`, `UntoleratedTaint`, `NodeNotFound`)."""
+        node = self.node(name)
+        if node is None:
+            return "NodeNotFound", f"Pod was rejected: node {name!r} not found"
+        if not node_affinity_matches(pod, node):
+            return "NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"
+        taint = untolerated_taint(pod, node, ("NoExecute",))
+        if taint is not None:
+            return "UntoleratedTaint", (f"Pod was rejected: Predicate TaintToleration failed: "
+                                        f"node(s) had untolerated taint {{{taint.get('key')}}}")
+        requests = pod_requests(pod)
+        short = shortages(requests, self.allocatable[name], self.used[name])
+        if short:
+            resource, want, used, have = short[0]
+            return f"OutOf{resource}", (
+                f"Pod was rejected: Node didn't have enough resource: {resource}, requested: "
+                f"{amount_text(resource, want)}, used: {amount_text(resource, used)}, "
+                f"capacity: {amount_text(resource, have)}")
+        _add(self.used[name], requests)
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Selectors (deletecollection).
+
+def label_requirements(selector):
+    """`[(key, op, values)]` of a label selector: `k=v`, `k==v`, `k!=v`, `k in (a,b)`,
+    `k notin (a,b)`, `k`, `!k`; a ValueError when a term does not parse."""
+    terms, depth, current = [], 0, ""
+    for ch in selector or "":
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += ch
+    terms.append(current)
+    out = []
+    for term in (t.strip() for t in terms):
+        if not term:
+            continue
+        if m := re.fullmatch(r"([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)", term):
+            values = {v.strip() for v in m.group(3).split(",") if v.strip()}
+            out.append((m.group(1), m.group(2), values))
+        elif m := re.fullmatch(r"([\w./-]+)\s*(==|!=|=)\s*([\w./-]*)", term):
+            out.append((m.group(1), "in" if m.group(2) != "!=" else "notin", {m.group(3)}))
+        elif m := re.fullmatch(r"!\s*([\w./-]+)", term):
+            out.append((m.group(1), "!", set()))
+        elif m := re.fullmatch(r"([\w./-]+)", term):
+            out.append((m.group(1), "exists", set()))
+        else:
+            raise ValueError(f"unable to parse requirement: {term!r}")
+    return out
+
+
+def labels_match(requirements, labels):
+    for key, op, values in requirements:
+        present = key in labels
+        if op == "in" and not (present and labels[key] in values):
+            return False
+        if op == "notin" and present and labels[key] in values:
+            return False
+        if op == "exists" and not present:
+            return False
+        if op == "!" and present:
+            return False
+    return True
+
+
+# Field selectors the harness evaluates, per resource (plural): metadata.name and
+# metadata.namespace everywhere, and these.
+FIELDS = {
+    "pods": {"status.phase": lambda o: (o.get("status") or {}).get("phase", ""),
+             "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName", ""),
+             "spec.schedulerName": lambda o: (o.get("spec") or {}).get("schedulerName", "")},
+}
+COMMON_FIELDS = {"metadata.name": lambda o: (o.get("metadata") or {}).get("name", ""),
+                 "metadata.namespace": lambda o: (o.get("metadata") or {}).get("namespace", "")}
+
+
+def field_getters(plural, requirements):
+    """The getter of each field of `requirements`, or a ValueError naming an unsupported one."""
+    fields = {**COMMON_FIELDS, **FIELDS.get(plural, {})}
+    out = []
+    for field, op, value in requirements:
+        if field not in fields:
+            raise ValueError(f'field label not supported: {field}')
+        out.append((fields[field], op, value))
+    return out
+
+
+def fields_match(getters, obj):
+    return all((get(obj) == value) == (op == "=") for get, op, value in getters)
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects.
 
 def now():
     return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stamp(obj):
-    obj.setdefault("metadata", {})["resourceVersion"] = str(next(_versions))
+    version = next(_versions)
+    LAST_VERSION[0] = version
+    obj.setdefault("metadata", {})["resourceVersion"] = str(version)
     return obj
 
 
@@ -240,6 +1085,10 @@ def header(request, name):
         if str(key).lower() == name:
             return value
     return None
+
+
+def method_of(request):
+    return str(getattr(request.method, "value", request.method)).upper()
 
 
 def live(emulator, resource, namespace, name):
@@ -265,6 +1114,31 @@ def controller_uid(obj):
     return None
 
 
+def condition_true(obj, kind):
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def job_failed(job):
+    return condition_true(job, "Failed")
+
+
+def job_complete(job):
+    return condition_true(job, "Complete")
+
+
+def ignored_by_policy(job, pod):
+    """Whether the Job's `podFailurePolicy` has an `Ignore` rule on a condition the failed pod
+    carries (the operator's rule on `DisruptionTarget`)."""
+    conditions = {c.get("type") for c in (pod.get("status") or {}).get("conditions") or []
+                  if c.get("status") == "True"}
+    for rule in ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []:
+        if rule.get("action") == "Ignore" and any(
+                p.get("type") in conditions for p in rule.get("onPodConditions") or []):
+            return True
+    return False
+
+
 class Failures:
     """Trainer pod failures by Job, judged as the Job controller counts them (module docstring)."""
 
@@ -275,14 +1149,21 @@ class Failures:
 
     def judge(self, job, pod, counts=True):
         """Judges `pod` (of `job`) gone: a failure if `counts` and the Job still wanted its index,
-        unless the Job is suspended or failed."""
+        unless the Job is suspended, complete or failed."""
         self.judged.add(pod["metadata"].get("uid"))
         spec = job.get("spec") or {}
-        if not counts or spec.get("suspend") or job_failed(job):
+        if not counts or spec.get("suspend") or job_failed(job) or job_complete(job):
             return
         index = completion_index(pod)
         wanted = spec.get("completions", spec.get("parallelism", 1))
         if index is not None and index < wanted:
+            self.counts[f"{job['metadata']['namespace']}/{job['metadata']['name']}"] += 1
+
+    def failed(self, job, pod):
+        """A pod of `job` that ended Failed: one failure unless the Job's podFailurePolicy
+        ignores it."""
+        self.judged.add(pod["metadata"].get("uid"))
+        if not ignored_by_policy(job, pod):
             self.counts[f"{job['metadata']['namespace']}/{job['metadata']['name']}"] += 1
 
     def of(self, job):
@@ -292,9 +1173,16 @@ class Failures:
 FAILURES = Failures()
 
 
-def job_failed(job):
-    return any(c.get("type") == "Failed" and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
+def record_failed(pod):
+    """Adds a Failed pod to `/_harness/failed-pods` (once)."""
+    uid = pod["metadata"].get("uid")
+    if uid in FAILED_UIDS:
+        return
+    FAILED_UIDS.add(uid)
+    FAILED_PODS.append({
+        "namespace": pod["metadata"].get("namespace"), "name": pod["metadata"].get("name"),
+        "reason": (pod.get("status") or {}).get("reason"), "node": bound_node(pod),
+    })
 
 
 def forget(requests, request):
@@ -316,9 +1204,25 @@ def status_response(code, reason, message, details=None):
     return aiohttp.web.json_response(body, status=code)
 
 
-def not_found(resource, name):
-    return status_response(404, "NotFound", f'{resource} "{name}" not found',
-                           {"name": name, "kind": resource})
+def qualified(group, plural):
+    return f"{plural}.{group}" if group else plural
+
+
+def not_found(group, plural, name):
+    return status_response(404, "NotFound", f'{qualified(group, plural)} "{name}" not found',
+                           {"name": name, **({"group": group} if group else {}), "kind": plural})
+
+
+def conflict(group, plural, name):
+    return status_response(
+        409, "Conflict",
+        f'Operation cannot be fulfilled on {qualified(group, plural)} "{name}": the object has '
+        "been modified; please apply your changes to the latest version and try again",
+        {"name": name, **({"group": group} if group else {}), "kind": plural})
+
+
+def bad_request(message):
+    return status_response(400, "BadRequest", message)
 
 
 def json_merge(target, patch):
@@ -355,23 +1259,22 @@ def merge_by_key(current, patch, key):
     return out
 
 
-def strategic_merge_status(status, patch):
-    """A strategic merge patch of a pod's `status`: lists in STATUS_MERGE_KEYS merged by key,
-    directives (`$setElementOrder/...`, `$retainKeys`) ignored, the rest JSON merge."""
-    if patch is None:
-        return {}
+def strategic_merge(target, patch):
+    """A strategic merge patch, as far as the harness plays it: lists named in
+    STRATEGIC_MERGE_KEYS (`conditions`) merged by their key, `$`-directives ignored, the rest a
+    JSON merge patch (other lists replaced)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(status or {})
-    plain = {k: v for k, v in patch.items()
-             if not k.startswith("$") and k not in STATUS_MERGE_KEYS}
-    out = json_merge(status or {}, plain)
-    for field, key in STATUS_MERGE_KEYS.items():
-        if field not in patch:
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
             continue
-        if patch[field] is None:
-            out.pop(field, None)
-        elif isinstance(patch[field], list):
-            out[field] = merge_by_key((status or {}).get(field), patch[field], key)
+        if value is None:
+            out.pop(key, None)
+        elif key in STRATEGIC_MERGE_KEYS and isinstance(value, list):
+            out[key] = merge_by_key(out.get(key), value, STRATEGIC_MERGE_KEYS[key])
+        else:
+            out[key] = strategic_merge(out.get(key), value)
     return out
 
 
@@ -396,17 +1299,15 @@ def request_json(request):
         return None
 
 
-def pod_subresource(request):
-    """The subresource of a request for one pod (`binding`, `status`, ...), else None."""
-    resource = request.resource
-    if resource is None or request.name is None or request.namespace is None:
-        return None
-    if (resource.group, resource.version, resource.plural) != ("", "v1", "pods"):
-        return None
-    return request.subresource
+def without_version(obj):
+    out = copy.deepcopy(obj)
+    (out.get("metadata") or {}).pop("resourceVersion", None)
+    return out
 
 
 class StampingEmulator(kmock.KubernetesEmulator):
+    rbac = None  # an Rbac to enforce, or None (`--no-rbac`)
+
     async def _handle(self, request):
         try:
             return await self._handle_counted(request)
@@ -418,95 +1319,322 @@ class StampingEmulator(kmock.KubernetesEmulator):
             for payload in self._payloads:
                 forget(payload._requests, request)
 
-    async def _handle_counted(self, request):
-        if request.url.path == LOG_PATH:
-            if request.url.query.get("by") == "agent":
+    def _harness_answer(self, request):
+        """The answer to a `/_harness/...` request, or None for any other path."""
+        path = request.url.path
+        if path == LOG_PATH:
+            by = request.url.query.get("by")
+            if by == "agent":
                 return aiohttp.web.json_response({a: dict(c) for a, c in REQUESTS_BY_AGENT.items()})
+            if by == "user":
+                return aiohttp.web.json_response({u: dict(c) for u, c in REQUESTS_BY_USER.items()})
             return aiohttp.web.json_response(dict(REQUESTS))
-        if request.url.path == FAILURES_PATH:
+        if path == FAILURES_PATH:
             return aiohttp.web.json_response({k: n for k, n in FAILURES.counts.items() if n})
-        if request.url.path == UNAVAILABLE_PATH:
+        if path == FAILED_PODS_PATH:
+            return aiohttp.web.json_response(FAILED_PODS)
+        if path == DENIED_PATH:
+            return aiohttp.web.json_response(DENIED)
+        if path == COMPACT_PATH:
+            COMPACTED[0] = LAST_VERSION[0]
+            return aiohttp.web.json_response({"compacted": str(COMPACTED[0])})
+        if path == UNAVAILABLE_PATH:
             UNAVAILABLE.clear()
             UNAVAILABLE.update(r for r in request.url.query.getall("resource", []) if r)
             return aiohttp.web.json_response(sorted(UNAVAILABLE))
-        if request.url.path == CUT_WATCHES_PATH:
+        if path == CUT_WATCHES_PATH:
             open_watches = list(WATCHES)
             for cut in open_watches:
                 cut.set()
             return aiohttp.web.json_response({"cut": len(open_watches)})
-        if request.url.path == WATCH_VERSIONS_PATH:
+        if path == WATCH_VERSIONS_PATH:
             return aiohttp.web.json_response(WATCH_VERSIONS)
-        if request.url.path == BINDINGS_PATH:
+        if path == BINDINGS_PATH:
             return aiohttp.web.json_response(BINDINGS)
-        if request.url.path == SERVE_PYTORCH_PATH:
+        if path == SERVE_PYTORCH_PATH:
             for key, info in PYTORCH_RESOURCES.items():
                 self.resources[key] = info
+                SERVED[resource_key(key)] = info
             return aiohttp.web.json_response(sorted(PYTORCH_RESOURCES))
+        return None
+
+    def _user(self, request):
+        """The user of the request's bearer token: None when it is missing or unknown."""
+        auth = header(request, "Authorization") or ""
+        scheme, _, token = auth.partition(" ")
+        return USERS.get(token.strip()) if scheme.lower() == "bearer" else None
+
+    async def _handle_counted(self, request):
+        answer = self._harness_answer(request)
+        if answer is not None:
+            return answer
         agent = header(request, "User-Agent")
-        deleted_pod = None
+        method = method_of(request)
+        attrs = request_attributes(method, request.url.path, request.url.query)
+        user = self._user(request)
         if agent != HARNESS_AGENT:
-            method = str(getattr(request.method, "value", request.method)).upper()
-            verb, resource = classify(method, request.url.path, request.url.query)
-            REQUESTS[f"{verb} {resource}"] += 1
-            REQUESTS_BY_AGENT[agent or "-"][f"{verb} {resource}"] += 1
-            if verb == "watch":
-                WATCH_VERSIONS[resource].append(request.url.query.get("resourceVersion", ""))
-            if resource.split("/")[0] in UNAVAILABLE:
-                return aiohttp.web.json_response({
-                    "apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
-                    "code": 503, "reason": "ServiceUnavailable",
-                    "message": f"{resource} made unavailable by the test", "details": {},
-                }, status=503)
-            if verb == "delete" and resource == "pods":
-                deleted_pod = live(self, "v1/pods", request.namespace, request.name)
-        # Pod subresources kmock does not serve: pods/binding, and pods/status patched the way
-        # the API server does (status only; strategic merge by the pod condition `type`).
-        subresource = pod_subresource(request)
-        if subresource == "binding":
-            return await self._bind(request)
-        if subresource == "status" and request.action == kmock.action.UPDATE:
-            content_type = (header(request, "Content-Type") or "").split(";")[0].strip()
-            if content_type in (STRATEGIC_MERGE, MERGE_PATCH):
-                return await self._patch_pod_status(request, content_type == STRATEGIC_MERGE)
-        writes = (kmock.action.CREATE, kmock.action.UPDATE)
-        if request.resource is not None and request.action in writes and isinstance(request.data, dict):
-            stamp(request.data)
-            if request.action == kmock.action.CREATE:
-                meta = request.data["metadata"]
-                meta.setdefault("uid", str(uuid.uuid4()))
-                meta.setdefault("creationTimestamp", now())
-                if request.namespace:
-                    meta.setdefault("namespace", request.namespace)
+            key = f"{attrs.verb} {attrs.combined()}" if attrs.resource_request else "get nonresource"
+            REQUESTS[key] += 1
+            REQUESTS_BY_AGENT[agent or "-"][key] += 1
+            REQUESTS_BY_USER[user.name if user else "-"][key] += 1
+            if attrs.verb == "watch":
+                WATCH_VERSIONS[attrs.combined()].append(request.url.query.get("resourceVersion", ""))
+        if self.rbac is not None:
+            if user is None:
+                return aiohttp.web.json_response(UNAUTHORIZED, status=401)
+            if not self.rbac.allows(user, attrs):
+                DENIED.append({"user": user.name, "verb": attrs.verb, "group": attrs.group,
+                               "resource": attrs.resource, "subresource": attrs.subresource,
+                               "namespace": attrs.namespace, "name": attrs.name})
+                return aiohttp.web.json_response(forbidden_status(user, attrs), status=403)
+        if agent != HARNESS_AGENT and attrs.resource_request and attrs.resource in UNAVAILABLE:
+            return status_response(503, "ServiceUnavailable",
+                                   f"{attrs.combined()} made unavailable by the test")
+        info = SERVED.get((attrs.group, request.resource.version, attrs.resource)) \
+            if attrs.resource_request and request.resource is not None else None
+        if info is None or attrs.verb in ("get", "list", "watch"):
+            return await super()._handle(request)
+        judge = agent != HARNESS_AGENT  # a client's pod deletions count as failures
+        if attrs.subresource and attrs.subresource not in info.get("subresources", set()):
+            return not_found(attrs.group, f"{attrs.resource}/{attrs.subresource}", attrs.name)
+        if attrs.subresource == "binding":
+            return await self._bind(request, user)
+        if attrs.subresource not in ("", "status") or (attrs.subresource and attrs.verb == "create"):
+            return status_response(405, "MethodNotAllowed", f"the harness does not serve "
+                                   f"{attrs.verb} {attrs.combined()}")
+        if attrs.verb == "create":
+            return await self._create(request, info)
+        if attrs.verb in ("update", "patch"):
+            return await self._write(request, attrs, info)
+        if attrs.verb == "delete":
+            return await self._delete(request, attrs, judge)
+        if attrs.verb == "deletecollection":
+            return await self._delete_collection(request, attrs, info, judge)
+        return await super()._handle(request)
+
+    async def _create(self, request, info):
+        body = request.data
+        if not isinstance(body, dict):
+            return bad_request("the body is not a JSON object")
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            return bad_request("metadata is not an object")
+        if info.get("namespaced"):
+            if meta.get("namespace") not in (None, "", request.namespace):
+                return bad_request("the namespace of the provided object does not match the "
+                                   "namespace sent on the request")
+            if request.namespace:
+                meta["namespace"] = request.namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if not meta.get("name"):
+            return status_response(422, "Invalid", "metadata.name: Required value: name or "
+                                   "generateName is required")
+        key = f"{request.resource.group}/{request.resource.version}/{request.resource.plural}" \
+            if request.resource.group else f"{request.resource.version}/{request.resource.plural}"
+        if live(self, key, meta.get("namespace"), meta["name"]) is not None:
+            group = request.resource.group
+            return status_response(
+                409, "AlreadyExists",
+                f'{qualified(group, request.resource.plural)} "{meta["name"]}" already exists',
+                {"name": meta["name"], **({"group": group} if group else {}),
+                 "kind": request.resource.plural})
+        meta.pop("resourceVersion", None)
+        stamp(body)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", now())
+        meta["generation"] = 1
         response = await super()._handle(request)
-        if (request.action == kmock.action.CREATE and request.resource is not None
-                and request.resource.plural == "pods" and request.resource.group == ""
-                and isinstance(request.data, dict) and response.status < 300):
-            meta = request.data.get("metadata") or {}
+        if request.resource.plural == "pods" and request.resource.group == "" and response.status < 300:
             POD_CREATED[meta.get("namespace"), meta.get("name")] = time.time()
-        if deleted_pod is not None and live(self, "v1/pods", request.namespace, request.name) is None:
-            # A client deleted a pod: a trainer of a Job that still wants its index fails.
-            owner = controller_uid(deleted_pod)
-            for job in owned(self, "batch/v1/jobs"):
-                if job["metadata"].get("uid") == owner:
-                    FAILURES.judge(job, deleted_pod)
         return response
 
-    async def _bind(self, request):
+    def _patched(self, request, attrs, current):
+        """The object a PUT or PATCH asks for (before the subresource rules), or a response."""
+        content_type = (header(request, "Content-Type") or "").split(";")[0].strip()
+        body = request_json(request)
+        if body is None and content_type == APPLY_PATCH:
+            try:
+                body = yaml.safe_load(request.body or b"")
+            except yaml.YAMLError:
+                body = None
+        if attrs.verb == "update":
+            return body if isinstance(body, dict) else bad_request("the body is not a JSON object")
+        if content_type == JSON_PATCH:
+            if not isinstance(body, list):
+                return bad_request("a JSON patch is a list of operations")
+            try:
+                return jsonpatch.apply_patch(current, body, in_place=False)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as e:
+                return status_response(422, "Invalid", f"the JSON patch does not apply: {e}")
+        if not isinstance(body, dict):
+            return bad_request("the patch is not a JSON object")
+        if content_type == STRATEGIC_MERGE:
+            return strategic_merge(current, body)
+        if content_type in (MERGE_PATCH, APPLY_PATCH):
+            return json_merge(current, body)
+        return status_response(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted "
+                               f"media types include: {JSON_PATCH}, {MERGE_PATCH}, "
+                               f"{APPLY_PATCH}, {STRATEGIC_MERGE}")
+
+    async def _write(self, request, attrs, info):
+        """PUT or PATCH of an object or its `status`: 409 on a stale `resourceVersion`; a write
+        of the object keeps its status when the resource has a status subresource, a write of
+        `/status` changes only the status; `generation` is bumped when `spec` changes; a write
+        that changes nothing stores nothing."""
+        has_status = "status" in info.get("subresources", set())
+        async with self._lock:
+            obj = self.objects._objects.get((request.resource, request.namespace, request.name))
+            if obj is None or obj.deleted:
+                return not_found(attrs.group, attrs.resource, attrs.name)
+            current = copy.deepcopy(obj.raw)
+            wanted = self._patched(request, attrs, current)
+            if isinstance(wanted, aiohttp.web.StreamResponse):
+                return wanted
+            stored_rv = (current.get("metadata") or {}).get("resourceVersion")
+            asked_rv = (wanted.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(wanted.get("metadata"), dict) else None
+            if asked_rv and asked_rv != stored_rv:
+                return conflict(attrs.group, attrs.resource, attrs.name)
+            if attrs.subresource == "status":
+                new = copy.deepcopy(current)
+                if wanted.get("status") is None:
+                    new.pop("status", None)
+                else:
+                    new["status"] = wanted["status"]
+            else:
+                new = wanted
+                if has_status:
+                    if current.get("status") is None:
+                        new.pop("status", None)
+                    else:
+                        new["status"] = current["status"]
+                meta = new.setdefault("metadata", {})
+                if not isinstance(meta, dict):
+                    return bad_request("metadata is not an object")
+                old_meta = current.get("metadata") or {}
+                for key in ("name", "namespace", "uid", "creationTimestamp", "deletionTimestamp"):
+                    if key in old_meta:
+                        meta[key] = old_meta[key]
+                    else:
+                        meta.pop(key, None)
+                meta["generation"] = old_meta.get("generation", 1) + (
+                    new.get("spec") != current.get("spec"))
+            if without_version(new) == without_version(current):
+                return aiohttp.web.json_response(current)
+            stamp(new)
+            meta = new["metadata"]
+            if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+                obj.history.append(new)
+                obj.delete()
+                await self._buses[request.resource].put({"type": "DELETED", "object": new})
+                return aiohttp.web.json_response(new)
+            obj.history.append(new)
+            raw = obj.raw
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
+        return aiohttp.web.json_response(raw)
+
+    async def _remove(self, resource, obj):
+        """Deletes a stored object (under the lock): marked with a deletionTimestamp while it has
+        finalizers, else gone (a DELETED event with a new resourceVersion). The last state."""
+        current = copy.deepcopy(obj.raw)
+        meta = current.setdefault("metadata", {})
+        if meta.get("finalizers"):
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = now()
+                stamp(current)
+                obj.history.append(current)
+                await self._buses[resource].put({"type": "MODIFIED", "object": current})
+            return current
+        stamp(current)
+        obj.history.append(current)
+        obj.delete()
+        await self._buses[resource].put({"type": "DELETED", "object": current})
+        return current
+
+    def _judge_deleted_pod(self, pod):
+        """A client deleted a pod: a trainer of a Job that still wants its index fails."""
+        owner = controller_uid(pod)
+        for job in owned(self, "batch/v1/jobs"):
+            if job["metadata"].get("uid") == owner:
+                FAILURES.judge(job, pod)
+
+    async def _delete(self, request, attrs, judge):
+        options = request_json(request)
+        preconditions = (options or {}).get("preconditions") if isinstance(options, dict) else None
+        async with self._lock:
+            obj = self.objects._objects.get((request.resource, request.namespace, request.name))
+            if obj is None or obj.deleted:
+                return not_found(attrs.group, attrs.resource, attrs.name)
+            meta = obj.raw.get("metadata") or {}
+            for field in ("uid", "resourceVersion"):
+                want = (preconditions or {}).get(field)
+                if want and want != meta.get(field):
+                    return status_response(
+                        409, "Conflict",
+                        f'Operation cannot be fulfilled on {qualified(attrs.group, attrs.resource)} '
+                        f'"{attrs.name}": Precondition failed: {field}: {want}, {field} in object '
+                        f"meta: {meta.get(field)}",
+                        {"name": attrs.name, "kind": attrs.resource})
+            last = await self._remove(request.resource, obj)
+        if judge and attrs.resource == "pods" and attrs.group == "" and obj.deleted:
+            self._judge_deleted_pod(last)
+        return aiohttp.web.json_response(last)
+
+    async def _delete_collection(self, request, attrs, info, judge):
+        """`deletecollection`: every object of the namespace (or the cluster) matching the label
+        and field selectors is deleted; the answer lists them."""
+        query = request.url.query
+        try:
+            labels = label_requirements(query.get("labelSelector"))
+            fields = field_getters(attrs.resource, field_requirements(query.get("fieldSelector")))
+        except ValueError as e:
+            return bad_request(str(e))
+        deleted, gone = [], []
+        async with self._lock:
+            for (res, ns, _name), obj in list(self.objects._objects.items()):
+                if res != request.resource or obj.deleted:
+                    continue
+                if info.get("namespaced") and attrs.namespace and ns != attrs.namespace:
+                    continue
+                raw = obj.raw
+                if not labels_match(labels, (raw.get("metadata") or {}).get("labels") or {}):
+                    continue
+                if not fields_match(fields, raw):
+                    continue
+                last = await self._remove(request.resource, obj)
+                deleted.append(last)
+                if obj.deleted:
+                    gone.append(last)
+        if judge and attrs.resource == "pods" and attrs.group == "":
+            for pod in gone:
+                self._judge_deleted_pod(pod)
+        kind = info.get("kind", "")
+        version = request.resource.version
+        return aiohttp.web.json_response({
+            "apiVersion": f"{attrs.group}/{version}" if attrs.group else version,
+            "kind": f"{kind}List", "metadata": {"resourceVersion": str(LAST_VERSION[0])},
+            "items": deleted,
+        })
+
+    async def _bind(self, request, user):
         """`POST pods/NAME/binding`, as the API server's binding storage answers it."""
         namespace, name = request.namespace, request.name
-        if str(getattr(request.method, "value", request.method)).upper() != "POST":
+        if method_of(request) != "POST":
             return status_response(405, "MethodNotAllowed",
                                    "the server does not allow this method on the requested resource")
         binding = request_json(request)
         if not isinstance(binding, dict):
-            return status_response(400, "BadRequest", "the body is not a JSON object")
+            return bad_request("the body is not a JSON object")
         meta = binding.get("metadata") or {}
         if meta.get("namespace") not in (None, "", namespace):
-            return status_response(400, "BadRequest", "the namespace of the provided object does "
-                                   "not match the namespace sent on the request")
+            return bad_request("the namespace of the provided object does not match the "
+                               "namespace sent on the request")
         if meta.get("name") != name:
-            return status_response(400, "BadRequest",
-                                   "name in URL does not match name in Binding object")
+            return bad_request("name in URL does not match name in Binding object")
         target = binding.get("target") or {}
         causes = []
         if target.get("kind") not in (None, "", "Node"):
@@ -524,16 +1652,18 @@ class StampingEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             obj = self.objects._objects.get((request.resource, namespace, name))
             if obj is None or obj.deleted:
-                return not_found("pods", name)
+                return not_found("", "pods", name)
             pod = copy.deepcopy(obj.raw)
-            conflict = f'Operation cannot be fulfilled on pods/binding "{name}": '
+            conflicting = f'Operation cannot be fulfilled on pods/binding "{name}": '
             if pod["metadata"].get("deletionTimestamp"):
-                return status_response(409, "Conflict", conflict + f"pod {name} is being deleted, "
-                                       "cannot be assigned to a host", {"name": name, "kind": "pods/binding"})
+                return status_response(409, "Conflict", conflicting + f"pod {name} is being "
+                                       "deleted, cannot be assigned to a host",
+                                       {"name": name, "kind": "pods/binding"})
             bound_to = (pod.get("spec") or {}).get("nodeName")
             if bound_to:
-                return status_response(409, "Conflict", conflict + f'pod {name} is already '
-                                       f'assigned to node "{bound_to}"', {"name": name, "kind": "pods/binding"})
+                return status_response(409, "Conflict", conflicting + f'pod {name} is already '
+                                       f'assigned to node "{bound_to}"',
+                                       {"name": name, "kind": "pods/binding"})
             pod.setdefault("spec", {})["nodeName"] = node
             set_condition(pod.setdefault("status", {}), {
                 "type": "PodScheduled", "status": "True", "lastProbeTime": None,
@@ -545,37 +1675,32 @@ class StampingEmulator(kmock.KubernetesEmulator):
         BINDINGS.append({
             "namespace": namespace, "name": name, "node": node,
             "created": POD_CREATED.get((namespace, name)), "bound": time.time(),
+            "user": user.name if user else None,
         })
         return status_response(201, None, None)
 
-    async def _patch_pod_status(self, request, strategic):
-        """`PATCH pods/NAME/status`: only `status` changes; a strategic merge patch merges
-        `status.conditions` by `type`, a JSON merge patch replaces lists."""
-        patch = request_json(request)
-        if not isinstance(patch, dict):
-            return status_response(400, "BadRequest", "the patch is not a JSON object")
-        async with self._lock:
-            obj = self.objects._objects.get((request.resource, request.namespace, request.name))
-            if obj is None or obj.deleted:
-                return not_found("pods", request.name)
-            pod = copy.deepcopy(obj.raw)
-            if "status" in patch:
-                current = pod.get("status") or {}
-                pod["status"] = (strategic_merge_status(current, patch["status"]) if strategic
-                                 else json_merge(current, patch["status"]) if patch["status"] is not None
-                                 else {})
-            stamp(pod)
-            obj.history.append(pod)
-            raw = obj.raw
-            await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
-        return aiohttp.web.json_response(raw)
+    async def _serve_list(self, request):
+        # kmock answers `...` as the list's resourceVersion; the API server, the current one.
+        answer = await super()._serve_list(request)
+        answer["metadata"]["resourceVersion"] = str(LAST_VERSION[0])
+        return answer
 
     async def _serve_watch(self, request):
+        # A watch from a resourceVersion older than the last `/_harness/compact` ends at once
+        # with the API server's 410 Expired ERROR event.
+        since = request.url.query.get("resourceVersion", "")
+        if since not in ("", "0") and since.isdigit() and int(since) < COMPACTED[0]:
+            yield b""
+            yield {"type": "ERROR", "object": {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": f"too old resource version: {since} ({COMPACTED[0]})",
+                "reason": "Expired", "code": 410}}
+            return
         # kmock's watch stream runs until the client goes; this one also ends (cleanly: kmock's
         # renderer then terminates the chunked body) once `/_harness/cut-watches` sets its event.
         cut = asyncio.Event()
         WATCHES.add(cut)
-        stream = aiter(super()._serve_watch(request))
+        stream = aiter(self._watch_events(request))
         cutting = asyncio.ensure_future(cut.wait())
         try:
             while True:
@@ -600,6 +1725,31 @@ class StampingEmulator(kmock.KubernetesEmulator):
             WATCHES.discard(cut)
             cutting.cancel()
 
+    async def _watch_events(self, request):
+        """The live objects as ADDED, then every later change, with no gap between them.
+
+        kmock's own watch takes its snapshot under the lock but joins the event bus only after
+        it has streamed the snapshot, so a write in between was never sent (a watcher resuming
+        under load kept an old resourceVersion for good). Here the bus position is marked under
+        the same lock as the snapshot (every write puts its event on the bus under that lock),
+        as the API server's watch cache serves a list and the changes after it."""
+        yield b""
+        bus = self._buses[request.resource]
+        async with self._lock:
+            objs = self._KubernetesEmulator__get_objs(request, strict=False)
+            events = [{"type": "ADDED", "object": obj.raw} for obj in objs if not obj.deleted]
+            mark = await bus.mark()
+        try:
+            for event in events:
+                yield event
+            async for event in bus.stream(since=mark):
+                meta = (event.get("object") or {}).get("metadata") or {}
+                if self._KubernetesEmulator__check(request, request.resource, meta.get("namespace"),
+                                                   meta.get("name"), strict=False):
+                    yield event
+        finally:
+            await bus.unmark(mark)
+
     def _KubernetesEmulator__get_objs(self, request, strict):
         # kmock answers every request by scanning all stored objects (every kind, deleted ones
         # included); a request that names its object in a namespace (or, strictly, a
@@ -620,29 +1770,6 @@ class StampingEmulator(kmock.KubernetesEmulator):
         return await super()._render_error(exc)
 
 
-def seed(emulator, cpu, memory, pods, pytorch_crds=False, gpu=None):
-    for key, info in RESOURCES.items():
-        emulator.resources[key] = info
-    if pytorch_crds:
-        for key, info in PYTORCH_RESOURCES.items():
-            emulator.resources[key] = info
-    emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
-        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-        "metadata": {"name": "high", "uid": "uid-pc-high"}, "value": 1000,
-    })
-    allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
-    if gpu:
-        allocatable["nvidia.com/gpu"] = gpu
-    emulator.objects["v1/nodes", None, NODE] = stamp({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": NODE, "uid": f"uid-{NODE}"},
-        "status": {
-            "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    })
-
-
 def owned(emulator, resource):
     """Live objects of `resource` created by the operator."""
     out = []
@@ -656,22 +1783,14 @@ def owned(emulator, resource):
 
 
 def pod_from(owner, name, index=None):
-    """A pod of `owner`'s template. One for a scheduler the harness plays (no `schedulerName`, or
-    one of PLAYED_SCHEDULERS) is created bound to the node and Running (scheduler + kubelet); one
-    for any other scheduler is created pending (no `nodeName`, phase `Pending`) for that scheduler
-    to bind."""
+    """A pod of `owner`'s template, not yet scheduled: no `nodeName`, phase `Pending`."""
     template = owner["spec"]["template"]
     meta = template.get("metadata") or {}
     annotations = dict(meta.get("annotations") or {})
     if index is not None:
         annotations[COMPLETION_INDEX] = str(index)
-    spec = dict(template["spec"])
-    if not spec.get("schedulerName") or spec["schedulerName"] in PLAYED_SCHEDULERS:
-        spec["nodeName"] = NODE
-        status = running_status(spec, [])
-    else:
-        spec.pop("nodeName", None)
-        status = {"phase": "Pending"}
+    spec = copy.deepcopy(template.get("spec") or {})
+    spec.pop("nodeName", None)
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
@@ -686,8 +1805,24 @@ def pod_from(owner, name, index=None):
             }],
         },
         "spec": spec,
-        "status": status,
+        "status": {"phase": "Pending"},
     }
+
+
+def played(pod):
+    """Whether the harness schedules `pod`: it names no scheduler, or one the harness plays."""
+    scheduler = (pod.get("spec") or {}).get("schedulerName")
+    return not scheduler or scheduler in PLAYED_SCHEDULERS
+
+
+def scheduled_condition():
+    return {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+            "lastTransitionTime": now()}
+
+
+def unschedulable_condition(message):
+    return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message, "lastProbeTime": None, "lastTransitionTime": now()}
 
 
 def running_status(spec, conditions):
@@ -706,23 +1841,24 @@ def running_status(spec, conditions):
 
 
 def pending_bound(pod):
-    """Whether a pod was bound (by a binding) but not started yet."""
-    return bool((pod.get("spec") or {}).get("nodeName")) and \
-        (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+    """Whether a pod was bound but not started yet."""
+    return bool(bound_node(pod)) and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
 
 
 def ready(pod):
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return condition_true(pod, "Ready")
 
 
 class Controllers:
-    """The ReplicaSet and Job controllers and the scheduler, as little as the test needs."""
+    """The ReplicaSet and Job controllers, the scheduler and the kubelet, as little as the tests
+    need."""
 
     def __init__(self, emulator, url, period):
         self.emulator = emulator
         self.url = url
         self.period = period
+        self.scheduler = None  # Placement: kube-scheduler's view, this round
+        self.kubelet = None  # Placement: what the kubelets admitted, this round
 
     async def run(self, session):
         while True:
@@ -732,60 +1868,127 @@ class Controllers:
                 print(f"controllers: {e!r}", file=sys.stderr, flush=True)
             await asyncio.sleep(self.period)
 
-    async def call(self, session, method, path, body=None):
-        headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
+    async def call(self, session, method, path, body=None, allowed=(404,)):
+        headers = {"Content-Type": MERGE_PATCH} if method == "PATCH" else {}
         async with session.request(method, self.url + path, json=body, headers=headers) as r:
-            if r.status >= 400 and r.status != 404:
+            if r.status >= 400 and r.status not in allowed:
                 raise RuntimeError(f"{method} {path}: {r.status} {await r.text()}")
+            return r.status
 
-    async def sync_pods(self, session, owner, mine, names, wanted, on_delete=None):
-        """Creates the pods named in `wanted` (name -> completion index or None) that are missing
-        from the namespace's pod `names`, deletes the owner's other pods (`mine`: name -> pod)."""
+    async def start(self, session, pod, conditions):
+        """The kubelet starts `pod`: Running and Ready."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        {"status": running_status(pod.get("spec") or {}, conditions)})
+
+    async def sync_pods(self, session, owner, mine, names, wanted, on_delete=None,
+                        on_failed=None):
+        """Replaces the owner's Failed pods (`on_failed` judges each), creates the pods named in
+        `wanted` (name -> completion index or None) that are missing from the namespace's pod
+        `names`, deletes the owner's other pods (`mine`: name -> pod; `on_delete` judges each),
+        schedules and starts them; returns how many wanted pods are not Ready."""
         ns = owner["metadata"]["namespace"]
-        created = []
+        for name, pod in list(mine.items()):
+            if (pod.get("status") or {}).get("phase") == "Failed":
+                record_failed(pod)
+                if on_failed is not None:
+                    on_failed(pod)
+                await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+                del mine[name]
+                names.discard(name)
+        unready = 0
         for name, index in wanted.items():
-            if name not in names:
-                pod = pod_from(owner, name, index)
-                await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
-                created.append(pod)
+            if name in names:
+                continue
+            pod = pod_from(owner, name, index)
+            if played(pod):
+                node, why = self.scheduler.place(pod)
+                if node is None:
+                    pod["status"]["conditions"] = [unschedulable_condition(why)]
+                else:
+                    pod["spec"]["nodeName"] = node
+                    self.kubelet.hold(pod, node)
+                    pod["status"] = running_status(pod["spec"], [scheduled_condition()])
+            await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
+            unready += not ready(pod)
         for name in set(mine) - set(wanted):
             if on_delete is not None:
                 on_delete(mine[name])
             await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
-        # The kubelet: a pod some scheduler bound since the last round starts, Running and Ready.
         for name, pod in mine.items():
-            if name in wanted and pending_bound(pod):
-                status = running_status(pod["spec"], (pod.get("status") or {}).get("conditions") or [])
-                await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                                {"status": status})
-        # How many of the wanted pods are not Ready: created pending, or pending before.
-        return sum(not ready(p) for p in created) + sum(
-            not ready(p) and not pending_bound(p) for n, p in mine.items() if n in wanted)
+            if name not in wanted:
+                continue
+            conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
+                          if c.get("type") != "PodScheduled"]
+            node = bound_node(pod)
+            if node is None and played(pod) and not terminal(pod):
+                # kube-scheduler retries an unschedulable pod.
+                node, _why = self.scheduler.place(pod)
+                if node is None:
+                    unready += 1
+                    continue
+                binding = {"apiVersion": "v1", "kind": "Binding",
+                           "metadata": {"name": name, "namespace": ns},
+                           "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+                status = await self.call(session, "POST",
+                                         f"/api/v1/namespaces/{ns}/pods/{name}/binding",
+                                         binding, allowed=(404, 409))
+                if status >= 400:
+                    unready += 1
+                    continue
+                self.kubelet.hold(pod, node)
+                await self.start(session, pod, [scheduled_condition()] + conditions)
+            elif pending_bound(pod):
+                # The kubelet admits a pod another scheduler bound, or rejects it.
+                rejected = self.kubelet.admit(pod, node)
+                if rejected is None:
+                    await self.start(session, pod, (pod.get("status") or {}).get("conditions") or [])
+                else:
+                    reason, message = rejected
+                    status = {"phase": "Failed", "reason": reason, "message": message}
+                    await self.call(session, "PATCH",
+                                    f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                    {"status": status})
+                    record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
+                    unready += 1
+            elif not ready(pod):
+                unready += 1
+        return unready
 
     async def reconcile(self, session):
         # One scan of the store: pods by controller uid and pod names by namespace.
         pods_of = collections.defaultdict(dict)
         names = collections.defaultdict(set)
-        sets, jobs = [], []
+        sets, jobs, nodes, pods = [], [], [], []
         for (res, ns, name), obj in list(self.emulator.objects.items()):
             if obj.deleted:
                 continue
             if res == "v1/pods":
                 raw = obj.raw
+                pods.append(raw)
                 names[ns].add(name)
                 uid = controller_uid(raw)
                 if uid is not None:
                     pods_of[uid][name] = raw
+            elif res == "v1/nodes":
+                nodes.append(obj.raw)
             elif res in ("apps/v1/replicasets", "batch/v1/jobs"):
                 raw = obj.raw
                 if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
+        # The kubelets have not admitted the bound pods of these owners that did not start yet.
+        owners = {o["metadata"]["uid"] for o in (*sets, *jobs)}
+        awaiting = {p["metadata"].get("uid") for p in pods
+                    if pending_bound(p) and controller_uid(p) in owners}
+        self.scheduler = Placement(nodes, pods)
+        self.kubelet = Placement(nodes, pods, excluded=awaiting)
 
         for rs in sets:
             name, ns = rs["metadata"]["name"], rs["metadata"]["namespace"]
             replicas = rs["spec"].get("replicas", 1)
             wanted = {f"{name}-{i}": None for i in range(replicas)}
-            unready = await self.sync_pods(session, rs, pods_of[rs["metadata"]["uid"]], names[ns], wanted)
+            unready = await self.sync_pods(session, rs, pods_of[rs["metadata"]["uid"]], names[ns],
+                                           wanted)
             n = len(wanted)
             status = {"replicas": n, "readyReplicas": n - unready, "availableReplicas": n - unready}
             if rs.get("status") != status:
@@ -813,33 +2016,66 @@ class Controllers:
                     FAILURES.judge(job, pod)
         FAILURES.seen[uid] = {pod["metadata"]["uid"]: pod for pod in mine.values()}
 
-        failed = FAILURES.of(job)
-        backoff_limit = spec.get("backoffLimit", 6)
-        conditions = list((job.get("status") or {}).get("conditions") or [])
-        failing = failed > backoff_limit or job_failed(job)
+        current = job.get("status") or {}
+        status = {"conditions": copy.deepcopy(current.get("conditions") or [])}
+        complete = job_complete(job)
+        failing = job_failed(job) or (not complete and FAILURES.of(job) > spec.get("backoffLimit", 6))
         if failing and not job_failed(job):
-            conditions.append({
+            set_condition(status, {
                 "type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
                 "message": "Job has reached the specified backoff limit",
                 "lastTransitionTime": now(), "lastProbeTime": now(),
             })
-        stopped = bool(spec.get("suspend")) or failing
-        if stopped:
-            count = 0
-        else:
-            parallelism = spec.get("parallelism", 1)
-            count = min(parallelism, spec.get("completions", parallelism))
+        suspended = bool(spec.get("suspend")) and not complete and not failing
+        if suspended and not condition_true(job, "Suspended"):
+            set_condition(status, {"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                                   "message": "Job suspended", "lastProbeTime": now(),
+                                   "lastTransitionTime": now()})
+        elif not spec.get("suspend") and condition_true(job, "Suspended"):
+            set_condition(status, {"type": "Suspended", "status": "False", "reason": "JobResumed",
+                                   "message": "Job resumed", "lastProbeTime": now(),
+                                   "lastTransitionTime": now()})
+            status["startTime"] = now()
+        stopped = complete or failing or suspended
+        parallelism = spec.get("parallelism", 1)
+        completions = spec.get("completions")
+        count = 0 if stopped else min(parallelism, parallelism if completions is None else completions)
+        if not stopped and "startTime" not in status:
+            status["startTime"] = current.get("startTime") or now()
         wanted = {f"{name}-{i}": i for i in range(count)}
         # Pods this controller removes fail too while their index is below completions (but not
-        # those of a suspended or failed Job): the kubelet kills them.
+        # those of a stopped Job): the kubelet kills them. A pod that ended Failed counts unless
+        # the Job's podFailurePolicy ignores it.
+
+        def on_failed(pod):
+            if stopped:
+                FAILURES.judged.add(pod["metadata"].get("uid"))
+            else:
+                FAILURES.failed(job, pod)
+
         unready = await self.sync_pods(session, job, mine, names[ns], wanted,
-                                       on_delete=lambda pod: FAILURES.judge(job, pod, counts=not stopped))
-        status = {"active": count, "ready": count - unready}
+                                       on_delete=lambda pod: FAILURES.judge(job, pod, counts=not stopped),
+                                       on_failed=on_failed)
+        status.update(active=count, ready=count - unready)
+        if complete:
+            status["completionTime"] = current.get("completionTime")
+            status["succeeded"] = current.get("succeeded", 0)
+        elif not stopped and completions is not None and completions <= 0:
+            # succeeded (0) >= completions and no pod active: the Job is complete.
+            for kind in ("SuccessCriteriaMet", "Complete"):
+                set_condition(status, {
+                    "type": kind, "status": "True", "reason": "CompletionsReached",
+                    "message": "Reached expected number of succeeded pods",
+                    "lastProbeTime": now(), "lastTransitionTime": now()})
+            status["completionTime"] = now()
+            status["succeeded"] = 0
+        if current.get("startTime") and "startTime" not in status:
+            status["startTime"] = current["startTime"]
+        failed = FAILURES.of(job)
         if failed:
             status["failed"] = failed
-        if conditions:
-            status["conditions"] = conditions
-        current = job.get("status") or {}
+        if not status["conditions"]:
+            del status["conditions"]
         if {k: current.get(k) for k in status} != status:
             await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
                             {"status": status})
@@ -855,48 +2091,407 @@ contexts:
 - name: kmock
   context:
     cluster: kmock
-    user: kmock
-    namespace: default
+    user: {user}
+    namespace: {namespace}
 current-context: kmock
 users:
-- name: kmock
+- name: {user}
   user:
-    token: e2e
+    token: {token}
 """
 
 
-async def main():
-    global NODE, PLAYED_SCHEDULERS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--kubeconfig", required=True)
+def write_kubeconfigs(path, url):
+    """PATH: the service account's token, namespace trainscale-system; PATH.admin: the admin's,
+    namespace default."""
+    with open(path, "w") as f:
+        f.write(KUBECONFIG.format(url=url, user="trainscale", namespace=SA_NAMESPACE,
+                                  token=SA_TOKEN))
+    with open(f"{path}.admin", "w") as f:
+        f.write(KUBECONFIG.format(url=url, user="admin", namespace="default", token=ADMIN_TOKEN))
+
+
+class SetupError(Exception):
+    """A flag or an input file the harness cannot use (the message names it)."""
+
+
+def load_nodes(path):
+    """The Node objects of a `--nodes` file (a JSON list)."""
+    try:
+        nodes = json.loads(pathlib.Path(path).read_text())
+    except OSError as e:
+        raise SetupError(f"--nodes {path}: cannot read: {e.strerror}") from None
+    except ValueError as e:
+        raise SetupError(f"--nodes {path}: not JSON: {e}") from None
+    if not isinstance(nodes, list):
+        raise SetupError(f"--nodes {path}: not a JSON list of Node objects")
+    seen = set()
+    out = []
+    for i, node in enumerate(nodes):
+        where = f"--nodes {path}: [{i}]"
+        if not isinstance(node, dict):
+            raise SetupError(f"{where}: not an object")
+        meta = node.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            raise SetupError(f"{where}: metadata.name is required")
+        if node.get("kind", "Node") != "Node":
+            raise SetupError(f"{where} ({name}): kind must be Node, not {node.get('kind')!r}")
+        if name in seen:
+            raise SetupError(f"{where}: node {name} is listed twice")
+        seen.add(name)
+        try:
+            resource_map((node.get("status") or {}).get("allocatable"),
+                         f"node {name}: status.allocatable")
+            resource_map((node.get("status") or {}).get("capacity"), f"node {name}: status.capacity")
+        except ValueError as e:
+            raise SetupError(f"{where}: {e}") from None
+        node = copy.deepcopy(node)
+        node.setdefault("apiVersion", "v1")
+        node["kind"] = "Node"
+        out.append(node)
+    return out
+
+
+def default_node(name, cpu, memory, pods, gpu):
+    allocatable = {"cpu": cpu, "memory": memory, "pods": pods}
+    if gpu:
+        allocatable["nvidia.com/gpu"] = gpu
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable),
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def seed(emulator, nodes, pytorch_crds=False):
+    for key, info in RESOURCES.items():
+        emulator.resources[key] = info
+    if pytorch_crds:
+        for key, info in PYTORCH_RESOURCES.items():
+            emulator.resources[key] = info
+            SERVED[resource_key(key)] = info
+    emulator.objects["scheduling.k8s.io/v1/priorityclasses", None, "high"] = stamp({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+        "metadata": {"name": "high", "uid": "uid-pc-high", "generation": 1}, "value": 1000,
+    })
+    for node in nodes:
+        meta = node["metadata"]
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        meta.setdefault("creationTimestamp", now())
+        meta["generation"] = 1
+        emulator.objects["v1/nodes", None, meta["name"]] = stamp(node)
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-test (`--self-test`): the RBAC evaluation and the fit, without a server.
+
+SELF_TEST_RBAC = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: wide}
+rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: ["get"]}
+  - {apiGroups: ["apps"], resources: ["*/scale"], verbs: ["update"]}
+  - {apiGroups: [""], resources: ["pods/*"], verbs: ["create"]}
+  - {nonResourceURLs: ["/metrics", "/debug/*"], verbs: ["get"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: wide}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: wide}
+subjects: [{kind: Group, name: readers}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: named}
+rules:
+  - {apiGroups: [coordination.k8s.io], resources: [leases], resourceNames: [mine],
+     verbs: [get, list, watch, "*"]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: named, namespace: team}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: named}
+subjects: [{kind: User, name: alice}]
+"""
+
+
+def self_test():
+    """Checks the RBAC evaluation against deploy/ and a small policy, the request
+    classification, the loader's errors and the fit; prints each failure; 0 when all pass."""
+    failures, count = [], 0
+
+    def check(ok, what):
+        nonlocal count
+        count += 1
+        if not ok:
+            failures.append(what)
+
+    def attrs(method, path, query=None):
+        return request_attributes(method, path, query or {})
+
+    sa = USERS[SA_TOKEN]
+    deploy = Rbac.from_files(default_rbac_files())
+    for method, path, query, allowed in [
+        ("GET", "/api/v1/pods", {}, True),
+        ("GET", "/api/v1/pods", {"watch": "true"}, True),
+        ("POST", "/api/v1/namespaces/ml/pods/p/binding", {}, True),
+        ("POST", "/api/v1/namespaces/ml/pods", {}, False),
+        ("POST", "/api/v1/namespaces/ml/pods/p/eviction", {}, False),
+        ("DELETE", "/api/v1/namespaces/ml/pods", {}, True),
+        ("DELETE", "/api/v1/namespaces/ml/pods/p", {}, False),
+        ("PATCH", "/apis/batch/v1/namespaces/ml/jobs/j", {}, True),
+        ("PUT", "/apis/batch/v1/namespaces/ml/jobs/j", {}, False),
+        ("PATCH", "/apis/paddlepaddle.org/v1alpha1/namespaces/ml/trainingjobs/t/status", {}, True),
+        ("PATCH", "/apis/paddlepaddle.org/v1alpha1/namespaces/ml/trainingjobs/t", {}, False),
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/trainscale-system/leases/l", {}, True),
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/default/leases/l", {}, False),
+        ("GET", "/apis/coordination.k8s.io/v1/leases", {}, False),
+        ("PATCH", "/apis/kubeflow.org/v1/namespaces/ml/pytorchjobs/p", {}, True),
+        ("GET", "/api", {}, True), ("GET", "/apis", {}, True), ("GET", "/api/v1", {}, True),
+        ("GET", "/apis/batch/v1", {}, True), ("GET", "/version", {}, True),
+        ("GET", "/openapi/v3/apis/batch/v1", {}, True), ("GET", "/metrics", {}, False),
+    ]:
+        check(deploy.allows(sa, attrs(method, path, query)) == allowed,
+              f"deploy RBAC: the service account {method} {path} {query}: want allowed={allowed}")
+    check(deploy.allows(USERS[ADMIN_TOKEN], attrs("DELETE", "/api/v1/nodes/n")),
+          "system:masters may do anything")
+    check(not deploy.allows(User("nobody", ["system:authenticated"]), attrs("GET", "/api/v1/pods")),
+          "an unbound user lists nothing")
+
+    denied = forbidden_status(sa, attrs("GET", "/api/v1/pods"))
+    check(denied["message"] == 'pods is forbidden: User "system:serviceaccount:trainscale-system:'
+          'trainscale" cannot list resource "pods" in API group "" at the cluster scope',
+          f"cluster-scope message: {denied['message']}")
+    check(denied["details"] == {"kind": "pods"} and denied["code"] == 403
+          and denied["reason"] == "Forbidden", f"details: {denied}")
+    denied = forbidden_status(sa, attrs("POST", "/api/v1/namespaces/ml/pods/p/eviction"))
+    check(denied["message"].endswith('cannot create resource "pods/eviction" in API group "" in '
+                                     'the namespace "ml"')
+          and denied["message"].startswith('pods "p" is forbidden: '),
+          f"subresource message: {denied['message']}")
+    check(denied["details"] == {"name": "p", "kind": "pods"}, f"named details: {denied}")
+    denied = forbidden_status(sa, attrs("DELETE", "/apis/batch/v1/namespaces/ml/jobs/j"))
+    check(denied["message"].startswith('jobs.batch "j" is forbidden: ')
+          and denied["details"] == {"name": "j", "group": "batch", "kind": "jobs"},
+          f"group details: {denied}")
+    denied = forbidden_status(sa, attrs("GET", "/metrics"))
+    check(denied["message"] == 'forbidden: User "system:serviceaccount:trainscale-system:'
+          'trainscale" cannot get path "/metrics"', f"non-resource message: {denied['message']}")
+
+    for method, path, query, want in [
+        ("GET", "/api/v1/namespaces/ml/pods", {}, ("list", "", "pods", "", "ml", "")),
+        ("GET", "/api/v1/namespaces/ml/pods", {"watch": "1"}, ("watch", "", "pods", "", "ml", "")),
+        ("GET", "/api/v1/watch/namespaces/ml/pods", {}, ("watch", "", "pods", "", "ml", "")),
+        ("GET", "/api/v1/namespaces/ml/pods/p", {}, ("get", "", "pods", "", "ml", "p")),
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/s/leases",
+         {"fieldSelector": "metadata.name=l"}, ("list", "coordination.k8s.io", "leases", "", "s", "l")),
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/s/leases",
+         {"watch": "true", "fieldSelector": "metadata.name==l"},
+         ("watch", "coordination.k8s.io", "leases", "", "s", "l")),
+        ("GET", "/apis/coordination.k8s.io/v1/namespaces/s/leases",
+         {"fieldSelector": "metadata.name!=l"}, ("list", "coordination.k8s.io", "leases", "", "s", "")),
+        ("DELETE", "/api/v1/namespaces/ml/pods", {}, ("deletecollection", "", "pods", "", "ml", "")),
+        ("PUT", "/apis/batch/v1/namespaces/ml/jobs/j/status", {},
+         ("update", "batch", "jobs", "status", "ml", "j")),
+        ("GET", "/api/v1/namespaces/ml", {}, ("get", "", "namespaces", "", "ml", "ml")),
+        ("GET", "/api/v1/nodes", {}, ("list", "", "nodes", "", "", "")),
+    ]:
+        a = attrs(method, path, query)
+        got = (a.verb, a.group, a.resource, a.subresource, a.namespace, a.name)
+        check(a.resource_request and got == want, f"classify {method} {path} {query}: {got} != {want}")
+    check(not attrs("GET", "/apis/batch/v1").resource_request, "/apis/G/V is non-resource")
+
+    policy = Rbac()
+    policy.load_text(SELF_TEST_RBAC, "self-test")
+    reader = User("r", ["readers", "system:authenticated"])
+    alice = User("alice", ["system:authenticated"])
+    for user, method, path, query, allowed in [
+        (reader, "GET", "/api/v1/namespaces/x/pods/p/log", {}, True),  # `*` covers subresources
+        (reader, "GET", "/apis/anything.io/v1/things/t", {}, True),
+        (reader, "GET", "/apis/anything.io/v1/things", {}, False),
+        (reader, "PUT", "/apis/apps/v1/namespaces/x/deployments/d/scale", {}, True),  # `*/scale`
+        (reader, "PUT", "/apis/apps/v1/namespaces/x/deployments/d", {}, False),
+        (reader, "POST", "/api/v1/namespaces/x/pods/p/binding", {}, False),  # `pods/*`: literal
+        (reader, "GET", "/metrics", {}, True), (reader, "GET", "/debug/pprof", {}, True),
+        (reader, "POST", "/metrics", {}, False),
+        (alice, "GET", "/apis/coordination.k8s.io/v1/namespaces/team/leases/mine", {}, True),
+        (alice, "GET", "/apis/coordination.k8s.io/v1/namespaces/team/leases/other", {}, False),
+        (alice, "GET", "/apis/coordination.k8s.io/v1/namespaces/team/leases", {}, False),
+        (alice, "GET", "/apis/coordination.k8s.io/v1/namespaces/team/leases",
+         {"watch": "true", "fieldSelector": "metadata.name=mine"}, True),
+        (alice, "GET", "/apis/coordination.k8s.io/v1/namespaces/other/leases/mine", {}, False),
+        (alice, "POST", "/apis/coordination.k8s.io/v1/namespaces/team/leases", {}, False),
+        (alice, "DELETE", "/apis/coordination.k8s.io/v1/namespaces/team/leases/mine", {}, True),
+    ]:
+        check(policy.allows(user, attrs(method, path, query)) == allowed,
+              f"policy: {user.name} {method} {path} {query}: want allowed={allowed}")
+
+    for text, error in [
+        ("kind: Role\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: r}\n",
+         "Role r: metadata.namespace is required"),
+        ("kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: c}\n"
+         "rules: [{apiGroups: [''], resources: [pods]}]\n", "ClusterRole c: rules[0]: verbs is required"),
+        ("kind: ClusterRoleBinding\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: b}\n"
+         "subjects: []\n", "ClusterRoleBinding b: roleRef is required"),
+        ("kind: RoleBinding\napiVersion: rbac.authorization.k8s.io/v1\n"
+         "metadata: {name: b, namespace: n}\n"
+         "roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: c}\n"
+         "subjects: [{kind: ServiceAccount, name: s}]\n",
+         "RoleBinding b: subjects[0]: namespace is required for a ServiceAccount"),
+        ("kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: c}\n"
+         "rules: [{resources: [pods], verbs: [get]}]\n", "rules[0]: apiGroups is required"),
+        ("kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\nmetadata: {name: c}\n"
+         "rules: [{apiGroups: [''], resources: pods, verbs: [get]}]\n",
+         "rules[0]: resources must be a list of strings"),
+    ]:
+        try:
+            Rbac().load_text(text, "bad.yaml")
+            check(False, f"no error for {text!r}")
+        except RbacError as e:
+            check(str(e).startswith("bad.yaml: document 1: ") and error in str(e),
+                  f"error {str(e)!r} does not say {error!r}")
+
+    # Fit: requests (limits default them, init containers and sidecars), taints, affinity.
+    q = quantity
+    check(q("500m", "q") == decimal.Decimal("0.5") and q("1Gi", "q") == 2 ** 30 and
+          q("1e3", "q") == 1000 and q("2E", "q") == 2 * 10 ** 18 and q(3, "q") == 3, "quantities")
+    try:
+        quantity("lots", "pod p: cpu")
+        check(False, "a bad quantity parses")
+    except ValueError as e:
+        check("pod p: cpu" in str(e), f"quantity error: {e}")
+    pod = {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": 1}}},
+                       {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+        "initContainers": [{"name": "side", "restartPolicy": "Always",
+                            "resources": {"requests": {"cpu": "250m"}}},
+                           {"name": "init", "resources": {"requests": {"cpu": "4"}}}],
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": {"zone": "a"},
+    }}
+    requests = pod_requests(pod)
+    check(requests == {"cpu": decimal.Decimal("4.25"), "memory": 2 ** 30, "nvidia.com/gpu": 1,
+                       "pods": 1}, f"pod requests: {requests}")
+
+    def node(name, cpu, labels=None, taints=None, unschedulable=False, pods="110"):
+        return {"metadata": {"name": name, "labels": labels or {}},
+                "spec": {"taints": taints or [], "unschedulable": unschedulable},
+                "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods,
+                                           "nvidia.com/gpu": "1"}}}
+
+    nodes = [node("a-small", "2", {"zone": "a"}),
+             node("b-tainted", "8", {"zone": "a"}, [{"key": "other", "effect": "NoSchedule"}]),
+             node("c-other-zone", "8", {"zone": "b"}),
+             node("d-cordoned", "8", {"zone": "a"}, unschedulable=True),
+             node("e-fits", "8", {"zone": "a"}, [{"key": "gpu", "effect": "NoSchedule"}]),
+             node("f-fits-too", "8", {"zone": "a"})]
+    placement = Placement(nodes, [])
+    check(placement.place(pod) == ("e-fits", None), "first fitting node in name order")
+    where, why = placement.place(pod)  # e-fits has no GPU left: f-fits-too
+    check(where == "f-fits-too", f"second pod: {where} {why}")
+    where, why = placement.place(pod)
+    check(where is None and why.startswith("0/6 nodes are available: ") and
+          "3 Insufficient cpu" in why and "2 Insufficient nvidia.com/gpu" in why and
+          "1 node(s) had untolerated taint {other}" in why and
+          "1 node(s) didn't match Pod's node affinity/selector" in why and
+          "1 node(s) were unschedulable" in why, f"unschedulable message: {why}")
+    affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]}]},
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"},
+                              {"key": "zone", "operator": "DoesNotExist"}]}]}}
+    picky = {"spec": {"affinity": {"nodeAffinity": affinity}}}
+    check([n["metadata"]["name"] for n in nodes if node_affinity_matches(picky, n)] ==
+          ["c-other-zone"], "node affinity: In/NotIn/Exists/DoesNotExist, terms OR'ed")
+    kubelet = Placement([node("n", "1", pods="2")], [
+        {"metadata": {"name": "done", "uid": "1"}, "spec": {"nodeName": "n", "containers": []},
+         "status": {"phase": "Succeeded"}}])
+    small = {"metadata": {"name": "s"}, "spec": {"containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "600m"}}}]}}
+    check(kubelet.admit(small, "n") is None, "a Succeeded pod holds nothing")
+    rejected = kubelet.admit(small, "n")
+    check(rejected is not None and rejected[0] == "OutOfcpu" and
+          "cpu, requested: 600, used: 600, capacity: 1000" in rejected[1], f"admission: {rejected}")
+    empty = {"metadata": {"name": "z"}, "spec": {"containers": []}}
+    check(kubelet.admit(empty, "n") is None, "the second pod of two")
+    check(kubelet.admit(empty, "n")[0] == "OutOfpods", "the pods allocatable")
+    check(labels_match(label_requirements("a=1,b in (x, y),!c,d,e!=2"),
+                       {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
+    check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
+
+    for failure in failures:
+        print(f"FAIL {failure}")
+    print(f"self-test: {count - len(failures)} of {count} checks passed")
+    return 1 if failures else 0
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kubeconfig", help="write the service account's kubeconfig here, the "
+                        "admin's to KUBECONFIG.admin")
     parser.add_argument("--lifetime", type=float, default=120.0)
     parser.add_argument("--controllers", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--node-cpu", default="16", help="allocatable CPU of node-1")
-    parser.add_argument("--node-memory", default="64Gi", help="allocatable memory of node-1")
-    parser.add_argument("--node-pods", default="110", help="allocatable pods of node-1")
-    parser.add_argument("--node-gpu", default=None, help="allocatable nvidia.com/gpu of node-1 (none by default)")
-    parser.add_argument("--node-name", default="node-1", help="the node's name")
+    parser.add_argument("--nodes", help="a JSON list of Node objects to seed instead of node-1")
+    parser.add_argument("--node-cpu", help="allocatable CPU of node-1 (default 16)")
+    parser.add_argument("--node-memory", help="allocatable memory of node-1 (default 64Gi)")
+    parser.add_argument("--node-pods", help="allocatable pods of node-1 (default 110)")
+    parser.add_argument("--node-gpu", help="allocatable nvidia.com/gpu of node-1 (none by default)")
+    parser.add_argument("--node-name", help="the node's name (default node-1)")
     parser.add_argument("--period", type=float, default=0.2,
                         help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
                         help="serve on this port (a second emulator replacing a first one)")
     parser.add_argument("--schedulers", default=",".join(sorted(PLAYED_SCHEDULERS)),
                         help="comma-separated schedulers the harness plays: pods naming one of "
-                             "them (or none) are created bound, others stay pending")
+                             "them (or none) are placed by it, others stay pending")
     parser.add_argument("--pytorch-crds", action="store_true",
                         help="also serve pytorchtrainingjobs (batch.tensorstack.dev/v1beta1) "
                              "and pytorchjobs (kubeflow.org/v1)")
-    args = parser.parse_args()
-    NODE = args.node_name
+    parser.add_argument("--rbac", action="append", metavar="FILE",
+                        help="enforce the RBAC objects of FILE (repeatable) instead of deploy/'s")
+    parser.add_argument("--no-rbac", action="store_true", help="authorize every request")
+    parser.add_argument("--self-test", action="store_true",
+                        help="check the RBAC evaluation and the fit, then exit")
+    args = parser.parse_args(argv)
+    if args.self_test:
+        return args
+    if not args.kubeconfig:
+        parser.error("--kubeconfig is required")
+    if args.rbac and args.no_rbac:
+        parser.error("--rbac and --no-rbac exclude each other")
+    flags = ("node_cpu", "node_memory", "node_pods", "node_gpu", "node_name")
+    if args.nodes and any(getattr(args, f) is not None for f in flags):
+        parser.error("--nodes replaces node-1: give it or the --node-* flags, not both")
+    return args
+
+
+async def main():
+    global NODE, PLAYED_SCHEDULERS
+    args = parse_args(sys.argv[1:])
+    if args.self_test:
+        sys.exit(self_test())
+    try:
+        rbac = None if args.no_rbac else Rbac.from_files(args.rbac or default_rbac_files())
+        if args.nodes:
+            nodes = load_nodes(args.nodes)
+        else:
+            NODE = args.node_name or NODE
+            nodes = [default_node(NODE, args.node_cpu or "16", args.node_memory or "64Gi",
+                                  args.node_pods or "110", args.node_gpu)]
+    except (RbacError, SetupError) as e:
+        print(f"kmock_cluster: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
     PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
 
     emulator = StampingEmulator()
-    seed(emulator, args.node_cpu, args.node_memory, args.node_pods, args.pytorch_crds, args.node_gpu)
-    headers = {"User-Agent": HARNESS_AGENT}
+    emulator.rbac = rbac
+    seed(emulator, nodes, args.pytorch_crds)
+    headers = {"User-Agent": HARNESS_AGENT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
-        with open(args.kubeconfig, "w") as f:
-            f.write(KUBECONFIG.format(url=url))
+        write_kubeconfigs(args.kubeconfig, url)
         tasks = []
         if args.controllers:
             tasks.append(asyncio.create_task(Controllers(emulator, url, args.period).run(session)))
@@ -907,7 +2502,6 @@ async def main():
             task.cancel()
     # The executor thread blocked on stdin must not keep the process alive.
     sys.stdout.flush()
-    import os
     os._exit(0)
 
 
