@@ -280,12 +280,7 @@ impl Emulator {
         let kubeconfig = dir.join("kubeconfig");
         let log = File::create(dir.join("emulator.log"))
             .unwrap_or_else(|e| panic!("creating emulator.log: {e}"));
-        let dev = std::env::var("DEV_SHIM").ok(); // DEV-ONLY
-        let mut cmd = Command::new("python3"); // DEV-ONLY
-        if let Some(shim) = &dev {
-            cmd.arg(shim);
-        } // DEV-ONLY
-        let child = cmd
+        let child = Command::new("python3")
             .arg(&helper)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
