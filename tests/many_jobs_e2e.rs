@@ -37,13 +37,13 @@ fn job(i: usize) -> (&'static str, Value) {
     let pserver = json!({"min-instance": 1, "max-instance": 1, "resources": small});
     let trainer = json!({"entrypoint": "python train.py", "workspace": "/workspace",
                          "min-instance": 1, "max-instance": 2, "resources": small});
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         (
             "trainingjobs",
             json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
                    "metadata": {"name": format!("tj-{i:02}"), "namespace": namespace},
                    "spec": {"image": "paddlepaddle/paddle:2.6", "port": 7164, "ports_num": 1,
-                            "ports_num_for_sparse": 1, "fault_tolerant": i % 4 == 0,
+                            "ports_num_for_sparse": 1, "fault_tolerant": i.is_multiple_of(4),
                             "pserver": pserver, "trainer": trainer}}),
         )
     } else {
