@@ -135,8 +135,10 @@ async fn await_trainer_jobs(
         }
         if !late.is_empty() {
             let denied = emulator.denied().await;
+            let readyz = e2e::http_get(daemon.port, "/readyz")
+                .and_then(|(_, r)| r.split_once("\r\n\r\n").map(|(_, body)| body.to_string()));
             panic!(
-                "{what}: {} of {} jobs have no trainer Job {WITHIN:?} after the later of the daemon's start and their create ({} served): {late:?}\nrequests denied so far: {denied:#?}\nthe daemon's log: {}",
+                "{what}: {} of {} jobs have no trainer Job {WITHIN:?} after the later of the daemon's start and their create ({} served): {late:?}\nrequests denied so far: {denied:#?}\nthe daemon's /readyz: {readyz:?}\nthe daemon's log: {}",
                 late.len(),
                 jobs.len(),
                 served.len(),
