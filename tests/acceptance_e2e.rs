@@ -15,29 +15,37 @@
 //! daemon runs, and checks:
 //! - every TrainingJob and PaddleJob has its workloads (the trainers ConfigMap, the master
 //!   ReplicaSet when fault tolerant, the pserver ReplicaSet when its type uses pservers and asks
-//!   for some, the trainer Job, and in the PodGroup variant its PodGroup) within 15 s of its
-//!   create being answered;
+//!   for some, the trainer Job, and in the PodGroup variant its PodGroup) within 15 s of the
+//!   later of its create being answered and its serving leader's takeover;
 //! - every job converges, within 4 minutes, to what `trainscale plan` computes on a dump of the
-//!   same cluster (see [`converged`] for the criterion) with every trainer Job running its
-//!   trainers;
+//!   same cluster (see [`converged`] for the criterion), every job planned (none failed) and
+//!   every trainer Job running its trainers; a pod that ends Failed meanwhile fails the test at
+//!   once;
 //! - trainscale deleted no pod, no pod failed (`/_harness/failed-pods`, `/_harness/failures`),
 //!   every planned job carries its sizing conditions, and no request was denied
 //!   (`/_harness/denied`);
 //! - leader failover: the leader (the replica whose `POD_NAME` starts the Lease's
-//!   holderIdentity) is killed (SIGKILL); the other replica holds the Lease within the lease
-//!   duration (15 s) and serves a job applied meanwhile;
+//!   holderIdentity) is killed (SIGKILL); the other replica holds the Lease and leads within the
+//!   lease duration (15 s) plus 2 s, and serves a job applied meanwhile;
 //! - fencing: with a third replica started as standby, the leader is paused (SIGSTOP) until the
-//!   standby holds the Lease; once resumed (SIGCONT) it writes nothing, and reports it does not
-//!   lead;
-//! - a deleted Lease is created again and held within the lease duration, and a job applied then
-//!   is served.
+//!   standby holds the Lease; once resumed (SIGCONT) it writes nothing (its requests told apart
+//!   by the User-Agent `trainscale/<version> (<identity>)`; a refused Lease renewal aside, checked
+//!   on the Lease), and reports it does not lead;
+//! - a deleted Lease is created again and held within the lease duration plus 2 s, and a job
+//!   applied then is served.
 //!
 //! The PyTorch kinds' pods are created by their own operators in a real cluster; neither the
 //! harness nor trainscale plays those, so the test stands in for them ([`PyTorchOperators`]: one
-//! worker pod per replica, bound by trainscale's scheduler role) and checks those jobs for their
-//! size and sizing annotation only.
+//! worker pod per replica, bound by trainscale's scheduler role, admitted as the kubelet would)
+//! and checks those jobs for their size and sizing annotation only.
 //! `acceptance_with_volcano_podgroups` runs the same with `TRAINSCALE_PODGROUPS=volcano`, half of
-//! the generated TrainingJobs naming their own `podGroupName`.
+//! the generated TrainingJobs naming their own `podGroupName` (half of those made by the user
+//! beforehand, which the operator must join as they are, the rest created by it); the harness
+//! places the Volcano pods first-fit, so trainer pods may wait Pending there.
+//!
+//! Each test takes about 3 minutes when it passes (the shipped 60 s cooldown sets the pace of
+//! convergence) and up to 5 when it fails at the convergence bound. `TRAINSCALE_E2E_KEEP=1`
+//! keeps the work directory: the replicas' logs, the emulator's, and the last dump.
 //!
 //! Gated like the other e2e tests (`cfg(kmock)`, see `build.rs`).
 
