@@ -10,7 +10,9 @@
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
+use super::template::{
+    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -92,6 +94,7 @@ impl JobAdapter for PyTorchJob {
             return Err(vec![FieldError::new(object, field, "required")]);
         };
         let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
+        check_requests(template, &object, &field).map_err(|e| vec![e])?;
         if let Some(replicas) = worker.replicas
             && replicas < 0
         {

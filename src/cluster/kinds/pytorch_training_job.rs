@@ -8,7 +8,9 @@
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
+use super::template::{
+    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -83,6 +85,9 @@ impl JobAdapter for PyTorchTrainingJob {
             return Err(vec![FieldError::new(object, field, "required")]);
         };
         let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
+        if min < max {
+            check_requests(template, &object, &field).map_err(|e| vec![e])?;
+        }
         let mut warnings = Vec::new();
         if let Some(expected) = elastic.expected_replicas
             && expected < 0
