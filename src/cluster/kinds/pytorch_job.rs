@@ -4,9 +4,10 @@
 //! metrics the training operator creates an HPA that owns the size: the job is left to it, and
 //! the daemon says so with an Event); not when `spec.runPolicy.suspend` is true. The size is
 //! `spec.pytorchReplicaSpecs.Worker.replicas` (else the live worker pods); the per-worker request
-//! from the Worker pod template; priority from the Worker template's `priorityClassName` (what
-//! Kubernetes orders and preempts the worker pods by), resolved against the PriorityClasses. A
-//! `Succeeded` or `Failed` condition that is True finishes it.
+//! from the Worker pod template (one requesting nothing is an error); priority from the Worker
+//! template's `priorityClassName` (what Kubernetes orders and preempts the worker pods by),
+//! resolved against the PriorityClasses. A `Succeeded` or `Failed` condition that is True
+//! finishes it.
 
 use kube::ResourceExt;
 

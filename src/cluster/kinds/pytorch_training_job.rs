@@ -2,9 +2,10 @@
 //!
 //! Planned when `spec.elastic.enable` is true, not paused (`spec.runMode.pause.enable`); min and
 //! max from `spec.elastic.{minReplicas,maxReplicas}`; the size from `expectedReplicas` (else the
-//! live worker pods); the per-worker request from the `worker` replica's pod template; priority
-//! `spec.scheduler.t9kScheduler.priority` (T9k's default 10 when the T9k scheduler is named
-//! without one, else 0). Status phases Succeeded and Failed finish it.
+//! live worker pods); the per-worker request from the `worker` replica's pod template (an elastic
+//! job's requesting nothing is an error); priority `spec.scheduler.t9kScheduler.priority` (T9k's
+//! default 10 when the T9k scheduler is named without one, else 0). Status phases Succeeded and
+//! Failed finish it.
 
 use kube::ResourceExt;
 
