@@ -445,7 +445,7 @@ impl Actuator {
                         }
                     };
                     metrics::sizing_write(result);
-                    tracing::debug!(job = %update.key, error = %e, "sizing conditions not written; the next pass decides again");
+                    tracing::info!(job = %update.key, resource_version = ?resource_version, error = %e, "sizing conditions not written; the next pass decides again");
                 }
                 Err(_) => {
                     metrics::sizing_write("Unknown");
