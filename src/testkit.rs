@@ -269,7 +269,7 @@ pub fn apply_plan(state: &mut ClusterState, plan: &ScalePlan<'_>) {
         // Names before the pods go: deleting them may free the ids of nodes with no Node object.
         let name = |id: NodeId| state.node(id).map(|node| node.name.to_string());
         let kept: Vec<Option<String>> = slot
-            .controller_positions()
+            .controller_positions(state.size_cap())
             .into_iter()
             .take(job.target.max(0) as usize)
             .map(|position| position.and_then(name))

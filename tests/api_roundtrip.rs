@@ -95,6 +95,23 @@ fn helper_methods_follow_the_original() {
     assert_eq!(job.priority(&Default::default()).value, 5);
 }
 
+/// A trainer that gives only limits requests them, as the API server defaults requests to
+/// limits: the planner must not see it as free.
+#[test]
+fn a_trainer_with_only_limits_requests_its_limits() {
+    let job: TrainingJob = serde_json::from_value(serde_json::json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "limits", "namespace": "ns"},
+        "spec": {"trainer": {"min-instance": 1, "max-instance": 4,
+                             "resources": {"requests": {"memory": "1Gi"},
+                                           "limits": {"cpu": "3", "memory": "2Gi"}}}}
+    }))
+    .unwrap();
+    assert_eq!(job.trainer_cpu_request_milli().unwrap(), 3000);
+    // The request named wins over the limit: 1Gi → 1074 (10^6 bytes, rounded up).
+    assert_eq!(job.trainer_mem_request_mega().unwrap(), 1074);
+}
+
 #[test]
 fn fulfillment_edges() {
     let mut job: TrainingJob = serde_json::from_value(

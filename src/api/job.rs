@@ -123,16 +123,27 @@ impl TrainingJob {
         Ok(Quantity::ZERO)
     }
 
-    /// The trainer's CPU request, exact.
-    pub fn trainer_cpu_request_quantity(&self) -> Result<Quantity, FieldError> {
-        let requests = self.spec.trainer.resources.requests.as_ref();
-        read_quantity(requests, "cpu", &self.object_ref(), TRAINER_REQUESTS)
+    /// The trainer's request of `name`, exact: its limit where the requests name none, as the
+    /// API server defaults a container's requests.
+    fn trainer_request_quantity(&self, name: &str) -> Result<Quantity, FieldError> {
+        let resources = &self.spec.trainer.resources;
+        let requests = resources.requests.as_ref();
+        if requests.is_some_and(|r| r.contains_key(name)) {
+            read_quantity(requests, name, &self.object_ref(), TRAINER_REQUESTS)
+        } else {
+            let limits = resources.limits.as_ref();
+            read_quantity(limits, name, &self.object_ref(), TRAINER_LIMITS)
+        }
     }
 
-    /// The trainer's memory request, exact.
+    /// The trainer's CPU request, exact (its limit when only that is given).
+    pub fn trainer_cpu_request_quantity(&self) -> Result<Quantity, FieldError> {
+        self.trainer_request_quantity("cpu")
+    }
+
+    /// The trainer's memory request, exact (its limit when only that is given).
     pub fn trainer_mem_request_quantity(&self) -> Result<Quantity, FieldError> {
-        let requests = self.spec.trainer.resources.requests.as_ref();
-        read_quantity(requests, "memory", &self.object_ref(), TRAINER_REQUESTS)
+        self.trainer_request_quantity("memory")
     }
 
     /// GPUs per trainer, from the limits (whole devices, rounded up).

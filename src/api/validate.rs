@@ -146,16 +146,12 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
     ] {
         check_resources(&object, role, resources, &mut findings.errors);
     }
-    if job.elastic() {
-        let cpu = job.trainer_cpu_request_quantity().unwrap_or(Quantity::ZERO);
-        let mem = job.trainer_mem_request_quantity().unwrap_or(Quantity::ZERO);
-        if cpu == Quantity::ZERO && mem == Quantity::ZERO {
-            findings.errors.push(FieldError::new(
-                &object,
-                "spec.trainer.resources.requests",
-                "an elastic trainer needs a cpu or memory request for the planner to place it",
-            ));
-        }
+    if job.elastic() && !requests_anything(&job.spec.trainer.resources) {
+        findings.errors.push(FieldError::new(
+            &object,
+            "spec.trainer.resources.requests",
+            format!("an elastic trainer {NEEDS_A_REQUEST}"),
+        ));
     }
 
     let mut warning = |field: &str, text: &str| {
@@ -195,6 +191,25 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
         );
     }
     findings
+}
+
+/// What an elastic worker of any kind lacks when [`requests_anything`] finds nothing, after
+/// "an elastic trainer" or "an elastic worker".
+pub const NEEDS_A_REQUEST: &str = "needs a request (cpu, memory, a GPU or any other resource; a \
+     limit stands for a missing request) for the planner to place it";
+
+/// Whether `resources` asks for a nonzero amount of any resource, a limit standing for a missing
+/// request as the API server defaults it. A quantity that does not parse counts as nothing (it
+/// is an error of its own).
+pub fn requests_anything(resources: &ResourceRequirements) -> bool {
+    let nonzero = |q: &KubeQuantity| Quantity::parse(&q.0).is_ok_and(|q| q != Quantity::ZERO);
+    let requests = resources.requests.as_ref();
+    requests.into_iter().flatten().any(|(_, q)| nonzero(q))
+        || resources
+            .limits
+            .iter()
+            .flatten()
+            .any(|(name, q)| requests.is_none_or(|r| !r.contains_key(name)) && nonzero(q))
 }
 
 fn check_resources(

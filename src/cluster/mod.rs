@@ -10,4 +10,6 @@ pub mod sync;
 
 pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, Role};
 pub use snapshot::Snapshot;
-pub use state::{ClusterState, JobSlot, NodeId, NodeSlot, TrainerPods};
+pub use state::{
+    ClusterState, DEFAULT_NODE_PODS, JobSlot, MAX_NODE_PODS, NodeId, NodeSlot, Sizes, TrainerPods,
+};

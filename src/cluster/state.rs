@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::filters::{Eligibility, NodeTraits, PodClassId, PodConstraints};
-use super::kinds::{JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of};
+use super::kinds::{
+    JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of, size_fields,
+};
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
     trainer_constraints,
@@ -26,6 +28,24 @@ pub use reservations::Reservation;
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
 pub type NodeId = u32;
+
+/// The pods a Node that states no `pods` allocatable (or capacity) counts for in
+/// [`ClusterState::pod_slots`], the kubelet's default `--max-pods`; also the smallest
+/// [`ClusterState::size_cap`].
+pub const DEFAULT_NODE_PODS: i64 = 110;
+
+/// The most pods one Node counts for in [`ClusterState::pod_slots`], whatever it states: 2^16,
+/// the addresses of a /16 pod range.
+pub const MAX_NODE_PODS: i64 = 1 << 16;
+
+/// A job's min, max and current size as the planning model takes them: each declared value
+/// capped at [`ClusterState::size_cap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    pub min: i32,
+    pub max: i32,
+    pub current: i32,
+}
 
 /// A node as the state holds it; the node object may not have arrived yet while pods name it.
 #[derive(Debug, Clone)]
@@ -137,8 +157,11 @@ impl JobSlot {
     /// completions); pods without an index (a NonIndexed Job, which removes unscheduled pods, then
     /// the newest) fill the lowest free positions oldest first. Bound pods with an index at or
     /// above `current` are already on their way out and hold no position.
-    pub fn controller_positions(&self) -> Vec<Option<NodeId>> {
-        let current = self.current() as usize;
+    ///
+    /// Only the first `cap` positions are built (the planning model's size, at most
+    /// [`ClusterState::size_cap`]): the vector is never longer than the cluster could hold.
+    pub fn controller_positions(&self, cap: i32) -> Vec<Option<NodeId>> {
+        let current = self.current().min(cap).max(0) as usize;
         let mut positions = vec![None; current];
         for ((index, _), node) in &self.trainers.bound_by_index {
             match positions.get_mut(*index as usize) {
@@ -223,6 +246,8 @@ pub struct ClusterState {
     reservations: BTreeMap<(JobKey, u32), Reservation>,
     /// Node traits and, per pod class, the nodes its static filters pass.
     eligibility: Eligibility,
+    /// The pods the nodes can hold, summed (see [`ClusterState::pod_slots`]).
+    pod_slots: i64,
 }
 
 impl ClusterState {
@@ -285,15 +310,41 @@ impl ClusterState {
         }
     }
 
+    /// The pods node `id` counts for in [`ClusterState::pod_slots`]: its pod limit (0 while
+    /// its Node is unknown), or the pods bound to it when they are more.
+    fn node_pod_slots(&self, id: NodeId) -> i64 {
+        let Some(slot) = self.node(id) else {
+            return 0;
+        };
+        let limit = match (&slot.info, self.eligibility.traits(id)) {
+            (None, _) => 0,
+            (Some(_), traits) => traits
+                .and_then(|t| t.max_pods)
+                .map_or(DEFAULT_NODE_PODS, |max| max.clamp(0, MAX_NODE_PODS)),
+        };
+        limit.max(i64::from(slot.pods))
+    }
+
+    /// Runs `change` on node `name`, keeping [`ClusterState::pod_slots`] up to date. `change`
+    /// must not bind or unbind pods (`account_pod` counts those itself).
+    fn recounting(&mut self, name: &str, change: impl FnOnce(&mut Self)) {
+        let slots = |s: &Self| s.node_id_of(name).map_or(0, |id| s.node_pod_slots(id));
+        let before = slots(self);
+        change(self);
+        self.pod_slots += slots(self) - before;
+    }
+
     /// Adds or updates a Node. A malformed node is removed and its error returned.
     pub fn apply_node(&mut self, node: &Node) -> Result<(), FieldError> {
         match read_node(node) {
             Ok((info, traits)) => {
                 let name = traits.name.clone();
-                self.set_node(&name, Some(info));
-                if let Some(id) = self.node_id_of(&name) {
-                    self.eligibility.set_node(id, Some(Arc::new(traits)));
-                }
+                self.recounting(&name, |s| {
+                    s.put_node(&name, info);
+                    if let Some(id) = s.node_id_of(&name) {
+                        s.eligibility.set_node(id, Some(Arc::new(traits)));
+                    }
+                });
                 Ok(())
             }
             Err(e) => {
@@ -308,42 +359,49 @@ impl ClusterState {
     /// Adds, updates (`Some`) or removes (`None`) a node by its parsed form.
     pub fn set_node(&mut self, name: &str, info: Option<NodeInfo>) {
         match info {
-            Some(info) => {
-                let id = self.node_id(name);
-                if let Some(slot) = self.slots[id as usize].as_mut() {
-                    slot.info = Some(info);
-                }
-                // A node given without its object (simulator, tests): no labels, no taints.
-                if self.eligibility.traits(id).is_none() {
-                    let traits = NodeTraits {
-                        name: name.to_string(),
-                        ready: true,
-                        ..NodeTraits::default()
-                    };
-                    self.eligibility.set_node(id, Some(Arc::new(traits)));
-                }
-            }
+            Some(info) => self.recounting(name, |s| s.put_node(name, info)),
             None => self.delete_node(name),
+        }
+    }
+
+    /// Adds or updates a node, without counting its pod slots.
+    fn put_node(&mut self, name: &str, info: NodeInfo) {
+        let id = self.node_id(name);
+        if let Some(slot) = self.slots[id as usize].as_mut() {
+            slot.info = Some(info);
+        }
+        // A node given without its object (simulator, tests): no labels, no taints, no pod limit.
+        if self.eligibility.traits(id).is_none() {
+            let traits = NodeTraits {
+                name: name.to_string(),
+                ready: true,
+                ..NodeTraits::default()
+            };
+            self.eligibility.set_node(id, Some(Arc::new(traits)));
         }
     }
 
     /// Removes a Node. Pods bound to it keep their accounting until they are deleted.
     pub fn delete_node(&mut self, name: &str) {
         self.unreserve_node(name);
-        if let Some(&id) = self.node_ids.get(name) {
-            if let Some(slot) = self.slots[id as usize].as_mut() {
-                slot.info = None;
+        self.recounting(name, |s| {
+            if let Some(&id) = s.node_ids.get(name) {
+                if let Some(slot) = s.slots[id as usize].as_mut() {
+                    slot.info = None;
+                }
+                s.eligibility.set_node(id, None);
+                s.release_node_if_unused(id);
             }
-            self.eligibility.set_node(id, None);
-            self.release_node_if_unused(id);
-        }
+        });
     }
 
     /// Sets the filters' view of a known node (labels, taints...), as a Node object would.
     pub fn set_node_traits(&mut self, name: &str, traits: NodeTraits) {
-        if let Some(id) = self.node_id_of(name) {
-            self.eligibility.set_node(id, Some(Arc::new(traits)));
-        }
+        self.recounting(name, |s| {
+            if let Some(id) = s.node_id_of(name) {
+                s.eligibility.set_node(id, Some(Arc::new(traits)));
+            }
+        });
     }
 
     /// The filters' view of a node (labels, taints, pod limit, extended resources).
@@ -489,10 +547,12 @@ impl ClusterState {
         let node_id = match &pod.node {
             Some(name) => {
                 let id = self.node_id(name);
+                let before = self.node_pod_slots(id);
                 if let Some(slot) = self.slots[id as usize].as_mut() {
                     slot.used += delta;
                     slot.pods = add_u32(slot.pods, sign);
                 }
+                self.pod_slots += self.node_pod_slots(id) - before;
                 self.bound_requests += delta;
                 Some(id)
             }
@@ -674,12 +734,14 @@ impl ClusterState {
         &self.priority_classes
     }
 
-    /// Every warning of a job: its spec's, and a priority naming no known PriorityClass.
+    /// Every warning of a job: its spec's, a declared size above the cap
+    /// ([`ClusterState::cap_warnings`]), and a priority naming no known PriorityClass.
     pub fn warnings(&self, key: &JobKey) -> Vec<FieldError> {
         let Some(slot) = self.jobs.get(key) else {
             return Vec::new();
         };
         let mut warnings = slot.warnings.clone();
+        warnings.extend(self.cap_warnings(key));
         // The class name re-resolved against today's classes gives today's warning, if any.
         if let Some(text) = slot
             .info
@@ -811,6 +873,75 @@ impl ClusterState {
     pub fn pod_count(&self) -> usize {
         self.pods.len()
     }
+
+    // ----- size cap -----
+
+    /// The pods the cluster's nodes can hold, summed over every node, cordoned and NotReady ones
+    /// included: a node counts its `pods` allocatable (else capacity; [`DEFAULT_NODE_PODS`] when
+    /// it states none, at most [`MAX_NODE_PODS`]), or the pods bound to it when they are more.
+    pub fn pod_slots(&self) -> i64 {
+        self.pod_slots
+    }
+
+    /// The largest size any job can be planned at: [`ClusterState::pod_slots`], at least
+    /// [`DEFAULT_NODE_PODS`] (an empty or scaled-down cluster still holds a gang one node could:
+    /// its pending pods stay for a cluster autoscaler to add nodes for) and at most `i32::MAX`.
+    /// No job can have more trainers at once, so a declared size above it is planned as this,
+    /// with a warning ([`ClusterState::cap_warnings`]), and nothing the planner builds per
+    /// trainer or position grows past it.
+    pub fn size_cap(&self) -> i32 {
+        i32::try_from(self.pod_slots.max(DEFAULT_NODE_PODS)).unwrap_or(i32::MAX)
+    }
+
+    /// A job's min, max and current size, each capped at [`ClusterState::size_cap`].
+    pub fn sizes(&self, slot: &JobSlot, info: &JobInfo) -> Sizes {
+        let cap = self.size_cap();
+        Sizes {
+            min: info.min.min(cap),
+            max: info.max.min(cap),
+            current: slot.current().min(cap),
+        }
+    }
+
+    /// A warning for each declared size of planned job `key` above [`ClusterState::size_cap`],
+    /// naming the field it was read from.
+    pub fn cap_warnings(&self, key: &JobKey) -> Vec<FieldError> {
+        let Some((slot, info)) = self
+            .jobs
+            .get(key)
+            .and_then(|s| s.info.as_ref().map(|i| (s, i)))
+        else {
+            return Vec::new();
+        };
+        let cap = self.size_cap();
+        let current = slot.current();
+        if info.min <= cap && info.max <= cap && current <= cap {
+            return Vec::new();
+        }
+        let [min_field, max_field, size_field] = size_fields(key.kind);
+        let (size_field, what) = if slot.trainer_job_parallelism.is_some() {
+            ("spec.parallelism of its trainer Job", String::new())
+        } else if info.stored_parallelism.is_some() {
+            (size_field, String::new())
+        } else {
+            (size_field, " (unset: its live worker pods)".to_string())
+        };
+        let planned = format!(
+            "is more than the {cap} pods the cluster's nodes can hold (their status.allocatable.pods \
+             summed); planned as {cap}"
+        );
+        [
+            (min_field, info.min, String::new()),
+            (max_field, info.max, String::new()),
+            (size_field, current, what),
+        ]
+        .into_iter()
+        .filter(|(_, value, _)| *value > cap)
+        .map(|(field, value, what)| {
+            FieldError::new(key.object_ref(), field, format!("{value}{what} {planned}"))
+        })
+        .collect()
+    }
 }
 
 fn slot_name(slots: &[Option<NodeSlot>], id: NodeId) -> &str {
@@ -822,5 +953,167 @@ fn add_u32(value: u32, sign: i64) -> u32 {
         value.saturating_add(1)
     } else {
         value.saturating_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{job_info, trainer_pod};
+
+    /// [`ClusterState::pod_slots`] counted from scratch.
+    fn recount(state: &ClusterState) -> i64 {
+        state.nodes().map(|(id, _)| state.node_pod_slots(id)).sum()
+    }
+
+    fn node(name: &str, pods: Option<&str>) -> Node {
+        let mut allocatable = serde_json::json!({"cpu": "4", "memory": "8Gi"});
+        if let Some(pods) = pods {
+            allocatable["pods"] = pods.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name}, "status": {"allocatable": allocatable}
+        }))
+        .unwrap()
+    }
+
+    /// A change made to a state, by name.
+    type Step<'a> = Box<dyn Fn(&mut ClusterState) + 'a>;
+
+    #[test]
+    fn pod_slots_follow_nodes_and_bound_pods() {
+        let mut state = ClusterState::new();
+        let key = JobKey::new("ns", "j");
+        let trainer = Resources::new(10, 1, 0);
+        let bind = |state: &mut ClusterState, pod: usize, on: Option<&str>| {
+            let info = trainer_pod(&key, on.map(str::to_string), trainer, None);
+            state.set_pod(("ns".into(), format!("p{pod}")), Some(info));
+        };
+        let mut steps: Vec<(&str, Step<'_>)> = vec![
+            (
+                "a states 3",
+                Box::new(|s| s.apply_node(&node("a", Some("3"))).unwrap()),
+            ),
+            (
+                "b states none",
+                Box::new(|s| s.apply_node(&node("b", None)).unwrap()),
+            ),
+            (
+                "c states 2^31",
+                Box::new(|s| s.apply_node(&node("c", Some("2147483648"))).unwrap()),
+            ),
+            (
+                "d without its object",
+                Box::new(|s| {
+                    s.set_node(
+                        "d",
+                        Some(NodeInfo {
+                            allocatable: trainer,
+                            schedulable: true,
+                        }),
+                    )
+                }),
+            ),
+            (
+                "a lowered to 1",
+                Box::new(|s| s.apply_node(&node("a", Some("1"))).unwrap()),
+            ),
+            ("c deleted", Box::new(|s| s.delete_node("c"))),
+        ];
+        // Five pods bound to a (limit 1) and two to a node no Node object names.
+        for p in 0..5 {
+            steps.push(("bind to a", Box::new(move |s| bind(s, p, Some("a")))));
+        }
+        for p in 5..7 {
+            steps.push((
+                "bind to ghost",
+                Box::new(move |s| bind(s, p, Some("ghost"))),
+            ));
+        }
+        steps.push((
+            "a's pod limit 0",
+            Box::new(|s| {
+                s.set_node_traits(
+                    "a",
+                    NodeTraits {
+                        name: "a".into(),
+                        max_pods: Some(0),
+                        ..NodeTraits::default()
+                    },
+                )
+            }),
+        ));
+        for p in [0, 1, 5, 6] {
+            steps.push((
+                "unbind",
+                Box::new(move |s| s.delete_pod("ns", &format!("p{p}"))),
+            ));
+        }
+        steps.push(("a deleted", Box::new(|s| s.delete_node("a"))));
+        steps.push((
+            "reserved on b",
+            Box::new(|s| {
+                s.reserve(
+                    &JobKey::new("ns", "j"),
+                    9,
+                    "b",
+                    Resources::new(10, 1, 0),
+                    100,
+                    false,
+                )
+            }),
+        ));
+        steps.push(("b deleted", Box::new(|s| s.delete_node("b"))));
+        for (what, step) in &steps {
+            step(&mut state);
+            assert_eq!(state.pod_slots(), recount(&state), "after {what}");
+        }
+        // d (110 by default) and the 3 pods still bound to the deleted a.
+        assert_eq!(state.pod_slots(), DEFAULT_NODE_PODS + 3);
+        state.apply_node(&node("c", Some("2147483648"))).unwrap();
+        assert_eq!(state.pod_slots(), DEFAULT_NODE_PODS + 3 + MAX_NODE_PODS);
+    }
+
+    #[test]
+    fn sizes_and_positions_stop_at_the_cap() {
+        let mut state = ClusterState::new();
+        // Never below one default node's pods.
+        assert_eq!(state.size_cap(), 110);
+        state.apply_node(&node("a", Some("150"))).unwrap();
+        state.apply_node(&node("b", Some("50"))).unwrap();
+        let key = JobKey::new("ns", "j");
+        let trainer = Resources::new(10, 1, 0);
+        state.set_training_job(key.clone(), Some(job_info(2, 1000, trainer, 0)));
+        state.set_trainer_job(key.clone(), Some(Some(i32::MAX)));
+        state.set_pod(
+            ("ns".into(), "p".into()),
+            Some(trainer_pod(&key, Some("a".into()), trainer, Some(1))),
+        );
+        let slot = state.job(&key).unwrap();
+        let info = slot.info.as_ref().unwrap();
+        assert_eq!(state.size_cap(), 200);
+        assert_eq!(
+            state.sizes(slot, info),
+            Sizes {
+                min: 2,
+                max: 200,
+                current: 200
+            }
+        );
+        let positions = slot.controller_positions(state.size_cap());
+        assert_eq!(positions.len(), 200);
+        assert_eq!(positions[..3], [None, state.node_id_of("a"), None]);
+        let fields: Vec<String> = state
+            .cap_warnings(&key)
+            .iter()
+            .map(|w| w.field.clone())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.trainer.max-instance",
+                "spec.parallelism of its trainer Job"
+            ]
+        );
     }
 }

@@ -146,7 +146,8 @@ pub fn explain_job(
 
 /// The smallest room found that lets the job grow: one more node holding the trainers it waits
 /// for (its gang when below min, else one trainer), as a node its trainers may use, checked by
-/// planning again with it.
+/// planning again with it. A gang whose min-instance is above the size cap is planned at the
+/// cap, which a node added raises as much: no node is enough, and none is tried.
 fn added_room(
     state: &ClusterState,
     config: &PlannerConfig,
@@ -154,6 +155,16 @@ fn added_room(
     job: &JobPlan,
 ) -> Option<String> {
     let slot = state.job(key)?;
+    // Every node added raises the cap, and a gang capped at it, as much: none is enough.
+    let declared_min = slot.info.as_ref().map_or(0, |i| i.min);
+    if declared_min > state.size_cap() {
+        return Some(format!(
+            "no added node places its gang: min-instance {declared_min} is more than the {} \
+             pods the cluster's nodes can hold, and each node added raises the gang it is \
+             planned at as much",
+            state.size_cap()
+        ));
+    }
     let bound = slot.trainers.bound as i32;
     let missing = if job.target < job.min {
         (job.min - bound).max(1)

@@ -26,8 +26,10 @@ use super::store::{InvalidJob, TrainerJobRef};
 use crate::api::LAST_SCALE_ANNOTATION;
 use crate::api::note::{fields_note, truncate_note};
 use crate::api::sizing::SIZING_ANNOTATION;
-use crate::api::{JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
-use crate::cluster::kinds::{Records, Resize, last_scale_annotation, records_of, resize_of};
+use crate::api::{FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
+use crate::cluster::kinds::{
+    Records, Resize, last_scale_annotation, priority_field, records_of, resize_of,
+};
 use crate::planner::Reason;
 
 /// Scale records kept in a TrainingJob's status.
@@ -443,7 +445,7 @@ impl Actuator {
                         }
                     };
                     metrics::sizing_write(result);
-                    tracing::debug!(job = %update.key, error = %e, "sizing conditions not written; the next pass decides again");
+                    tracing::info!(job = %update.key, resource_version = ?resource_version, error = %e, "sizing conditions not written; the next pass decides again");
                 }
                 Err(_) => {
                     metrics::sizing_write("Unknown");
@@ -536,17 +538,28 @@ impl Actuator {
         self.publish(&job.key, job.uid.clone(), &event).await;
     }
 
-    /// Reports a planned job's warnings that only the autoscaler sees (a priority naming no
-    /// PriorityClass) with a Warning Event.
+    /// Reports a planned job's warnings that only the autoscaler sees with a Warning Event each:
+    /// `PriorityClassNotFound` for a priority naming no PriorityClass, `SizeCapped` for declared
+    /// sizes above the cluster's size cap.
     pub async fn report_warnings(&self, job: &InvalidJob) {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: "PriorityClassNotFound".to_string(),
-            note: Some(fields_note(&job.problems)),
-            action: "Plan".to_string(),
-            secondary: None,
-        };
-        self.publish(&job.key, job.uid.clone(), &event).await;
+        let (priority, capped): (Vec<FieldError>, Vec<FieldError>) = job
+            .problems
+            .iter()
+            .cloned()
+            .partition(|p| p.field == priority_field(job.key.kind));
+        for (reason, problems) in [("PriorityClassNotFound", priority), ("SizeCapped", capped)] {
+            if problems.is_empty() {
+                continue;
+            }
+            let event = Event {
+                type_: EventType::Warning,
+                reason: reason.to_string(),
+                note: Some(fields_note(&problems)),
+                action: "Plan".to_string(),
+                secondary: None,
+            };
+            self.publish(&job.key, job.uid.clone(), &event).await;
+        }
     }
 
     async fn publish(&self, key: &JobKey, uid: Option<String>, event: &Event) {

@@ -700,25 +700,29 @@ impl Store {
             .collect()
     }
 
-    /// Planned jobs whose priority names no known PriorityClass, not yet reported with these
-    /// warnings at their current resourceVersion. (Spec warnings are the operator's to report.)
+    /// Planned jobs whose priority names no known PriorityClass, or with a declared size above
+    /// the cluster's size cap, not yet reported with these warnings at their current
+    /// resourceVersion. (Spec warnings are the operator's to report.)
     pub fn unreported_warnings(&self) -> Vec<InvalidJob> {
+        let cap = self.state.size_cap();
         self.state
             .jobs()
-            .filter(|(_, _, info)| {
+            .filter(|(_, slot, info)| {
                 info.priority_class
                     .as_deref()
                     .is_some_and(|c| !self.state.priority_classes().contains_key(c))
+                    || info.min.max(info.max).max(slot.current()) > cap
             })
             .filter_map(|(key, _, _)| {
                 let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
                 let resource_version = meta.resource_version.unwrap_or_default();
-                let problems: Vec<FieldError> = self
+                let mut problems: Vec<FieldError> = self
                     .state
                     .warnings(key)
                     .into_iter()
                     .filter(|w| w.field == priority_field(key.kind))
                     .collect();
+                problems.extend(self.state.cap_warnings(key));
                 let reported = self.reported_warnings.get(key);
                 let fresh =
                     reported.is_none_or(|(rv, p)| *rv != resource_version || *p != problems);

@@ -47,8 +47,16 @@ pub struct Candidate<'a> {
     pub class: Option<PodClassId>,
     pub created: i64,
     pub last_scale: Option<i64>,
-    /// The trainer count the job has asked for (its trainer Job's parallelism).
+    /// The trainer count the job has asked for (its trainer Job's parallelism), capped at
+    /// [`ClusterState::size_cap`] as min and max are.
     pub current: i32,
+    /// The trainer count as declared: above `current` only when the cap lowered it. The plan
+    /// reports it, so a resize brings the declared count down to the target.
+    pub declared: i32,
+    /// The declared min-instance is above the cap (which lowered `min`): more pods than the
+    /// cluster's nodes hold. Its gang is never admitted, so it never runs below the min it
+    /// declares; it waits (`starving`).
+    pub min_above_cap: bool,
     /// Trainers bound to nodes when the pass started.
     pub bound: i32,
     /// Trainers kept or placed so far in the pass.
@@ -275,10 +283,10 @@ impl<'a> Candidate<'a> {
             })
     }
 
-    /// The controller positions (built once).
+    /// The controller positions (built once), `current` of them.
     pub fn positions(&mut self) -> &[Option<NodeId>] {
         self.positions
-            .get_or_insert_with(|| self.slot.controller_positions())
+            .get_or_insert_with(|| self.slot.controller_positions(self.current))
     }
 
     /// Takes away the job's top trainer the way lowering `parallelism` by one does: a trainer
@@ -377,20 +385,23 @@ impl<'a> Candidate<'a> {
         target
     }
 
-    /// The job's plan once the pass is done; nodes are listed in name order.
+    /// The job's plan once the pass is done; nodes are listed in name order. A job whose
+    /// declared count the cap lowered is brought down to the target (reason `over_max` unless
+    /// the pass shrank it for a reason of its own).
     pub fn finish(self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
-        let fulfillment_before = self.fulfillment_at(self.current);
+        let fulfillment_before = self.fulfillment_at(self.declared);
         let fulfillment_after = self.fulfillment_at(target);
+        let reason = capped_reason(self.declared, self.current, target, reason);
         // The placement counts become the plan's list in their own storage.
         let placements = by_name(index, self.placed, |node, trainers| NodeCount {
             node,
             trainers,
         });
-        let removals = if target < self.current {
+        let removals = if target < self.declared {
             let positions = self
                 .positions
-                .unwrap_or_else(|| self.slot.controller_positions());
-            controller_removals(&positions, target, |id| {
+                .unwrap_or_else(|| self.slot.controller_positions(self.current));
+            controller_removals(&positions, self.declared, target, |id| {
                 Some(index.rank(id)).filter(|rank| *rank != u32::MAX)
             })
         } else {
@@ -398,7 +409,7 @@ impl<'a> Candidate<'a> {
         };
         JobPlan {
             key: Cow::Borrowed(self.key),
-            current: self.current,
+            current: self.declared,
             target,
             min: self.min,
             max: self.max,
@@ -412,17 +423,36 @@ impl<'a> Candidate<'a> {
     }
 }
 
-/// What lowering `parallelism` to `target` removes, by the Job controller's rule: the positions
-/// at and above `target` (`positions` from [`JobSlot::controller_positions`]), pending ones as
-/// one entry with node `None`, first, then bound ones per node in `order` (a node's sort key;
-/// `None` for a node the plan cannot name, whose entry is left out).
+/// The reason a plan reports for a job whose declared count (`declared`) the cap lowered to
+/// `current`: one planned below what it declares is brought down (`over_max`), unless the pass
+/// shrank it for a reason of its own.
+pub fn capped_reason(declared: i32, current: i32, target: i32, reason: Reason) -> Reason {
+    let shrunk = matches!(
+        reason,
+        Reason::OverMax | Reason::Overload | Reason::Reclaimed | Reason::LowGain
+    );
+    if declared > current && target < declared && !shrunk {
+        Reason::OverMax
+    } else {
+        reason
+    }
+}
+
+/// What lowering `parallelism` from `current` to `target` removes, by the Job controller's
+/// rule: the positions at and above `target` (`positions` from
+/// [`JobSlot::controller_positions`]), pending ones as one entry with node `None`, first, then
+/// bound ones per node in `order` (a node's sort key; `None` for a node the plan cannot name,
+/// whose entry is left out). Positions from `positions.len()` up to `current` (above the cap)
+/// count as pending.
 pub fn controller_removals<K: Ord>(
     positions: &[Option<NodeId>],
+    current: i32,
     target: i32,
     order: impl Fn(NodeId) -> Option<K>,
 ) -> Vec<Removal> {
     let from = (target.max(0) as usize).min(positions.len());
-    let mut pending = 0;
+    let beyond = (i64::from(current) - i64::from(target).max(positions.len() as i64)).max(0);
+    let mut pending = u32::try_from(beyond).unwrap_or(u32::MAX);
     let mut bound = NodeCounts::new();
     for position in &positions[from..] {
         match position {
@@ -466,21 +496,24 @@ fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) 
         .collect()
 }
 
-/// A job's bound trainers that hold a controller position: all of them, borrowed from the
-/// slot, unless some stand above `current` (an index at or above parallelism, a duplicate index,
-/// more unindexed pods than parallelism), which the Job controller is removing already: those
-/// still hold their node's room but are not the job's trainers. Also the positions, when they
-/// had to be built.
+/// A job's bound trainers that hold one of its first `current` controller positions (the
+/// planning model's size): all of them, borrowed from the slot, unless some stand above it (an
+/// index at or above parallelism, a duplicate index, more unindexed pods than parallelism),
+/// which the Job controller is removing already (or removes once the capped size is written):
+/// those still hold their node's room but are not the job's trainers. Also the positions, when
+/// they had to be built.
 #[allow(clippy::type_complexity)]
 fn trainers_in_positions(
     slot: &JobSlot,
+    current: i32,
 ) -> (
     i32,
     Cow<'_, BTreeMap<NodeId, u32>>,
     Option<Vec<Option<NodeId>>>,
 ) {
     let t = &slot.trainers;
-    let current = slot.current() as usize;
+    let planned = current;
+    let current = current.max(0) as usize;
     let indexed_below = t
         .bound_by_index
         .last_key_value()
@@ -488,7 +521,7 @@ fn trainers_in_positions(
     if indexed_below && t.bound_by_index.len() + t.bound_unindexed.len() <= current {
         return (t.bound as i32, Cow::Borrowed(&t.bound_by_node), None);
     }
-    let positions = slot.controller_positions();
+    let positions = slot.controller_positions(planned);
     let mut on_node = BTreeMap::new();
     for node in positions.iter().flatten() {
         *on_node.entry(*node).or_insert(0) += 1;
@@ -497,7 +530,8 @@ fn trainers_in_positions(
     (bound, Cow::Owned(on_node), Some(positions))
 }
 
-/// Valid TrainingJobs that have not finished, in namespace/name order.
+/// Valid jobs that have not finished, in namespace/name order, their min, max and current
+/// size capped at [`ClusterState::size_cap`] first of all (see [`ClusterState::sizes`]).
 pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     // Sized up front: growing a vector of 5,000 candidates copied it a dozen times.
     let mut out = Vec::with_capacity(state.job_slots().len());
@@ -507,14 +541,15 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .filter(|(_, _, info)| !info.phase.is_finished())
             .enumerate()
             .map(|(rank, (key, slot, info))| {
-                let (bound, on_node, positions) = trainers_in_positions(slot);
+                let sizes = state.sizes(slot, info);
+                let (bound, on_node, positions) = trainers_in_positions(slot, sizes.current);
                 Candidate {
                     key,
                     rank,
-                    min: info.min,
-                    max: info.max,
-                    fair_max: info.max,
-                    useful_max: info.max,
+                    min: sizes.min,
+                    max: sizes.max,
+                    fair_max: sizes.max,
+                    useful_max: sizes.max,
                     curve: info.speedup.as_deref(),
                     goodput: false,
                     priority: info.priority,
@@ -522,14 +557,16 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     class: slot.class,
                     created: info.created,
                     last_scale: info.last_scale,
-                    current: slot.current(),
+                    current: sizes.current,
+                    declared: slot.current(),
+                    min_above_cap: info.min > sizes.min,
                     bound,
                     planned: bound,
                     on_node,
                     placed: NodeCounts::new(),
                     removed: NodeCounts::new(),
                     reason: None,
-                    kept: slot.current(),
+                    kept: sizes.current,
                     slot,
                     positions,
                 }
@@ -668,7 +705,7 @@ mod tests {
         );
         let slot = state.job(&key).unwrap();
         assert_eq!(
-            slot.controller_positions(),
+            slot.controller_positions(i32::MAX),
             vec![Some(a), None, Some(b), Some(a), None]
         );
         // The pod at index 5 holds room but is not one of the job's trainers.

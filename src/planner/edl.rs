@@ -15,10 +15,10 @@ use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use super::candidates::controller_removals;
+use super::candidates::{capped_reason, controller_removals};
 use super::{JobPlan, PlannerConfig, Reason, Removal};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
-use crate::cluster::{ClusterState, JobInfo, JobSlot};
+use crate::cluster::{ClusterState, JobInfo, JobSlot, Sizes};
 
 #[cfg(test)]
 mod tests;
@@ -133,20 +133,17 @@ struct DryJob {
 }
 
 impl DryJob {
-    fn new(current: i32, info: &JobInfo) -> Self {
+    fn new(sizes: Sizes, info: &JobInfo) -> Self {
         let [gpu, cpu, memory] = info.exact;
+        let Sizes { min, max, current } = sizes;
         DryJob {
             current: i64::from(current),
-            min: i64::from(info.min),
-            max: i64::from(info.max),
+            min: i64::from(min),
+            max: i64::from(max),
             cpu_milli: cpu.milli_ceil(),
             memory_mega: memory.mega_ceil(),
             gpu: gpu.value_ceil(),
-            fulfillment: fulfillment_of(
-                i64::from(current),
-                i64::from(info.min),
-                i64::from(info.max),
-            ),
+            fulfillment: fulfillment_of(i64::from(current), i64::from(min), i64::from(max)),
             exact: info.exact,
         }
     }
@@ -279,11 +276,15 @@ struct Candidate<'a> {
     key: &'a JobKey,
     slot: &'a JobSlot,
     info: &'a JobInfo,
-    current: i32,
+    /// Min, max and current size, capped at the cluster's size cap.
+    sizes: Sizes,
+    /// The current size as declared (above `sizes.current` only when capped).
+    declared: i32,
 }
 
 /// `findTrainingJobsMightBeRescheduled`: unfinished jobs that are Running, or all unfinished
-/// jobs when any job is pending; namespace/name order.
+/// jobs when any job is pending; namespace/name order. Their sizes are capped at the cluster's
+/// size cap first of all ([`ClusterState::sizes`]).
 fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
     let have_pending = state.jobs().any(|(_, slot, info)| is_pending(slot, info));
     state
@@ -294,7 +295,8 @@ fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             key,
             slot,
             info,
-            current: slot.current(),
+            sizes: state.sizes(slot, info),
+            declared: slot.current(),
         })
         .collect()
 }
@@ -311,34 +313,38 @@ fn reason(current: i32, target: i32, max: i32) -> Reason {
 }
 
 /// Trainers to take away: the job's top `count` positions, as lowering `parallelism` by `count`
-/// removes them (pending ones as one entry first, then bound ones per node by name).
+/// removes them (pending ones as one entry first, then bound ones per node by name). Positions
+/// are built up to the size cap; those above it count as pending.
 fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
-    let positions = slot.controller_positions();
-    let target = positions.len().saturating_sub(count as usize);
-    controller_removals(&positions, target as i32, |id| {
+    let positions = slot.controller_positions(state.size_cap());
+    let current = slot.current();
+    let target = i64::from(current) - i64::from(count);
+    controller_removals(&positions, current, target.max(0) as i32, |id| {
         state.node(id).map(|node| &*node.name)
     })
 }
 
-/// The plan of one candidate moved by `diff`; a job that is not elastic is `unchanged`.
+/// The plan of one candidate moved by `diff` from its capped size; a job that is not elastic is
+/// `unchanged` (or `over_max` when the cap brings it down).
 fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'s> {
-    let (min, max) = (c.info.min, c.info.max);
-    let wide = (i64::from(c.current) + diff).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
-    let target = i32::try_from(wide).unwrap_or(c.current);
-    let removed = u32::try_from(i64::from(c.current) - i64::from(target)).unwrap_or(0);
+    let Sizes { min, max, current } = c.sizes;
+    let wide = (i64::from(current) + diff).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
+    let target = i32::try_from(wide).unwrap_or(current);
+    let removed = u32::try_from(i64::from(c.declared) - i64::from(target)).unwrap_or(0);
+    let decided = if min < max {
+        reason(c.declared, target, max)
+    } else {
+        Reason::Unchanged
+    };
     JobPlan {
         key: Cow::Borrowed(c.key),
-        current: c.current,
+        current: c.declared,
         target,
         min,
         max,
-        fulfillment_before: fulfillment_of(c.current.into(), min.into(), max.into()),
+        fulfillment_before: fulfillment_of(c.declared.into(), min.into(), max.into()),
         fulfillment_after: fulfillment_of(target.into(), min.into(), max.into()),
-        reason: if min < max {
-            reason(c.current, target, max)
-        } else {
-            Reason::Unchanged
-        },
+        reason: capped_reason(c.declared, current, target, decided),
         placements: Vec::new(),
         removals: removals(state, c.slot, removed),
         trainer: c.info.trainer,
@@ -355,11 +361,11 @@ pub fn plan<'s>(
 ) -> (Vec<JobPlan<'s>>, Vec<String>) {
     let candidates = candidates(state);
     let elastic: Vec<usize> = (0..candidates.len())
-        .filter(|&i| candidates[i].info.min < candidates[i].info.max)
+        .filter(|&i| candidates[i].sizes.min < candidates[i].sizes.max)
         .collect();
     let jobs: Vec<DryJob> = elastic
         .iter()
-        .map(|&i| DryJob::new(candidates[i].current, candidates[i].info))
+        .map(|&i| DryJob::new(candidates[i].sizes, candidates[i].info))
         .collect();
     let cap = config.edl_iteration_cap.max(1);
     let resource = ClusterResource::from_state(state);

@@ -228,6 +228,12 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
                 config.min_marginal_speedup
             )
         }
+        Reason::Starving if info.is_some_and(|i| i.min > job.min) => format!(
+            "waits for its gang: min-instance {} is more than the {} pods the cluster's nodes \
+             can hold",
+            info.map_or(0, |i| i.min),
+            state.size_cap()
+        ),
         Reason::Starving => {
             let missing = (job.min - slot.map_or(0, |s| s.trainers.bound as i32)).max(1);
             format!(
@@ -400,6 +406,16 @@ impl Room<'_> {
                 );
             }
         }
+        // A gang whose trainers each fit somewhere: how many the free room holds in all.
+        if count > 1 {
+            let held = self.holds(trainer, class);
+            if held < i64::from(count) {
+                return format!(
+                    "{what} {verb} not fit: the free room of the nodes{filtered} holds {held} of \
+                     them"
+                );
+            }
+        }
         // Each resource alone is free somewhere: what the node with the most of the scarcest
         // one (GPUs for a GPU trainer, else CPU) lacks.
         let node = room.freest[if trainer.gpu > 0 { 0 } else { 1 }].1;
@@ -409,12 +425,29 @@ impl Room<'_> {
             .filter(|(_, amount, _)| amount(trainer) > amount(free))
             .map(|(name, amount, show)| format!("only {} {name}", show(amount(free).max(0))))
             .collect();
+        if lacking.is_empty() {
+            return format!(
+                "{what} would fit in the free room the plan leaves{filtered}, but the pass did \
+                 not place it"
+            );
+        }
         format!(
             "{what} {verb} not fit: no node has all of it free at once{filtered}; {}, with the \
              most, has {}",
             self.name(node),
             lacking.join(" and ")
         )
+    }
+
+    /// How many trainers of `trainer` the free room of the schedulable nodes `class` may use
+    /// holds in all, once the plan is applied.
+    fn holds(&self, trainer: Resources, class: Option<PodClassId>) -> i64 {
+        let state = self.state;
+        state
+            .nodes()
+            .filter(|(id, slot)| slot.schedulable() && state.eligible(class, *id))
+            .map(|(id, _)| trainer.fit_count(&self.free_on(id)))
+            .fold(0i64, i64::saturating_add)
     }
 }
 

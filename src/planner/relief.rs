@@ -15,21 +15,25 @@ use crate::cluster::filters::PodClassId;
 
 /// Admits jobs below min as whole gangs, in priority then age order, reclaiming trainers from
 /// more fulfilled elastic jobs of no higher priority when that makes the gang fit. Returns which
-/// jobs stay starving.
+/// jobs stay starving; a job whose min is above the cap always does.
 pub fn admit_starving(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
     cooling: &[bool],
     repairs: &mut Repairs,
 ) -> Vec<bool> {
-    let mut starving: Vec<bool> = jobs.iter().map(|j| j.planned < j.min).collect();
+    let mut starving: Vec<bool> = jobs
+        .iter()
+        .map(|j| j.planned < j.min || j.min_above_cap)
+        .collect();
     retry_starving(jobs, index, cooling, &mut starving, repairs);
     starving
 }
 
 /// Tries again to admit the jobs marked starving, in priority then age order; returns whether
 /// any got its gang. Run after water-filling, it can also take back trainers handed out in the
-/// same pass, which costs nobody a running trainer.
+/// same pass, which costs nobody a running trainer. A job whose min is above the cap is never
+/// admitted: no gang of it fits.
 pub fn retry_starving(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
@@ -37,7 +41,9 @@ pub fn retry_starving(
     starving: &mut [bool],
     repairs: &mut Repairs,
 ) -> bool {
-    let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| starving[i]).collect();
+    let mut order: Vec<usize> = (0..jobs.len())
+        .filter(|&i| starving[i] && !jobs[i].min_above_cap)
+        .collect();
     order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
     let mut admitted = false;
     for s in order {

@@ -20,7 +20,10 @@ pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Opti
     for i in order {
         let (bound, current, min) = (jobs[i].bound, jobs[i].current, jobs[i].min);
         let size = min.max(0);
-        decided[i] = if bound >= size {
+        decided[i] = if jobs[i].min_above_cap {
+            // No gang of more pods than the nodes hold fits: it waits.
+            (current, Reason::Starving)
+        } else if bound >= size {
             let target = bound.max(size);
             let reason = if target < current {
                 Reason::OverMax

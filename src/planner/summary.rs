@@ -46,11 +46,12 @@ pub fn summarize(jobs: &[JobPlan], free: &FreeAfter) -> PlanSummary {
     };
     for j in jobs {
         let delta = j.target - j.current;
+        // Saturating: a declared size above the cap may be brought down by up to 2^31 - 1.
         if delta > 0 {
-            s.trainers_added += delta as u32;
+            s.trainers_added = s.trainers_added.saturating_add(delta.unsigned_abs());
             s.jobs_scaled_up += 1;
         } else if delta < 0 {
-            s.trainers_removed += (-delta) as u32;
+            s.trainers_removed = s.trainers_removed.saturating_add(delta.unsigned_abs());
             s.jobs_scaled_down += 1;
         }
         if j.min < j.max {

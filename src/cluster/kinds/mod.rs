@@ -139,6 +139,28 @@ pub const fn records_of(kind: JobKind) -> Records {
     }
 }
 
+/// The fields a kind declares its min, max and size in (the size: where the planning model reads
+/// a job's current size when no trainer Job has one).
+pub const fn size_fields(kind: JobKind) -> [&'static str; 3] {
+    match kind {
+        JobKind::TrainingJob | JobKind::PaddleJob => [
+            "spec.trainer.min-instance",
+            "spec.trainer.max-instance",
+            "spec.trainer.replicaSpec.spec.parallelism",
+        ],
+        JobKind::PyTorchTrainingJob => [
+            "spec.elastic.minReplicas",
+            "spec.elastic.maxReplicas",
+            "spec.elastic.expectedReplicas",
+        ],
+        JobKind::PyTorchJob => [
+            "spec.elasticPolicy.minReplicas",
+            "spec.elasticPolicy.maxReplicas",
+            "spec.pytorchReplicaSpecs.Worker.replicas",
+        ],
+    }
+}
+
 /// The field a kind's priority is read from.
 pub const fn priority_field(kind: JobKind) -> &'static str {
     match kind {

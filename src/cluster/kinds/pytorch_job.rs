@@ -4,13 +4,16 @@
 //! metrics the training operator creates an HPA that owns the size: the job is left to it, and
 //! the daemon says so with an Event); not when `spec.runPolicy.suspend` is true. The size is
 //! `spec.pytorchReplicaSpecs.Worker.replicas` (else the live worker pods); the per-worker request
-//! from the Worker pod template; priority from the Worker template's `priorityClassName` (what
-//! Kubernetes orders and preempts the worker pods by), resolved against the PriorityClasses. A
-//! `Succeeded` or `Failed` condition that is True finishes it.
+//! from the Worker pod template (one requesting nothing is an error); priority from the Worker
+//! template's `priorityClassName` (what Kubernetes orders and preempts the worker pods by),
+//! resolved against the PriorityClasses. A `Succeeded` or `Failed` condition that is True
+//! finishes it.
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
+use super::template::{
+    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -92,6 +95,7 @@ impl JobAdapter for PyTorchJob {
             return Err(vec![FieldError::new(object, field, "required")]);
         };
         let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
+        check_requests(template, &object, &field).map_err(|e| vec![e])?;
         if let Some(replicas) = worker.replicas
             && replicas < 0
         {

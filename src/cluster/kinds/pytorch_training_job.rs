@@ -2,13 +2,16 @@
 //!
 //! Planned when `spec.elastic.enable` is true, not paused (`spec.runMode.pause.enable`); min and
 //! max from `spec.elastic.{minReplicas,maxReplicas}`; the size from `expectedReplicas` (else the
-//! live worker pods); the per-worker request from the `worker` replica's pod template; priority
-//! `spec.scheduler.t9kScheduler.priority` (T9k's default 10 when the T9k scheduler is named
-//! without one, else 0). Status phases Succeeded and Failed finish it.
+//! live worker pods); the per-worker request from the `worker` replica's pod template (an elastic
+//! job's requesting nothing is an error); priority `spec.scheduler.t9kScheduler.priority` (T9k's
+//! default 10 when the T9k scheduler is named without one, else 0). Status phases Succeeded and
+//! Failed finish it.
 
 use kube::ResourceExt;
 
-use super::template::{check_bounds, exact_of, last_scale_of, speedup_of, template_request};
+use super::template::{
+    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+};
 use std::sync::Arc;
 
 use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
@@ -83,6 +86,9 @@ impl JobAdapter for PyTorchTrainingJob {
             return Err(vec![FieldError::new(object, field, "required")]);
         };
         let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
+        if min < max {
+            check_requests(template, &object, &field).map_err(|e| vec![e])?;
+        }
         let mut warnings = Vec::new();
         if let Some(expected) = elastic.expected_replicas
             && expected < 0

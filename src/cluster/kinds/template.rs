@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
+use crate::api::validate::{NEEDS_A_REQUEST, requests_anything};
 use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, resources_of};
 use crate::cluster::objects::{containers_request, read_speedup};
 
@@ -54,6 +55,40 @@ pub fn template_request(
         &format!("{field}.spec.overhead"),
     )?;
     Ok(containers + overhead)
+}
+
+/// Checks that a pod made from `template` (at `field`) requests something, as an elastic worker
+/// must for the planner to place it: a container or init container asking for any resource (see
+/// [`requests_anything`]), or a nonzero overhead. The error names the first container's
+/// requests.
+pub fn check_requests(
+    template: &PodTemplateSpec,
+    object: &str,
+    field: &str,
+) -> Result<(), FieldError> {
+    let spec = template.spec.as_ref();
+    let containers = spec.into_iter().flat_map(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+    });
+    let overhead = spec.and_then(|s| s.overhead.as_ref());
+    let asks = containers
+        .filter_map(|c| c.resources.as_ref())
+        .any(requests_anything)
+        || overhead
+            .into_iter()
+            .flatten()
+            .any(|(_, q)| Quantity::parse(&q.0).is_ok_and(|q| q != Quantity::ZERO));
+    if asks {
+        Ok(())
+    } else {
+        Err(FieldError::new(
+            object,
+            format!("{field}.spec.containers[0].resources.requests"),
+            format!("an elastic worker {NEEDS_A_REQUEST}"),
+        ))
+    }
 }
 
 /// The exact quantities `JobInfo::exact` holds (GPU, CPU, memory) for a request read in whole

@@ -170,7 +170,10 @@ mod tests {
         state.reserve(&key, 1, "a", trainer, 100, false);
         assert_eq!(state.node(a).unwrap().free(), free - trainer);
         let slot = state.job(&key).unwrap();
-        assert_eq!(slot.controller_positions(), vec![None, Some(a)]);
+        assert_eq!(
+            slot.controller_positions(state.size_cap()),
+            vec![None, Some(a)]
+        );
         assert_eq!(slot.trainers.bound, 1);
         // The pod of index 1 appears pending: the reservation stays.
         let pending = trainer_pod(&key, None, trainer, Some(1));

@@ -156,7 +156,7 @@ fn assign_job(
     let Some(slot) = state.job(job) else {
         return;
     };
-    let positions = slot.controller_positions();
+    let positions = slot.controller_positions(state.size_cap());
     let target = target.max(0) as u32;
     let mut planned = placements.iter();
     let mut binds = Vec::new();
