@@ -278,6 +278,7 @@ RESOURCES = {
     ),
     "scheduling.k8s.io/v1/priorityclasses": dict(namespaced=False, kind="PriorityClass"),
     "scheduling.volcano.sh/v1beta1/podgroups": dict(namespaced=True, kind="PodGroup"),
+    "scheduling.x-k8s.io/v1alpha1/podgroups": dict(namespaced=True, kind="PodGroup"),
     "events.k8s.io/v1/events": dict(namespaced=True, kind="Event"),
     "coordination.k8s.io/v1/leases": dict(namespaced=True, kind="Lease"),
 }

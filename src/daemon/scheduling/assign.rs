@@ -178,7 +178,13 @@ fn assign_job(
             (Some(_), Some(node), Some((key, pod))) => {
                 let requests = pod_requests(state, key, trainer);
                 match room.check_held(node, pod) {
-                    Ok(()) => binds.push(bind(state, key, pod, node, job, index, requests)),
+                    Ok(()) if room.held_room_is_free(node) => {
+                        binds.push(bind(state, key, pod, node, job, index, requests));
+                    }
+                    // The room held for it is still taken (a trainer shrunk away not gone yet,
+                    // a pod placed there meanwhile): the kubelet would turn the pod away, so it
+                    // waits, its room still held, and is bound once the node has it free.
+                    Ok(()) => {}
                     Err(_) => unplaced.push((*key, *pod)),
                 }
                 present += 1;
@@ -377,6 +383,24 @@ impl<'s> Room<'s> {
         self.fits(node, pod, Resources::ZERO, true)?;
         self.commit(node, pod, Resources::ZERO, true);
         Ok(())
+    }
+
+    /// Whether the room held on `node` is really free: with every reservation counted, nothing
+    /// on the node is overcommitted (CPU, memory, GPUs, the pod count) — pods present,
+    /// terminating ones included, and what this pass took there.
+    fn held_room_is_free(&self, node: NodeId) -> bool {
+        let Some(slot) = self.state.node(node) else {
+            return false;
+        };
+        let free = self.free(slot, node);
+        let pods_fit = self
+            .state
+            .node_traits(node)
+            .and_then(|t| t.max_pods)
+            .is_none_or(|max| {
+                i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods) <= max
+            });
+        free.cpu_milli >= 0 && free.memory >= 0 && free.gpu >= 0 && pods_fit
     }
 
     /// The free room of a node, less what this pass took there.

@@ -200,6 +200,47 @@ fn a_position_not_created_yet_is_reserved_and_its_room_not_handed_out_twice() {
     );
 }
 
+/// Issue 29's acceptance run: a position's room was held on a node where a pod shrunk away had
+/// not gone yet, and its trainer was bound there and rejected by the kubelet
+/// (`OutOfnvidia.com/gpu`). Held room is bound only once the node really has it free.
+#[test]
+fn held_room_still_taken_on_the_node_waits_and_is_bound_once_free() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 2, json!({}), json!({}), None));
+    let spec = template(2, json!({}));
+    c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    let r = &a.reserves[0];
+    c.state
+        .reserve(&r.job, r.index, &r.node, r.requests, 100, r.assumed);
+    // A 2-GPU pod still running on `a` (a donor not gone yet): the held room is taken.
+    let mut donor = trainer_pod("donor", 0, &spec);
+    if let Some(spec) = donor.spec.as_mut() {
+        spec.node_name = Some("a".to_string());
+    }
+    c.pod(&donor);
+    c.pod(&trainer_pod("x", 0, &spec));
+    let a = c.assign();
+    assert!(
+        a.binds.iter().all(|b| b.pod.1 != "x-trainer-0"),
+        "bound onto a node whose GPUs are taken: {:?}",
+        bound_to(&a)
+    );
+    assert!(
+        a.unschedulable.iter().all(|u| u.pod.1 != "x-trainer-0"),
+        "a pod waiting for held room is not reported unschedulable"
+    );
+    // The donor is gone: the pod binds where its room was held.
+    c.state.delete_pod("ns", "donor-trainer-0");
+    c.pods
+        .forget(&("ns".to_string(), "donor-trainer-0".to_string()));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), "a".to_string())]
+    );
+}
+
 #[test]
 fn each_filter_excludes_its_node() {
     // Five nodes, each failing one filter, and one that passes all of them.
