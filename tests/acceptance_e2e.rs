@@ -17,7 +17,7 @@
 //!   ReplicaSet when fault tolerant, the pserver ReplicaSet when its type uses pservers and asks
 //!   for some, the trainer Job, and in the PodGroup variant its PodGroup) within 15 s of the
 //!   later of its create being answered and its serving leader's takeover;
-//! - every job converges, within 4 minutes, to what `trainscale plan` computes on a dump of the
+//! - every job converges, within 6 minutes, to what `trainscale plan` computes on a dump of the
 //!   same cluster (see [`converged`] for the criterion), every job planned (none failed) and
 //!   every trainer Job running its trainers; a pod that ends Failed meanwhile fails the test at
 //!   once;
@@ -75,8 +75,14 @@ const LEASE_DURATION: Duration = Duration::from_secs(15);
 const TAKEOVER_SLACK: Duration = Duration::from_secs(2);
 /// How soon after its create every TrainingJob/PaddleJob must have its workloads.
 const WORKLOADS_WITHIN: Duration = Duration::from_secs(15);
-/// Bound on the convergence to the plan (cooldown 60 s and interval 30 s as shipped).
-const CONVERGE_WITHIN: Duration = Duration::from_secs(240);
+/// Bound on the convergence to the plan (cooldown 60 s and interval 30 s as shipped: a job
+/// reclaimed for another's growth moves at most once a minute, so a chain of such moves takes
+/// several minutes).
+const CONVERGE_WITHIN: Duration = Duration::from_secs(360);
+/// The two variants run one after the other: each starts two replicas and an emulator with
+/// dozens of jobs, and together on two cores they starved each other's passes (a run once hit
+/// the convergence bound with every remaining change held by the cooldown).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The emulator's lifetime: it ends by itself if a test dies without closing it.
 const EMULATOR_LIFETIME_S: u32 = 900;
 
@@ -1224,6 +1230,7 @@ async fn play_pytorch_round(client: &Client, rejected: &mut Vec<String>) -> Resu
 /// The whole acceptance run; `podgroups` adds `TRAINSCALE_PODGROUPS=volcano`.
 async fn acceptance(podgroups: bool) {
     e2e::require_kmock();
+    let _alone = ONE_AT_A_TIME.lock().await;
     let dir = Workdir::new(if podgroups {
         "acceptance-volcano"
     } else {
@@ -1751,7 +1758,7 @@ async fn check_clean(emulator: &Emulator, when: &str) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn acceptance_as_shipped() {
     acceptance(false).await;
@@ -1760,7 +1767,7 @@ async fn acceptance_as_shipped() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn acceptance_with_volcano_podgroups() {
     acceptance(true).await;

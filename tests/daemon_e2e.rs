@@ -2002,7 +2002,7 @@ async fn a_leader_that_cannot_renew_stops_acting_before_the_lease_expires() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn a_deleted_lease_is_recreated_and_the_leader_keeps_acting() {
     require_kmock();

@@ -225,7 +225,7 @@ async fn many_jobs(podgroups: Option<&str>) {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn many_jobs_present_at_start_without_podgroups() {
     many_jobs(None).await;
@@ -234,7 +234,7 @@ async fn many_jobs_present_at_start_without_podgroups() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn many_jobs_present_at_start_with_volcano_podgroups() {
     many_jobs(Some("volcano")).await;
@@ -243,7 +243,7 @@ async fn many_jobs_present_at_start_with_volcano_podgroups() {
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*', then `touch build.rs`"
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
 async fn many_jobs_present_at_start_with_scheduler_plugins_podgroups() {
     many_jobs(Some("scheduler-plugins")).await;

@@ -151,7 +151,7 @@ impl Drop for Workdir {
 /// Fails the test when python3 cannot import kmock although the build found it (or CI is set).
 pub fn require_kmock() {
     let importable = Command::new("python3")
-        .args(["-c", "import kmock"])
+        .args(["-c", "import kmock, yaml"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
