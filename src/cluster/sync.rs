@@ -130,16 +130,23 @@ impl SyncReport {
     }
 }
 
+/// The API server's Status a watch error carries, if it carries one.
+pub fn watch_error_status(error: &kube::runtime::watcher::Error) -> Option<&kube::core::Status> {
+    use kube::runtime::watcher::Error;
+    match error {
+        Error::InitialListFailed(kube::Error::Api(s))
+        | Error::WatchStartFailed(kube::Error::Api(s))
+        | Error::WatchFailed(kube::Error::Api(s)) => Some(s),
+        Error::WatchError(s) => Some(s),
+        _ => None,
+    }
+}
+
 /// The short reason of a watch error: the API server's Status reason (`Forbidden`, `NotFound`,
 /// `ServiceUnavailable`, ...) with its message, or the error itself.
 pub fn watch_error_reason(error: &kube::runtime::watcher::Error) -> String {
-    use kube::runtime::watcher::Error;
-    let status = match error {
-        Error::InitialListFailed(kube::Error::Api(s))
-        | Error::WatchStartFailed(kube::Error::Api(s))
-        | Error::WatchFailed(kube::Error::Api(s)) => s,
-        Error::WatchError(s) => s,
-        other => return other.to_string(),
+    let Some(status) = watch_error_status(error) else {
+        return error.to_string();
     };
     let reason = if status.reason.is_empty() {
         format!("HTTP {}", status.code)

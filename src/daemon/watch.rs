@@ -6,6 +6,7 @@
 //! before and after an outage (an API server may come back with other contents, and kinds fail
 //! and recover at different times); objects that did not come back are deleted at `InitDone`.
 
+use crate::cluster::sync::watch_error_status;
 use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
@@ -343,13 +344,7 @@ pub fn forbidden(error: &watcher::Error) -> bool {
 
 /// The HTTP code of the API server's Status in a watch error, if it carries one.
 fn status_code(error: &watcher::Error) -> Option<u16> {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s.code),
-        watcher::Error::WatchError(s) => Some(s.code),
-        _ => None,
-    }
+    watch_error_status(error).map(|s| s.code)
 }
 
 /// Pods of namespaces other than `own` that are bound to a node and have not finished.
