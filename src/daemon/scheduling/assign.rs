@@ -397,10 +397,13 @@ impl<'s> Room<'s> {
             .state
             .node_traits(node)
             .and_then(|t| t.max_pods)
-            .is_none_or(|max| {
-                i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods) <= max
-            });
+            .is_none_or(|max| self.pods_on(slot, node) <= max);
         free.cpu_milli >= 0 && free.memory >= 0 && free.gpu >= 0 && pods_fit
+    }
+
+    /// The pods on a node, with those this pass placed there.
+    fn pods_on(&self, slot: &NodeSlot, node: NodeId) -> i64 {
+        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods)
     }
 
     /// The free room of a node, less what this pass took there.
@@ -432,11 +435,10 @@ impl<'s> Room<'s> {
         check_static(constraints, traits)?;
         let taken = self.taken.get(&node);
         if !held {
-            if let Some(max) = traits.max_pods {
-                let used = i64::from(slot.pods) + taken.map_or(0, |t| t.pods);
-                if used + 1 > max {
-                    return Err(Unfit::TooManyPods);
-                }
+            if let Some(max) = traits.max_pods
+                && self.pods_on(slot, node) + 1 > max
+            {
+                return Err(Unfit::TooManyPods);
             }
             let free = self.free(slot, node);
             if requests.cpu_milli > free.cpu_milli {
