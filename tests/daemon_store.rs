@@ -404,10 +404,21 @@ fn sizing_conditions_are_decided_once_per_decision() {
         &update.desired,
         "2024-02-01T00:00:00Z".parse().unwrap(),
     );
+    // The watch delivered a later writer's version before the write's answer was recorded: the
+    // answer's older version is not taken (it would be a stale precondition for good).
+    let mut raced = store.clone();
+    raced.handle(WatchEvent::TrainingJob(Event::Apply(job("11"))));
+    raced.mark_explained(
+        &key,
+        update.decision,
+        Some(((Some("10".to_string()), written.clone()), Some("9"))),
+    );
+    assert_eq!(raced.known_sizing(&key).resource_version, Some("11"));
+
     store.mark_explained(
         &key,
         update.decision,
-        Some((Some("10".to_string()), written)),
+        Some(((Some("10".to_string()), written), Some("9"))),
     );
     assert_eq!(store.known_sizing(&key).resource_version, Some("10"));
     let again = prepare(&store, &PlannerConfig::default(), None);
@@ -417,7 +428,7 @@ fn sizing_conditions_are_decided_once_per_decision() {
         again.sizing
     );
 
-    store.handle(WatchEvent::TrainingJob(Event::Delete(job("11"))));
-    store.handle(WatchEvent::TrainingJob(Event::Apply(job("12"))));
+    store.handle(WatchEvent::TrainingJob(Event::Delete(job("12"))));
+    store.handle(WatchEvent::TrainingJob(Event::Apply(job("13"))));
     assert!(store.known_sizing(&key).explained.is_none());
 }

@@ -458,13 +458,15 @@ impl Daemon {
             tried = writes.len(),
             "sizing conditions"
         );
-        let decisions: HashMap<&JobKey, Decision> =
-            writes.iter().map(|(u, _)| (&u.key, u.decision)).collect();
+        let decisions: HashMap<&JobKey, (Decision, Option<&str>)> = writes
+            .iter()
+            .map(|(u, at)| (&u.key, (u.decision, at.as_deref())))
+            .collect();
         let mut store = lock(&self.store);
         let store = Arc::make_mut(&mut store);
         for (key, conditions) in written {
-            if let Some(decision) = decisions.get(&key) {
-                store.mark_explained(&key, *decision, Some(conditions));
+            if let Some((decision, at)) = decisions.get(&key) {
+                store.mark_explained(&key, *decision, Some((conditions, *at)));
             }
         }
     }

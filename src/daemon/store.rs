@@ -759,13 +759,25 @@ impl Store {
         .collect()
     }
 
-    /// Records that a job's conditions say what `decision` does (found so, or just written as
-    /// `written` at `resource_version`, ahead of the watch event of the write).
-    pub fn mark_explained(&mut self, key: &JobKey, decision: Decision, written: Option<Written>) {
+    /// Records that a job's conditions say what `decision` does (found so, or just written,
+    /// ahead of the watch event of the write).
+    ///
+    /// `written`: the object's version after the write with the conditions written, and the
+    /// version the write was made at. They are taken only while the cache still holds that version: a
+    /// watch event that arrived meanwhile (the write's own, or a later writer's) is newer than
+    /// the write's answer, and taking the answer then would keep a stale version for good.
+    pub fn mark_explained(
+        &mut self,
+        key: &JobKey,
+        decision: Decision,
+        written: Option<(Written, Option<&str>)>,
+    ) {
         let Some(meta) = self.training_jobs.get_mut(key) else {
             return;
         };
-        if let Some((resource_version, conditions)) = written {
+        if let Some(((resource_version, conditions), written_at)) = written
+            && meta.resource_version.as_deref() == written_at
+        {
             if resource_version.is_some() {
                 meta.resource_version = resource_version;
             }
