@@ -159,12 +159,8 @@ impl<'a> Candidate<'a> {
         self.trainer
     }
 
-    /// Fulfillment at `count` trainers, against the declared max (what the plan reports).
-    pub fn fulfillment_at(&self, count: i32) -> f64 {
-        fulfillment_of(i64::from(count), i64::from(self.min), i64::from(self.max))
-    }
-
-    /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses).
+    /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses and
+    /// the plan reports).
     pub fn fair_fulfillment_at(&self, count: i32) -> f64 {
         fulfillment_of(
             i64::from(count),
@@ -389,9 +385,18 @@ impl<'a> Candidate<'a> {
     /// declared count the cap lowered is brought down to the target (reason `over_max` unless
     /// the pass shrank it for a reason of its own).
     pub fn finish(self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
-        let fulfillment_before = self.fulfillment_at(self.declared);
-        let fulfillment_after = self.fulfillment_at(target);
+        // Against the max the cluster can hold: a max-instance beyond every node's room would
+        // read a well-served job as unserved.
+        let fulfillment_before = self.fair_fulfillment_at(self.declared);
+        let fulfillment_after = self.fair_fulfillment_at(target);
         let reason = capped_reason(self.declared, self.current, target, reason);
+        // A gang placed below what the job asks is not a scale-up (5 asked, a gang of 4 placed:
+        // 5 → 4): the rest found no room.
+        let reason = if reason == Reason::ScaleUp && target < self.declared {
+            Reason::NoFit
+        } else {
+            reason
+        };
         // The placement counts become the plan's list in their own storage.
         let placements = by_name(index, self.placed, |node, trainers| NodeCount {
             node,

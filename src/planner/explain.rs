@@ -218,7 +218,7 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
         Reason::Unchanged => format!(
             "keeps {t} of max {}: {}",
             job.max,
-            room.shortfall(job.trainer, class, 1)
+            held(room, job, info, config, class)
         ),
         Reason::LowGain => {
             let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
@@ -241,12 +241,56 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
                 room.shortfall(job.trainer, class, missing)
             )
         }
+        Reason::NoFit if t < c => format!(
+            "asks {c}, {t} placed ({c} → {t}) of max {}: {}",
+            job.max,
+            held(room, job, info, config, class)
+        ),
         Reason::NoFit => format!(
             "at {t} of max {}: {}",
             job.max,
-            room.shortfall(job.trainer, class, 1)
+            held(room, job, info, config, class)
         ),
     }
+}
+
+/// What holds a job below max-instance: the policy's own rule where that is what holds it (the
+/// room would take another trainer), else what the room lacks.
+fn held(
+    room: &Room,
+    job: &JobPlan,
+    info: Option<&JobInfo>,
+    config: &PlannerConfig,
+    class: Option<PodClassId>,
+) -> String {
+    let t = job.target;
+    match config.policy {
+        Policy::Static => {
+            return format!(
+                "the static policy runs every job at its min-instance and never resizes it \
+                 (free room is not what holds it)"
+            );
+        }
+        Policy::Edl if room.would_fit(job.trainer, class) => {
+            return format!(
+                "the edl policy grows a job only while the cluster's CPU requests stay under \
+                 --max-load-desired {} of its CPU and more than one trainer's memory is free \
+                 cluster-wide; another trainer would fit on a node",
+                config.max_load_desired
+            );
+        }
+        Policy::Goodput if room.would_fit(job.trainer, class) => {
+            let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
+            return format!(
+                "another trainer would fit, but it would add {:.0}% speed, less than \
+                 --min-marginal-speedup {}",
+                gain * 100.0,
+                config.min_marginal_speedup
+            );
+        }
+        _ => {}
+    }
+    room.shortfall(job.trainer, class, 1)
 }
 
 /// The cooldown message: when the job was last rescaled and when it may be again.
@@ -439,6 +483,12 @@ impl Room<'_> {
         )
     }
 
+    /// Whether one more trainer of `trainer` fits on some node `class` may use once the plan is
+    /// applied (CPU, memory and GPUs).
+    fn would_fit(&self, trainer: Resources, class: Option<PodClassId>) -> bool {
+        self.holds(trainer, class) > 0
+    }
+
     /// How many trainers of `trainer` the free room of the schedulable nodes `class` may use
     /// holds in all, once the plan is applied.
     fn holds(&self, trainer: Resources, class: Option<PodClassId>) -> i64 {
@@ -451,14 +501,14 @@ impl Room<'_> {
     }
 }
 
-/// A trainer's request as a person reads it: `8 nvidia.com/gpu, 8 cpu, 32Gi`.
+/// A trainer's request as a person reads it: `8 nvidia.com/gpu, 8 cpu, 32Gi memory`.
 pub fn describe(trainer: Resources) -> String {
     let mut parts = Vec::new();
     if trainer.gpu > 0 {
         parts.push(format!("{} {}", trainer.gpu, GPU_RESOURCE_NAMES[0]));
     }
     parts.push(format!("{} cpu", cores(trainer.cpu_milli)));
-    parts.push(bytes(trainer.memory));
+    parts.push(format!("{} memory", bytes(trainer.memory)));
     parts.join(", ")
 }
 
@@ -466,16 +516,26 @@ fn cores(milli: i64) -> String {
     Quantity::from_milli(milli).to_string()
 }
 
-fn bytes(b: i64) -> String {
-    const GI: i64 = 1 << 30;
-    const MI: i64 = 1 << 20;
-    if b % GI == 0 {
-        format!("{}Gi", b / GI)
-    } else if b % MI == 0 {
-        format!("{}Mi", b / MI)
-    } else {
-        b.to_string()
+/// An amount of memory in the largest unit that writes it exactly: binary (`Ti`, `Gi`, `Mi`,
+/// `Ki`) or decimal (`T`, `G`, `M`, `k`) as it was likely written, else bytes.
+pub fn bytes(b: i64) -> String {
+    const UNITS: [(i64, &str); 8] = [
+        (1 << 40, "Ti"),
+        (1_000_000_000_000, "T"),
+        (1 << 30, "Gi"),
+        (1_000_000_000, "G"),
+        (1 << 20, "Mi"),
+        (1_000_000, "M"),
+        (1 << 10, "Ki"),
+        (1_000, "k"),
+    ];
+    if b == 0 {
+        return "0".to_string();
     }
+    UNITS.iter().find(|(unit, _)| b % unit == 0).map_or_else(
+        || b.to_string(),
+        |(unit, suffix)| format!("{}{suffix}", b / unit),
+    )
 }
 
 /// `n trainer(s)`.

@@ -3,7 +3,7 @@
 //! arrival order; later jobs that fit are backfilled; running jobs are never resized. Trainers
 //! asked for beyond that size are dropped with reason `over_max`.
 
-use super::candidates::candidates;
+use super::candidates::{candidates, cap_fair_maxes};
 use super::nodes::NodeIndex;
 use super::relocate::{Repairs, place_gang};
 use super::summary::FreeAfter;
@@ -14,6 +14,8 @@ use crate::cluster::ClusterState;
 pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
     let mut index = NodeIndex::new(state);
     let mut jobs = candidates(state);
+    // Only for the fulfillment it reports: static never grows a job.
+    cap_fair_maxes(state, &mut jobs);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
