@@ -198,7 +198,9 @@ Pod subresources, as the API server serves them (kmock serves none):
   `status.conditions` gets `PodScheduled=True` (added, or the existing one updated), the
   resourceVersion is bumped (watchers see MODIFIED) and the answer is 201 with a `v1 Status`
   `status: Success`. Whether the node exists is not checked (the API server does not either).
-  Logged as `create pods/binding`.
+  A pod with non-empty `spec.schedulingGates` cannot be bound: 409 Conflict (`pod NAME has
+  non-empty .spec.schedulingGates`); `GET /_harness/gated-binds` answers each such refusal as
+  `{"namespace", "name"}`. Logged as `create pods/binding`.
 - `PATCH /api/v1/namespaces/NS/pods/NAME/status`: a write of `/status` as above (a strategic
   merge patch merges `status.conditions` by `type`, a JSON merge patch replaces the list).
   Logged as `patch pods/status`.
@@ -339,6 +341,7 @@ HARNESS_AGENT = "kmock-cluster-harness"
 LOG_PATH = "/_harness/requests"
 FAILURES_PATH = "/_harness/failures"
 FAILED_PODS_PATH = "/_harness/failed-pods"
+GATED_BINDS_PATH = "/_harness/gated-binds"
 DENIED_PATH = "/_harness/denied"
 COMPACT_PATH = "/_harness/compact"
 UNAVAILABLE_PATH = "/_harness/unavailable"
@@ -355,6 +358,7 @@ SERVE_PYTORCH_PATH = "/_harness/serve-pytorch-crds"  # starts serving PYTORCH_RE
 POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
 BINDINGS = []  # one {namespace, name, node, created, bound, user} per successful binding
 DENIED = []  # one {user, verb, group, resource, subresource, namespace, name} per 403
+GATED_BINDS = []  # one {namespace, name} per binding refused because the pod is gated
 FAILED_PODS = []  # one {namespace, name, reason, node} per pod that ended Failed
 FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
 
@@ -1334,6 +1338,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({k: n for k, n in FAILURES.counts.items() if n})
         if path == FAILED_PODS_PATH:
             return aiohttp.web.json_response(FAILED_PODS)
+        if path == GATED_BINDS_PATH:
+            return aiohttp.web.json_response(GATED_BINDS)
         if path == DENIED_PATH:
             return aiohttp.web.json_response(DENIED)
         if path == COMPACT_PATH:
@@ -1659,6 +1665,11 @@ class StampingEmulator(kmock.KubernetesEmulator):
             if pod["metadata"].get("deletionTimestamp"):
                 return status_response(409, "Conflict", conflicting + f"pod {name} is being "
                                        "deleted, cannot be assigned to a host",
+                                       {"name": name, "kind": "pods/binding"})
+            if (pod.get("spec") or {}).get("schedulingGates"):
+                GATED_BINDS.append({"namespace": namespace, "name": name})
+                return status_response(409, "Conflict", conflicting + f"pod {name} has non-empty "
+                                       ".spec.schedulingGates",
                                        {"name": name, "kind": "pods/binding"})
             bound_to = (pod.get("spec") or {}).get("nodeName")
             if bound_to:
