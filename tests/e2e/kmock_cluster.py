@@ -158,7 +158,9 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `nodeName`, phase `Pending`, no conditions, for that scheduler to bind through `pods/binding`;
 - the kubelet: once such a pod is bound, the next round admits it as the kubelet does, against
   what the node's admitted pods hold (itself and the bound pods not admitted yet excluded): when
-  it does not fit, it ends `Failed` with `reason` `OutOf<resource>` (`OutOfcpu`, `OutOfmemory`,
+  it does not fit, it ends `Failed` with `reason` `NodePorts` (a host port of it is held on the
+  node: same protocol and port, same host IP or either `0.0.0.0`; terminating pods hold theirs)
+  or `OutOf<resource>` (`OutOfcpu`, `OutOfmemory`,
   `OutOfnvidia.com/gpu`, `OutOfpods`; message `Pod was rejected: Node didn't have enough
   resource: cpu, requested: 1000, used: 15500, capacity: 16000`, cpu in millicores), or
   `NodeAffinity` (its node selector or affinity does not match), or `UntoleratedTaint` (a
@@ -927,6 +929,7 @@ class Placement:
                 print(f"controllers: {e}", file=sys.stderr, flush=True)
                 self.allocatable[name] = {}
         self.used = collections.defaultdict(dict)
+        self.ports = collections.defaultdict(set)  # node -> {(protocol, hostIP, hostPort)}
         for pod in pods:
             node = bound_node(pod)
             if node is None or terminal(pod) or pod["metadata"].get("uid") in excluded:
@@ -938,6 +941,14 @@ class Placement:
             _add(self.used[node], stored_pod_requests(pod))
         except ValueError as e:
             print(f"controllers: {e}", file=sys.stderr, flush=True)
+        self.ports[node] |= host_ports(pod)
+
+    def ports_conflict(self, pod, node):
+        """Whether a host port of `pod` is held on `node` (kube-scheduler's NodePorts: same
+        protocol and port, and the same host IP or either one `0.0.0.0`)."""
+        held = self.ports[node]
+        return any(protocol == p and port == q and (ip == i or "0.0.0.0" in (ip, i))
+                   for protocol, ip, port in host_ports(pod) for p, i, q in held)
 
     def node(self, name):
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -960,10 +971,13 @@ class Placement:
                 why[f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"] += 1
             elif not node_affinity_matches(pod, node):
                 why["node(s) didn't match Pod's node affinity/selector"] += 1
+            elif self.ports_conflict(pod, name):
+                why["node(s) didn't have free ports for the requested pod ports"] += 1
             else:
                 short = shortages(requests, self.allocatable[name], self.used[name])
                 if not short:
                     _add(self.used[name], requests)
+                    self.ports[name] |= host_ports(pod)
                     return name, None
                 for resource, *_ in short:
                     why["Too many pods" if resource == "pods" else f"Insufficient {resource}"] += 1
@@ -973,7 +987,8 @@ class Placement:
 
     def admit(self, pod, name):
         """The kubelet's admission of `pod` on node `name`: None when it fits, else `(reason,
-        message)` (`OutOf<resource>`, `NodeAffinity`, `UntoleratedTaint`, `NodeNotFound`)."""
+        message)` (`OutOf<resource>`, `NodeAffinity`, `UntoleratedTaint`, `NodePorts`,
+        `NodeNotFound`)."""
         node = self.node(name)
         if node is None:
             return "NodeNotFound", f"Pod was rejected: node {name!r} not found"
@@ -983,6 +998,8 @@ class Placement:
         if taint is not None:
             return "UntoleratedTaint", (f"Pod was rejected: Predicate TaintToleration failed: "
                                         f"node(s) had untolerated taint {{{taint.get('key')}}}")
+        if self.ports_conflict(pod, name):
+            return "NodePorts", "Pod was rejected: Predicate NodePorts failed"
         requests = pod_requests(pod)
         short = shortages(requests, self.allocatable[name], self.used[name])
         if short:
@@ -992,7 +1009,22 @@ class Placement:
                 f"{amount_text(resource, want)}, used: {amount_text(resource, used)}, "
                 f"capacity: {amount_text(resource, have)}")
         _add(self.used[name], requests)
+        self.ports[name] |= host_ports(pod)
         return None
+
+
+def host_ports(pod):
+    """`{(protocol, hostIP, hostPort)}` a pod holds on its node: the `hostPort` of each port of
+    its containers and init containers (with `hostNetwork`, every `containerPort`)."""
+    spec = pod.get("spec") or {}
+    host_network = bool(spec.get("hostNetwork"))
+    out = set()
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        for port in c.get("ports") or []:
+            number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
+            if isinstance(number, int) and number > 0:
+                out.add((port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", number))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2429,6 +2461,18 @@ def self_test():
     empty = {"metadata": {"name": "z"}, "spec": {"containers": []}}
     check(kubelet.admit(empty, "n") is None, "the second pod of two")
     check(kubelet.admit(empty, "n")[0] == "OutOfpods", "the pods allocatable")
+    ported = lambda name, ip=None: {"metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "ports": [dict({"containerPort": 7164, "hostPort": 7164},
+                                     **({"hostIP": ip} if ip else {}))]}]}}
+    terminating = dict(ported("old"), metadata={"name": "old", "uid": "2",
+                                                "deletionTimestamp": "2026-01-01T00:00:00Z"})
+    terminating["spec"] = dict(terminating["spec"], nodeName="p")
+    kubelet = Placement([node("p", "4", pods="10")], [terminating])
+    check(kubelet.admit(ported("new"), "p")[0] == "NodePorts",
+          "a terminating pod still holds its host port")
+    check(kubelet.admit({"metadata": {"name": "other"}, "spec": {"containers": [
+        {"name": "c", "ports": [{"containerPort": 7164, "hostPort": 7164, "protocol": "UDP"}]}]}},
+        "p") is None, "another protocol is another port")
     check(labels_match(label_requirements("a=1,b in (x, y),!c,d,e!=2"),
                        {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
