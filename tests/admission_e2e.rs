@@ -134,18 +134,49 @@ fn trainers_of<'a>(all: &'a [Value], job: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// A terminating trainer still holds its host port: its replacement waits, pending with the
-/// reason, and is bound once the old pod is gone; the kubelet rejects nothing.
+/// A terminating pod still holds its host port: a trainer wanting the same port waits, pending
+/// with the reason, and is bound once the old pod is gone; the kubelet rejects nothing.
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
     ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
 )]
-async fn a_terminating_pods_host_port_is_not_given_to_its_replacement() {
+async fn a_terminating_pods_host_port_is_not_given_to_a_trainer() {
     e2e::require_kmock();
     let dir = e2e::Workdir::new("admission-ports");
     let (emulator, mut replica) = start(dir.path(), &[node("n1", 8)]);
     let client = emulator.admin().await;
+    // A pod on n1 holding host port 7164, kept terminating by a finalizer once deleted.
+    let donor = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "donor", "namespace": NS, "finalizers": ["e2e/hold"]},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "main", "image": "busybox",
+                            "ports": [{"containerPort": 7164, "hostPort": 7164}],
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+    });
+    e2e::create(&client, "pods", &donor).await;
+    let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
+    poll(
+        WITHIN,
+        EVERY,
+        "the donor Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "donor") {
+                Some(p) if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    pods_api
+        .delete("donor", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the donor: {e}"));
     // Host network: the trainer's port 7164 is a host port.
     let job = training_job(
         "ported",
@@ -155,81 +186,58 @@ async fn a_terminating_pods_host_port_is_not_given_to_its_replacement() {
         json!({"port": 7164, "host_network": true}),
     );
     e2e::create(&client, "trainingjobs", &job).await;
-    let first = poll(WITHIN, EVERY, "the trainer Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        match trainers_of(&all, "ported").as_slice() {
-            [p] if running(p) => Ok(name_of(p).to_string()),
-            other => Err(format!("{} trainer(s)", other.len())),
-        }
-    })
-    .await;
-    // A finalizer keeps the deleted pod terminating on n1, holding port 7164.
-    let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
-    pods_api
-        .patch(
-            &first,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": ["e2e/hold"]}})),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("adding a finalizer to {first}: {e}"));
-    pods_api
-        .delete(&first, &Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("deleting {first}: {e}"));
-    let replacement = poll(
+    let message = poll(
         WITHIN,
         EVERY,
-        "the replacement pending with a reason",
+        "the trainer pending with a reason",
         alive(&mut replica),
         || async {
             let all = pods(&emulator).await;
-            let fresh: Vec<&Value> = trainers_of(&all, "ported")
-                .into_iter()
-                .filter(|p| name_of(p) != first)
-                .collect();
-            match fresh.as_slice() {
+            match trainers_of(&all, "ported").as_slice() {
                 [p] if node_of(p).is_some() => Err(format!("{} bound", name_of(p))),
                 [p] => match scheduled(p) {
-                    Some((status, _, message)) if status == "False" => {
-                        Ok((name_of(p).to_string(), message))
-                    }
+                    Some((status, _, message)) if status == "False" => Ok(message),
                     other => Err(format!("{} condition {other:?}", name_of(p))),
                 },
-                other => Err(format!("{} replacement(s)", other.len())),
+                other => Err(format!("{} trainer(s)", other.len())),
             }
         },
     )
     .await;
     assert!(
-        replacement.1.contains("ports"),
-        "the reason names the ports: {}",
-        replacement.1
+        message.contains("ports"),
+        "the reason names the ports: {message}"
     );
-    // Held for several passes: still not bound.
+    // Several passes later: still not bound beside the terminating pod.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let all = pods(&emulator).await;
-    let still = all.iter().find(|p| name_of(p) == replacement.0);
+    let trainers = trainers_of(&all, "ported");
     assert!(
-        still.is_some_and(|p| node_of(p).is_none()),
-        "bound beside the terminating pod: {still:?}"
+        trainers.iter().all(|p| node_of(p).is_none()),
+        "bound beside the terminating pod: {trainers:?}"
     );
-    // The old pod goes: the replacement is bound and runs.
+    // The old pod goes: the trainer is bound and runs.
     pods_api
         .patch(
-            &first,
+            "donor",
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
         )
         .await
-        .unwrap_or_else(|e| panic!("removing the finalizer of {first}: {e}"));
-    poll(WITHIN, EVERY, "the replacement Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        match all.iter().find(|p| name_of(p) == replacement.0) {
-            Some(p) if running(p) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+        .unwrap_or_else(|e| panic!("removing the donor's finalizer: {e}"));
+    poll(
+        WITHIN,
+        EVERY,
+        "the trainer Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match trainers_of(&all, "ported").as_slice() {
+                [p] if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
     emulator.stop();
@@ -248,15 +256,26 @@ async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster
     let dir = e2e::Workdir::new("admission-pservers");
     let (emulator, mut replica) = start(dir.path(), &[node("n1", 4), node("n2", 4)]);
     let client = emulator.admin().await;
-    e2e::create(&client, "trainingjobs", &training_job("grower", "1", 1, 8, json!({}))).await;
-    poll(WITHIN, EVERY, "grower at 8 Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        let up = trainers_of(&all, "grower")
-            .into_iter()
-            .filter(|p| running(p))
-            .count();
-        (up == 8).then_some(()).ok_or(format!("{up} Running"))
-    })
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("grower", "1", 1, 8, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "grower at 8 Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let up = trainers_of(&all, "grower")
+                .into_iter()
+                .filter(|p| running(p))
+                .count();
+            (up == 8).then_some(()).ok_or(format!("{up} Running"))
+        },
+    )
     .await;
     let one_cpu = json!({"requests": {"cpu": "1", "memory": "1Gi"},
                          "limits": {"cpu": "1", "memory": "1Gi"}});
@@ -273,22 +292,31 @@ async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster
         }),
     );
     e2e::create(&client, "trainingjobs", &ps).await;
-    poll(WITHIN, EVERY, "every pod of ps Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        let mine: Vec<&Value> = all
-            .iter()
-            .filter(|p| name_of(p).starts_with("ps-"))
-            .collect();
-        let up = mine.iter().filter(|p| running(p)).count();
-        let roles = |role: &str| mine.iter().filter(|p| name_of(p).contains(role)).count();
-        (up == mine.len() && roles("-master") == 1 && roles("-pserver") == 2 && roles("-trainer") >= 1)
-            .then_some(())
-            .ok_or(format!(
-                "{up} of {} Running: {:?}",
-                mine.len(),
-                mine.iter().map(|p| name_of(p)).collect::<Vec<_>>()
-            ))
-    })
+    poll(
+        WITHIN,
+        EVERY,
+        "every pod of ps Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let mine: Vec<&Value> = all
+                .iter()
+                .filter(|p| name_of(p).starts_with("ps-"))
+                .collect();
+            let up = mine.iter().filter(|p| running(p)).count();
+            let roles = |role: &str| mine.iter().filter(|p| name_of(p).contains(role)).count();
+            (up == mine.len()
+                && roles("-master") == 1
+                && roles("-pserver") == 2
+                && roles("-trainer") >= 1)
+                .then_some(())
+                .ok_or(format!(
+                    "{up} of {} Running: {:?}",
+                    mine.len(),
+                    mine.iter().map(|p| name_of(p)).collect::<Vec<_>>()
+                ))
+        },
+    )
     .await;
     // Bound in order: the master and pservers no later than the first trainer.
     let bindings: Vec<Value> = emulator.harness("/_harness/bindings").await;
@@ -297,7 +325,9 @@ async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster
             .iter()
             .filter(|b| {
                 b["namespace"] == NS
-                    && b["name"].as_str().is_some_and(|n| n.starts_with("ps-") && n.contains(part))
+                    && b["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("ps-") && n.contains(part))
             })
             .filter_map(|b| b["bound"].as_f64())
             .collect::<Vec<f64>>()
@@ -330,14 +360,25 @@ async fn a_suspended_trainer_job_holds_no_room() {
     let dir = e2e::Workdir::new("admission-suspended");
     let (emulator, mut replica) = start(dir.path(), &[node("n1", 4), node("n2", 4)]);
     let client = emulator.admin().await;
-    e2e::create(&client, "trainingjobs", &training_job("waiting", "1", 4, 4, json!({}))).await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("waiting", "1", 4, 4, json!({})),
+    )
+    .await;
     let jobs = e2e::api_in(&client, "batch/v1", "Job", "jobs", Some(NS));
-    poll(WITHIN, EVERY, "waiting's trainer Job", alive(&mut replica), || async {
-        jobs.get("waiting-trainer")
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
+    poll(
+        WITHIN,
+        EVERY,
+        "waiting's trainer Job",
+        alive(&mut replica),
+        || async {
+            jobs.get("waiting-trainer")
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
     .await;
     // Suspended as Kueue suspends a workload it has not admitted.
     jobs.patch(
@@ -347,15 +388,26 @@ async fn a_suspended_trainer_job_holds_no_room() {
     )
     .await
     .unwrap_or_else(|e| panic!("suspending waiting-trainer: {e}"));
-    e2e::create(&client, "trainingjobs", &training_job("grower", "1", 1, 8, json!({}))).await;
-    poll(WITHIN, EVERY, "grower at 8 Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        let up = trainers_of(&all, "grower")
-            .into_iter()
-            .filter(|p| running(p))
-            .count();
-        (up == 8).then_some(()).ok_or(format!("{up} Running"))
-    })
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("grower", "1", 1, 8, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "grower at 8 Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let up = trainers_of(&all, "grower")
+                .into_iter()
+                .filter(|p| running(p))
+                .count();
+            (up == 8).then_some(()).ok_or(format!("{up} Running"))
+        },
+    )
     .await;
     // Several passes later: grower keeps all 8, the suspended Job is untouched.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -399,17 +451,33 @@ async fn a_gated_pod_waits_with_its_reason_and_is_bound_once_ungated() {
         },
     });
     e2e::create(&client, "pods", &pod).await;
-    poll(WITHIN, EVERY, "SchedulingGated", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        match all.iter().find(|p| name_of(p) == "gated").and_then(scheduled) {
-            Some((status, reason, _)) if status == "False" && reason == "SchedulingGated" => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    poll(
+        WITHIN,
+        EVERY,
+        "SchedulingGated",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all
+                .iter()
+                .find(|p| name_of(p) == "gated")
+                .and_then(scheduled)
+            {
+                Some((status, reason, _)) if status == "False" && reason == "SchedulingGated" => {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let refused: Vec<Value> = emulator.harness("/_harness/gated-binds").await;
-    assert_eq!(refused, Vec::<Value>::new(), "a gated pod was sent to be bound");
+    assert_eq!(
+        refused,
+        Vec::<Value>::new(),
+        "a gated pod was sent to be bound"
+    );
     let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
     pods_api
         .patch(
@@ -419,13 +487,19 @@ async fn a_gated_pod_waits_with_its_reason_and_is_bound_once_ungated() {
         )
         .await
         .unwrap_or_else(|e| panic!("removing the gates: {e}"));
-    poll(WITHIN, EVERY, "the ungated pod Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        match all.iter().find(|p| name_of(p) == "gated") {
-            Some(p) if running(p) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    poll(
+        WITHIN,
+        EVERY,
+        "the ungated pod Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "gated") {
+                Some(p) if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
     emulator.stop();
@@ -455,13 +529,19 @@ async fn a_pod_with_a_sidecar_is_bound_where_both_fit() {
         },
     });
     e2e::create(&client, "pods", &pod).await;
-    let node = poll(WITHIN, EVERY, "the pod Running", alive(&mut replica), || async {
-        let all = pods(&emulator).await;
-        match all.iter().find(|p| name_of(p) == "with-sidecar") {
-            Some(p) if running(p) => Ok(node_of(p).unwrap_or("").to_string()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    let node = poll(
+        WITHIN,
+        EVERY,
+        "the pod Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "with-sidecar") {
+                Some(p) if running(p) => Ok(node_of(p).unwrap_or("").to_string()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     assert_eq!(node, "n2", "4 CPUs with the sidecar: only n2 holds them");
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());

@@ -166,7 +166,8 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `NodeAffinity` (its node selector or affinity does not match), or `UntoleratedTaint` (a
   `NoExecute` taint; `NoSchedule` taints and `unschedulable` are the scheduler's concern), or
   `NodeNotFound`; else it starts (a merge patch of its status to Running and Ready, keeping
-  `PodScheduled`). The Job controller then counts the Failed pod as a failure (unless the Job's
+  `PodScheduled`). Bound pods that no controller owns (created by clients) are admitted or
+  rejected the same way. The Job controller then counts the Failed pod as a failure (unless the Job's
   `podFailurePolicy` has an `Ignore` rule on a condition the pod carries) and replaces it.
   `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
   `{"namespace", "name", "reason", "node"}`.
@@ -1984,20 +1985,25 @@ class Controllers:
                 await self.start(session, pod, [scheduled_condition()] + conditions)
             elif pending_bound(pod):
                 # The kubelet admits a pod another scheduler bound, or rejects it.
-                rejected = self.kubelet.admit(pod, node)
-                if rejected is None:
-                    await self.start(session, pod, (pod.get("status") or {}).get("conditions") or [])
-                else:
-                    reason, message = rejected
-                    status = {"phase": "Failed", "reason": reason, "message": message}
-                    await self.call(session, "PATCH",
-                                    f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                                    {"status": status})
-                    record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
-                    unready += 1
+                unready += not await self.admit_bound(session, pod)
             elif not ready(pod):
                 unready += 1
         return unready
+
+    async def admit_bound(self, session, pod):
+        """The kubelet of a bound pod not started yet: starts it (True) or rejects it, Failed with
+        the kubelet's reason (False)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        rejected = self.kubelet.admit(pod, bound_node(pod))
+        if rejected is None:
+            await self.start(session, pod, (pod.get("status") or {}).get("conditions") or [])
+            return True
+        reason, message = rejected
+        status = {"phase": "Failed", "reason": reason, "message": message}
+        await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        {"status": status})
+        record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
+        return False
 
     async def reconcile(self, session):
         # One scan of the store: pods by controller uid and pod names by namespace.
@@ -2020,10 +2026,13 @@ class Controllers:
                 raw = obj.raw
                 if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
-        # The kubelets have not admitted the bound pods of these owners that did not start yet.
+        # The kubelets have not admitted the bound pods of these owners, nor bound pods of no
+        # owner (created by clients), that did not start yet.
         owners = {o["metadata"]["uid"] for o in (*sets, *jobs)}
+        bare = [p for p in pods if pending_bound(p) and controller_uid(p) is None]
         awaiting = {p["metadata"].get("uid") for p in pods
                     if pending_bound(p) and controller_uid(p) in owners}
+        awaiting |= {p["metadata"].get("uid") for p in bare}
         self.scheduler = Placement(nodes, pods)
         self.kubelet = Placement(nodes, pods, excluded=awaiting)
 
@@ -2038,6 +2047,9 @@ class Controllers:
             if rs.get("status") != status:
                 await self.call(session, "PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}/status",
                                 {"status": status})
+
+        for pod in bare:
+            await self.admit_bound(session, pod)
 
         live_jobs = set()
         for job in jobs:
