@@ -172,6 +172,21 @@ fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job()
 }
 
 #[test]
+fn explain_says_why_a_job_kueue_has_not_admitted_is_left_alone() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 2);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(&mut s, "queued", job_info(2, 4, t), 2, &[]);
+    s.set_trainer_job_suspended(&trainscale::api::JobKey::new("ns", "queued"), true);
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/queued").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job ns/queued is left alone: its trainer Job is suspended (not admitted by Kueue yet) \
+         (spec.suspend of its trainer Job)"
+    );
+}
+
+#[test]
 fn explain_names_a_job_above_min_whose_shrink_lets_the_job_grow() {
     let mut s = ClusterState::new();
     add_node(&mut s, "a", 64_000, 512, 7);

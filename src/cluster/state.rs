@@ -17,7 +17,7 @@ use super::kinds::{
 };
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
-    trainer_constraints,
+    suspended_by_others, trainer_constraints,
 };
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
@@ -25,6 +25,14 @@ use crate::api::{FieldError, JobKey, Resources};
 mod reservations;
 
 pub use reservations::Reservation;
+
+/// Why a job whose trainer Job is suspended by someone else than trainscale (Kueue, before it
+/// admits the job) is left alone: it holds no room and is not resized until resumed.
+pub static SUSPENDED: std::sync::LazyLock<LeftAlone> = std::sync::LazyLock::new(|| LeftAlone {
+    field: "spec.suspend of its trainer Job",
+    why: "its trainer Job is suspended (not admitted by Kueue yet)".to_string(),
+    announce: false,
+});
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
 pub type NodeId = u32;
@@ -93,8 +101,11 @@ pub struct TrainerPods {
     pub bound_by_index: BTreeMap<(u32, String), NodeId>,
     /// Bound, live trainers without a completion index, by `(creation time, pod name)`.
     pub bound_unindexed: BTreeMap<(i64, String), NodeId>,
-    /// Live trainers not yet bound to a node.
+    /// Live trainers not yet bound to a node, gated ones not included.
     pub pending: u32,
+    /// Live unbound trainers held by scheduling gates: they will not come to a node until the
+    /// gates are lifted, so they are not present for their gang.
+    pub gated: u32,
     /// Trainers being deleted (they still hold their node's resources).
     pub terminating: u32,
     /// Trainers that finished (Succeeded or Failed).
@@ -123,6 +134,10 @@ pub struct JobSlot {
     /// Sized by a field of the job object (no trainer Job): without a stored size, the live
     /// trainer pods are its size.
     pub sized_by_pods: bool,
+    /// Its trainer Job is suspended by someone else than trainscale (Kueue has not admitted
+    /// it): while the job is unfinished it holds no room and is not resized (see
+    /// [`JobSlot::held_by_suspension`]).
+    pub trainer_job_suspended: bool,
 }
 
 impl JobSlot {
@@ -142,7 +157,18 @@ impl JobSlot {
             .max(0)
     }
 
-    /// Trainers wanted but not running on a node: pending pods plus pods not yet created.
+    /// Whether the job is left alone because its trainer Job is suspended by someone else
+    /// (see [`SUSPENDED`]): unfinished, with such a trainer Job.
+    pub fn held_by_suspension(&self) -> bool {
+        self.trainer_job_suspended
+            && self
+                .info
+                .as_ref()
+                .is_some_and(|info| !info.phase.is_finished())
+    }
+
+    /// Trainers wanted but not running on a node: pending pods (gated ones too) plus pods not
+    /// yet created.
     pub fn pending_trainers(&self) -> u32 {
         let live = self.trainers.bound.saturating_add(self.trainers.pending);
         let missing = (self.current() as u32).saturating_sub(live);
@@ -190,6 +216,7 @@ impl JobSlot {
             && !self.has_trainer_job
             && self.class.is_none()
             && self.left_alone.is_none()
+            && !self.trainer_job_suspended
             && self.trainers == TrainerPods::default()
     }
 }
@@ -573,6 +600,7 @@ impl ClusterState {
                         t.bound_by_node.remove(&id);
                     }
                 }
+                (false, None) if pod.phase == PodPhase::Gated => t.gated = add_u32(t.gated, sign),
                 (false, None) => t.pending = add_u32(t.pending, sign),
             }
             self.drop_job_if_empty(key);
@@ -762,8 +790,19 @@ impl ClusterState {
     pub fn apply_batch_job(&mut self, job: &Job) {
         if let Some((key, parallelism)) = read_trainer_job(job) {
             self.set_trainer_class(&key, Some(trainer_constraints(job)));
+            self.set_trainer_job_suspended(&key, suspended_by_others(job));
             self.set_trainer_job(key, Some(parallelism));
         }
+    }
+
+    /// Records whether the trainer Job of `key` is suspended by someone else than trainscale
+    /// (see [`JobSlot::trainer_job_suspended`]).
+    pub fn set_trainer_job_suspended(&mut self, key: &JobKey, suspended: bool) {
+        if !suspended && !self.jobs.contains_key(key) {
+            return;
+        }
+        self.job_slot_mut(key).trainer_job_suspended = suspended;
+        self.drop_job_if_empty(key);
     }
 
     /// Sets (`Some`) or clears (`None`) the eligibility class of a job's trainers.
@@ -781,6 +820,7 @@ impl ClusterState {
     pub fn delete_batch_job(&mut self, job: &Job) {
         if let Some((key, _)) = read_trainer_job(job) {
             self.set_trainer_class(&key, None);
+            self.set_trainer_job_suspended(&key, false);
             self.set_trainer_job(key, None);
         }
     }
@@ -830,10 +870,12 @@ impl ClusterState {
         self.jobs.iter()
     }
 
-    /// Jobs without errors, in namespace/name/kind order.
+    /// Jobs without errors, in namespace/name/kind order; not those left alone because their
+    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]).
     pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
         self.jobs
             .iter()
+            .filter(|(_, s)| !s.held_by_suspension())
             .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
     }
 
@@ -844,11 +886,16 @@ impl ClusterState {
             .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
     }
 
-    /// Jobs of the sized-only kinds that are not planned, and why.
+    /// Jobs that are not planned though valid, and why: of the sized-only kinds, and those
+    /// whose trainer Job is suspended by someone else ([`SUSPENDED`]).
     pub fn left_alone_jobs(&self) -> impl Iterator<Item = (&JobKey, &LeftAlone)> + '_ {
-        self.jobs
-            .iter()
-            .filter_map(|(k, s)| s.left_alone.as_ref().map(|l| (k, l)))
+        self.jobs.iter().filter_map(|(k, s)| {
+            let why = match &s.left_alone {
+                Some(why) => Some(why),
+                None => s.held_by_suspension().then(|| &*SUSPENDED),
+            };
+            why.map(|why| (k, why))
+        })
     }
 
     // ----- totals -----
@@ -1115,5 +1162,64 @@ mod tests {
                 "spec.parallelism of its trainer Job"
             ]
         );
+    }
+
+    /// A trainer Job of TrainingJob `ns/j` at `parallelism`, suspended or not, with trainscale's
+    /// zero-trainers mark or not.
+    fn trainer_job(parallelism: i32, suspend: Option<bool>, ours: bool) -> Job {
+        let annotations = if ours {
+            serde_json::json!({crate::api::trainer_job::ANNOTATION_ZERO_TRAINERS: "true"})
+        } else {
+            serde_json::json!({})
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j-trainer", "namespace": "ns", "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1",
+                    "kind": "TrainingJob", "name": "j", "uid": "u", "controller": true}]},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": suspend,
+                     "completionMode": "Indexed", "template": {"spec": {"containers": []}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trainer_job_suspended_by_someone_else_is_left_alone_until_admitted() {
+        let mut state = ClusterState::new();
+        state.apply_node(&node("a", Some("110"))).unwrap();
+        let key = JobKey::new("ns", "j");
+        let trainer = Resources::new(1000, 1, 0);
+        state.set_training_job(key.clone(), Some(job_info(2, 4, trainer, 0)));
+        // Kueue holds it suspended: no room, no resize, and a reason.
+        state.apply_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(
+            state.jobs().count(),
+            0,
+            "a job Kueue has not admitted is planned"
+        );
+        let plan = crate::planner::plan(&state, &crate::planner::PlannerConfig::default());
+        assert!(plan.job(&key).is_none());
+        let alone: Vec<_> = state.left_alone_jobs().collect();
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].0, &key);
+        assert_eq!(alone[0].1.field, "spec.suspend of its trainer Job");
+        assert_eq!(
+            alone[0].1.why,
+            "its trainer Job is suspended (not admitted by Kueue yet)"
+        );
+        // Admitted: planned again.
+        state.apply_batch_job(&trainer_job(2, Some(false), false));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.left_alone_jobs().count(), 0);
+        // trainscale's own zero-trainer suspension stays planned (and resizable).
+        state.apply_batch_job(&trainer_job(2, Some(true), true));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.job(&key).map(JobSlot::current), Some(0));
+        assert_eq!(state.left_alone_jobs().count(), 0);
+        // Suspended by someone else again, then the trainer Job deleted: nothing holds it.
+        state.apply_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(state.jobs().count(), 0);
+        state.delete_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.left_alone_jobs().count(), 0);
     }
 }

@@ -373,12 +373,16 @@ impl Daemon {
         }
     }
 
-    /// The scheduler role's writes: binds (a failed one gives its room back; the next pass
-    /// retries from fresh state), then the unschedulable pods' condition and Event.
+    /// The scheduler role's writes: the gated pods' condition, binds (a failed one gives its
+    /// room back; the next pass retries from fresh state), then the unschedulable pods'
+    /// condition and Event.
     async fn schedule(&self, work: &PassWork) {
         let Some(binder) = &self.binder else {
             return;
         };
+        for pod in &work.gated {
+            binder.report_gated(pod, Timestamp::now()).await;
+        }
         let a = &work.assignments;
         if a.binds.is_empty() && a.unschedulable.iter().all(|u| u.unchanged) {
             return;

@@ -81,7 +81,7 @@ pub fn assign(
             _ => others.push((key, pod)),
         }
     }
-    let mut room = Room::new(state, pods);
+    let mut room = Room::new(state, pods, name);
     for job in &plan.jobs {
         if !schedules_job(state, &job.key, name) {
             continue;
@@ -329,10 +329,13 @@ pub fn unsupported_message(features: &[&str]) -> String {
 }
 
 /// Node room as the pass hands it out: the state's free room, taken from as pods are bound or
-/// positions reserved, with the pod count, host ports and extended resources of each node.
+/// positions reserved, with the pod count, host ports and extended resources of each node; what
+/// is promised to pods of other schedulers nominated for a node is not free.
 struct Room<'s> {
     state: &'s ClusterState,
     pods: &'s SchedulingPods,
+    /// The scheduler name this pass binds for (its own nominated pods hold nothing).
+    scheduler: &'s str,
     /// What this pass took on each touched node.
     taken: HashMap<NodeId, Taken>,
 }
@@ -346,10 +349,11 @@ struct Taken {
 }
 
 impl<'s> Room<'s> {
-    fn new(state: &'s ClusterState, pods: &'s SchedulingPods) -> Self {
+    fn new(state: &'s ClusterState, pods: &'s SchedulingPods, scheduler: &'s str) -> Self {
         Room {
             state,
             pods,
+            scheduler,
             taken: HashMap::new(),
         }
     }
@@ -401,14 +405,17 @@ impl<'s> Room<'s> {
         free.cpu_milli >= 0 && free.memory >= 0 && free.gpu >= 0 && pods_fit
     }
 
-    /// The pods on a node, with those this pass placed there.
+    /// The pods on a node, with those this pass placed there and those nominated for it.
     fn pods_on(&self, slot: &NodeSlot, node: NodeId) -> i64 {
-        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods)
+        let (_, nominated) = self.pods.nominated_on(&slot.name, self.scheduler);
+        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods) + nominated
     }
 
-    /// The free room of a node, less what this pass took there.
+    /// The free room of a node, less what this pass took there and what is nominated for it.
     fn free(&self, slot: &NodeSlot, node: NodeId) -> Resources {
+        let (nominated, _) = self.pods.nominated_on(&slot.name, self.scheduler);
         slot.free()
+            - nominated
             - self
                 .taken
                 .get(&node)
@@ -456,6 +463,9 @@ impl<'s> Room<'s> {
         for (resource, amount) in &constraints.extended {
             let have = traits.extended.get(resource).copied().unwrap_or(0);
             let used = self.pods.extended_on(&slot.name, resource)
+                + self
+                    .pods
+                    .nominated_extended_on(&slot.name, resource, self.scheduler)
                 + taken
                     .and_then(|t| t.extended.get(resource))
                     .copied()
@@ -467,7 +477,8 @@ impl<'s> Room<'s> {
         let wanted = &constraints.host_ports;
         if !wanted.is_empty() {
             let mine = taken.map(|t| t.ports.as_slice()).unwrap_or_default();
-            let mut in_use = self.pods.ports_on(&slot.name).chain(mine);
+            let nominated = self.pods.nominated_ports_on(&slot.name, self.scheduler);
+            let mut in_use = self.pods.ports_on(&slot.name).chain(nominated).chain(mine);
             if in_use.any(|p| wanted.iter().any(|w| w.conflicts(p))) {
                 return Err(Unfit::HostPorts);
             }

@@ -11,6 +11,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
 
 use super::assign::{Bind, UNSCHEDULABLE, Unschedulable};
+use super::pods::{SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE};
 use crate::api::note::truncate_note;
 use crate::daemon::leader::Fence;
 use crate::daemon::metrics;
@@ -123,6 +124,23 @@ impl Binder {
         .await;
     }
 
+    /// Writes `PodScheduled=False, reason SchedulingGated` on a gated pod, as kube-scheduler
+    /// does (no Event). Called only for pods whose condition does not say so yet.
+    pub async fn report_gated(&self, pod: &(String, String), now: Timestamp) {
+        if !self.fence.held() {
+            return;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.0);
+        let patch = Patch::Strategic(scheduling_gated_patch(now));
+        if let Err(e) = pods
+            .patch_status(&pod.1, &PatchParams::default(), &patch)
+            .await
+        {
+            metrics::api_error("patch");
+            tracing::warn!(pod = %format!("{}/{}", pod.0, pod.1), error = %e, "could not write PodScheduled");
+        }
+    }
+
     async fn publish(
         &self,
         pod: &(String, String),
@@ -179,6 +197,23 @@ pub fn unschedulable_patch(message: &str, now: Timestamp) -> Value {
                 "status": "False",
                 "reason": UNSCHEDULABLE,
                 "message": message,
+                "lastProbeTime": null,
+                "lastTransitionTime": now.to_string(),
+            }]
+        }
+    })
+}
+
+/// The strategic merge patch setting `PodScheduled=False, reason SchedulingGated` with
+/// kube-scheduler's message.
+pub fn scheduling_gated_patch(now: Timestamp) -> Value {
+    json!({
+        "status": {
+            "conditions": [{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": SCHEDULING_GATED,
+                "message": SCHEDULING_GATED_MESSAGE,
                 "lastProbeTime": null,
                 "lastTransitionTime": now.to_string(),
             }]
