@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
-use super::filters::{Extended, NodeTraits, add_into, max_into};
+use super::filters::{Extended, NodeTraits, PodConstraints, add_into, is_extended, max_into};
 
 use crate::api::priority::PriorityClasses;
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
@@ -133,6 +133,10 @@ pub struct PodInfo {
     /// The Indexed Job completion index (annotation or label
     /// `batch.kubernetes.io/job-completion-index`), when the pod has one.
     pub index: Option<u32>,
+    /// Requests of the other resources (`rdma/hca`, `hugepages-2Mi`…), as the filters count them.
+    pub extended: Extended,
+    /// `spec.priority` (the value admission resolved from its PriorityClass); 0 when unset.
+    pub priority: i32,
 }
 
 /// The annotation (and, since Kubernetes 1.28, label) the Job controller puts on every pod of an
@@ -319,12 +323,20 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     let mut requests = Resources::ZERO;
     let mut node = None;
     let mut gated = false;
+    let mut extended = Extended::new();
+    let mut priority = 0;
     if let Some(spec) = pod.spec.as_ref() {
         requests = pod_requests(spec, |m| {
             parse_resources(Some(&m.map)).map_err(|(name, e)| bad(m.field(name), e))
         })?;
         node = spec.node_name.clone().filter(|n| !n.is_empty());
         gated = node.is_none() && is_gated(spec);
+        // Most pods request no other resource: the check costs no allocation, the reading does.
+        if names_extended(spec) {
+            extended =
+                PodConstraints::read_extended(spec, &meta_ref("Pod", &pod.metadata), "spec")?;
+        }
+        priority = spec.priority.unwrap_or(0);
     }
     let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
         Some("Running") => PodPhase::Running,
@@ -359,7 +371,24 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         owner,
         created: seconds(pod.metadata.creation_timestamp.as_ref()),
         index: completion_index(&pod.metadata),
+        extended,
+        priority,
     })
+}
+
+/// Whether a pod spec names any other resource (see `filters::is_extended`) in a container's
+/// requests or limits or in its overhead.
+fn names_extended(spec: &PodSpec) -> bool {
+    let named = |map: Option<&std::collections::BTreeMap<String, _>>| {
+        map.is_some_and(|m| m.keys().any(|name| is_extended(name)))
+    };
+    let container = |c: &Container| {
+        let r = c.resources.as_ref();
+        named(r.and_then(|r| r.requests.as_ref())) || named(r.and_then(|r| r.limits.as_ref()))
+    };
+    spec.containers.iter().any(container)
+        || spec.init_containers.iter().flatten().any(container)
+        || named(spec.overhead.as_ref())
 }
 
 /// The pod's completion index; a value that is not a number counts as none (the Job controller

@@ -1,7 +1,7 @@
 //! `ClusterState`: nodes, pods and jobs, with per-node free resources and per-job trainer counts
 //! kept incrementally, one object at a time, as a watch stream delivers them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::filters::{Eligibility, NodeTraits, PodClassId, PodConstraints};
+use super::filters::{Eligibility, Extended, NodeTraits, PodClassId, PodConstraints};
 use super::kinds::{
     JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of, size_fields,
 };
@@ -65,6 +65,11 @@ pub struct NodeSlot {
     pub used: Resources,
     /// Number of such pods.
     pub pods: u32,
+    /// The part of `used` held by pods being deleted: it comes free once they are gone.
+    pub terminating: Resources,
+    /// Requests of other resources (see `filters::Extended`) of the pods counted in `used`;
+    /// resources none of them requests are left out.
+    pub extended: Extended,
 }
 
 impl NodeSlot {
@@ -275,6 +280,9 @@ pub struct ClusterState {
     eligibility: Eligibility,
     /// The pods the nodes can hold, summed (see [`ClusterState::pod_slots`]).
     pod_slots: i64,
+    /// Live masters and pservers of jobs not bound to a node yet (see
+    /// [`ClusterState::pending_support`]).
+    pending_support: BTreeSet<(String, String)>,
 }
 
 impl ClusterState {
@@ -295,6 +303,8 @@ impl ClusterState {
             info: None,
             used: Resources::ZERO,
             pods: 0,
+            terminating: Resources::ZERO,
+            extended: Extended::new(),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -337,19 +347,49 @@ impl ClusterState {
         }
     }
 
-    /// The pods node `id` counts for in [`ClusterState::pod_slots`]: its pod limit (0 while
-    /// its Node is unknown), or the pods bound to it when they are more.
+    /// The pods node `id` counts for in [`ClusterState::pod_slots`]: its pod limit, or the pods
+    /// bound to it when they are more.
     fn node_pod_slots(&self, id: NodeId) -> i64 {
         let Some(slot) = self.node(id) else {
             return 0;
         };
-        let limit = match (&slot.info, self.eligibility.traits(id)) {
-            (None, _) => 0,
-            (Some(_), traits) => traits
+        self.pod_limit(id).max(i64::from(slot.pods))
+    }
+
+    /// The most pods node `id` takes: its `pods` allocatable (node traits `max_pods`, at most
+    /// [`MAX_NODE_PODS`]), [`DEFAULT_NODE_PODS`] when it states none; 0 while its Node is
+    /// unknown.
+    pub fn pod_limit(&self, id: NodeId) -> i64 {
+        match self.node(id).map(|slot| &slot.info) {
+            Some(Some(_)) => self
+                .eligibility
+                .traits(id)
                 .and_then(|t| t.max_pods)
                 .map_or(DEFAULT_NODE_PODS, |max| max.clamp(0, MAX_NODE_PODS)),
-        };
-        limit.max(i64::from(slot.pods))
+            _ => 0,
+        }
+    }
+
+    /// The pods node `id` takes besides those bound to it ([`NodeSlot::pods`]: terminating
+    /// ones and reservations included); below zero when it holds more than its limit.
+    pub fn free_pod_slots(&self, id: NodeId) -> i64 {
+        let pods = self.node(id).map_or(0, |slot| i64::from(slot.pods));
+        self.pod_limit(id) - pods
+    }
+
+    /// How much of other resource `name` node `id` has allocatable and its bound pods do not
+    /// request (terminating ones still hold theirs); 0 for a node that does not have it.
+    pub fn free_extended(&self, id: NodeId, name: &str) -> i64 {
+        let allocatable = self
+            .eligibility
+            .traits(id)
+            .and_then(|t| t.extended.get(name).copied())
+            .unwrap_or(0);
+        let used = self
+            .node(id)
+            .and_then(|slot| slot.extended.get(name).copied())
+            .unwrap_or(0);
+        allocatable.saturating_sub(used)
     }
 
     /// Runs `change` on node `name`, keeping [`ClusterState::pod_slots`] up to date. `change`
@@ -510,6 +550,14 @@ impl ClusterState {
             }
             info.as_ref().and_then(Position::of)
         };
+        let support = info.as_ref().is_some_and(is_pending_support);
+        if support != self.pending_support.contains(&key) {
+            if support {
+                self.pending_support.insert(key.clone());
+            } else {
+                self.pending_support.remove(&key);
+            }
+        }
         let old = match info {
             Some(new) => {
                 if self.pods.get(&key) == Some(&new) {
@@ -561,6 +609,13 @@ impl ClusterState {
         self.pods.iter()
     }
 
+    /// Live master and pserver pods not bound to a node yet, by namespace and name.
+    pub fn pending_support(&self) -> impl Iterator<Item = (&(String, String), &PodInfo)> + '_ {
+        self.pending_support
+            .iter()
+            .filter_map(|key| self.pods.get(key).map(|pod| (key, pod)))
+    }
+
     fn account_pod(&mut self, pod: &PodInfo, sign: i64) {
         if pod.phase == PodPhase::Finished {
             if let Some((key, Role::Trainer)) = &pod.owner {
@@ -578,6 +633,16 @@ impl ClusterState {
                 if let Some(slot) = self.slots[id as usize].as_mut() {
                     slot.used += delta;
                     slot.pods = add_u32(slot.pods, sign);
+                    if pod.terminating {
+                        slot.terminating += delta;
+                    }
+                    for (name, amount) in &pod.extended {
+                        let used = slot.extended.entry(name.clone()).or_insert(0);
+                        *used = used.saturating_add(amount.saturating_mul(sign));
+                        if *used == 0 {
+                            slot.extended.remove(name);
+                        }
+                    }
                 }
                 self.pod_slots += self.node_pod_slots(id) - before;
                 self.bound_requests += delta;
@@ -991,6 +1056,14 @@ impl ClusterState {
     }
 }
 
+/// Whether a pod is a job's master or pserver, live and not bound to a node yet.
+fn is_pending_support(pod: &PodInfo) -> bool {
+    matches!(&pod.owner, Some((_, Role::Master | Role::Pserver)))
+        && pod.node.is_none()
+        && !pod.terminating
+        && pod.phase != PodPhase::Finished
+}
+
 fn slot_name(slots: &[Option<NodeSlot>], id: NodeId) -> &str {
     slots[id as usize].as_ref().map(|s| &*s.name).unwrap_or("")
 }
@@ -1221,5 +1294,96 @@ mod tests {
         state.delete_batch_job(&trainer_job(2, Some(true), false));
         assert_eq!(state.jobs().count(), 1);
         assert_eq!(state.left_alone_jobs().count(), 0);
+    }
+
+    #[test]
+    fn other_resources_terminating_room_and_pending_support_follow_pod_events() {
+        let mut state = ClusterState::new();
+        let a: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10", "rdma/hca": "4"}}
+        }))
+        .unwrap();
+        state.apply_node(&a).unwrap();
+        let id = state.node_id_of("a").unwrap();
+        let pod = |name: &str, labels: serde_json::Value, node: Option<&str>, deleted: bool| {
+            let mut pod = serde_json::json!({
+                "metadata": {"namespace": "ns", "name": name, "labels": labels},
+                "spec": {"containers": [{"name": "c", "resources": {
+                    "requests": {"cpu": "1", "rdma/hca": "1"}}}]},
+            });
+            if let Some(node) = node {
+                pod["spec"]["nodeName"] = node.into();
+            }
+            if deleted {
+                pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value::<Pod>(pod).unwrap()
+        };
+        let none = serde_json::json!({});
+        state
+            .apply_pod(&pod("p", none.clone(), Some("a"), false))
+            .unwrap();
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        assert_eq!(state.free_pod_slots(id), 9);
+        // Being deleted, it still holds its rdma; its requests are counted as coming free.
+        state
+            .apply_pod(&pod("p", none.clone(), Some("a"), true))
+            .unwrap();
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        assert_eq!(
+            state.node(id).unwrap().terminating,
+            Resources::new(1000, 0, 0)
+        );
+        state.delete_pod("ns", "p");
+        let slot = state.node(id).unwrap();
+        assert_eq!(
+            (slot.terminating, slot.extended.len()),
+            (Resources::ZERO, 0)
+        );
+        assert_eq!(state.free_extended(id, "rdma/hca"), 4);
+        // A pending pserver is listed until it is bound or deleted.
+        let pserver = serde_json::json!({"paddle-job-pserver": "j"});
+        state
+            .apply_pod(&pod("ps", pserver.clone(), None, false))
+            .unwrap();
+        let listed: Vec<&str> = state.pending_support().map(|(k, _)| k.1.as_str()).collect();
+        assert_eq!(listed, ["ps"]);
+        state
+            .apply_pod(&pod("ps", pserver.clone(), Some("a"), false))
+            .unwrap();
+        assert_eq!(state.pending_support().count(), 0);
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        state.delete_pod("ns", "ps");
+        // A reservation holds what its job's trainer class requests.
+        let key = JobKey::new("ns", "j");
+        let class = PodConstraints {
+            extended: Extended::from([("rdma/hca".to_string(), 2)]),
+            ..PodConstraints::default()
+        };
+        state.set_trainer_class(&key, Some(Arc::new(class)));
+        state.reserve(&key, 0, "a", Resources::new(1000, 0, 0), 100, false);
+        assert_eq!(
+            (
+                state.free_extended(id, "rdma/hca"),
+                state.free_pod_slots(id)
+            ),
+            (2, 9)
+        );
+        state.unreserve(&key, 0);
+        assert_eq!(state.free_extended(id, "rdma/hca"), 4);
+        // A bad quantity of another resource is the pod's error, naming the field.
+        let mut bad = pod("bad", none, Some("a"), false);
+        if let Some(requests) = bad
+            .spec
+            .as_mut()
+            .and_then(|s| s.containers[0].resources.as_mut())
+            .and_then(|r| r.requests.as_mut())
+        {
+            let lots = k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into());
+            requests.insert("rdma/hca".into(), lots);
+        }
+        let e = state.apply_pod(&bad).unwrap_err();
+        assert_eq!(e.field, "spec.containers[0].resources.requests.rdma/hca");
     }
 }

@@ -290,6 +290,7 @@ fn at_min(state: &ClusterState, policy: Policy, shrinking: &JobPlan) -> Option<C
         jobs: vec![to_min],
         summary: PlanSummary::default(),
         warnings: Vec::new(),
+        support: Vec::new(),
     };
     apply_plan(&mut shrunk, &applied);
     Some(shrunk)

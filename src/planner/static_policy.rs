@@ -6,13 +6,14 @@
 use super::candidates::{candidates, cap_fair_maxes};
 use super::nodes::NodeIndex;
 use super::relocate::{Repairs, place_gang};
-use super::summary::FreeAfter;
-use super::{JobPlan, Reason};
+use super::{Outcome, Reason, support};
 use crate::cluster::ClusterState;
 
 /// Runs the `static` pass.
-pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
+pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
     let mut index = NodeIndex::new(state);
+    // Pending masters and pservers get room before any gang is admitted.
+    let support = support::place(&support::pending(state), &mut index);
     let mut jobs = candidates(state);
     // Only for the fulfillment it reports: static never grows a job.
     cap_fair_maxes(state, &mut jobs);
@@ -44,5 +45,10 @@ pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Opti
         .zip(decided)
         .map(|(j, (target, reason))| j.finish(&index, target, reason))
         .collect();
-    (plans, Vec::new(), Some(index.schedulable()))
+    Outcome {
+        jobs: plans,
+        warnings: Vec::new(),
+        free_after: Some(index.schedulable()),
+        support,
+    }
 }
