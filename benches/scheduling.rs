@@ -18,7 +18,7 @@ use trainscale::api::{JobKey, Resources};
 use trainscale::cluster::ClusterState;
 use trainscale::daemon::leader::Fence;
 use trainscale::daemon::scheduling::pods::SchedulingPods;
-use trainscale::daemon::scheduling::{Binder, assign};
+use trainscale::daemon::scheduling::{Binder, Limits, assign};
 use trainscale::planner::{PlannerConfig, plan};
 use trainscale::testkit::job_info;
 
@@ -124,10 +124,15 @@ fn bench(c: &mut Criterion) {
                             "bench",
                             Fence::Always,
                         );
+                        let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+                        let limits = Limits {
+                            until: tokio::time::Instant::now() + Duration::from_secs(3600),
+                            stop,
+                        };
                         let started = Instant::now();
-                        let outcomes = binder.bind_all(&binds).await;
+                        let (outcomes, cut) = binder.bind_all(&binds, &limits).await;
                         let took = started.elapsed();
-                        assert_eq!(outcomes.len(), pending);
+                        assert_eq!((outcomes.len(), cut), (pending, None));
                         drop(binder);
                         server.abort();
                         took

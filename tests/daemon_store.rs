@@ -7,6 +7,7 @@ use serde_json::json;
 use trainscale::api::JobKey;
 use trainscale::api::guard::GuardedTrainingJob;
 use trainscale::daemon::pass::prepare;
+use trainscale::daemon::scheduling::Settings;
 use trainscale::daemon::{Store, WatchEvent};
 use trainscale::planner::PlannerConfig;
 
@@ -452,7 +453,11 @@ fn a_trainer_job_kueue_has_not_admitted_is_left_alone() {
         spec.suspend = Some(true);
     }
     store.handle(WatchEvent::Job(Event::Apply(job.clone())));
-    let work = prepare(&store, &PlannerConfig::default(), Some("trainscale"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
     assert!(
         work.plan.jobs.iter().all(|j| *j.key != key),
         "planned: {:?}",
@@ -478,7 +483,11 @@ fn a_trainer_job_kueue_has_not_admitted_is_left_alone() {
     );
     store.handle(WatchEvent::Job(Event::Apply(ours)));
     assert_eq!(store.state().left_alone_jobs().count(), 0);
-    let work = prepare(&store, &PlannerConfig::default(), Some("trainscale"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
     assert!(
         work.plan
             .jobs
@@ -491,7 +500,11 @@ fn a_trainer_job_kueue_has_not_admitted_is_left_alone() {
     }
     store.handle(WatchEvent::Job(Event::Apply(job)));
     assert_eq!(store.state().left_alone_jobs().count(), 0);
-    let work = prepare(&store, &PlannerConfig::default(), Some("trainscale"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
     assert!(work.plan.jobs.iter().any(|j| *j.key == key));
 }
 
@@ -515,7 +528,11 @@ fn a_gated_pod_is_reported_until_its_condition_says_so() {
         .unwrap()
     };
     store.handle(WatchEvent::Pod(Event::Apply(gated(false))));
-    let work = prepare(&store, &PlannerConfig::default(), Some("trainscale"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
     assert_eq!(work.gated, vec![("ml".to_string(), "g".to_string())]);
     assert!(work.assignments.binds.iter().all(|b| b.pod.1 != "g"));
     assert!(
@@ -525,9 +542,17 @@ fn a_gated_pod_is_reported_until_its_condition_says_so() {
             .all(|u| u.pod.1 != "g")
     );
     // Another scheduler's gated pod is its own business.
-    let work = prepare(&store, &PlannerConfig::default(), Some("volcano"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("volcano")),
+    );
     assert!(work.gated.is_empty());
     store.handle(WatchEvent::Pod(Event::Apply(gated(true))));
-    let work = prepare(&store, &PlannerConfig::default(), Some("trainscale"));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
     assert!(work.gated.is_empty());
 }

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use tower_test::mock;
 use trainscale::api::{JobKey, Resources};
 use trainscale::daemon::leader::Fence;
-use trainscale::daemon::scheduling::{Bind, BindOutcome, Binder, Unschedulable};
+use trainscale::daemon::scheduling::{
+    Bind, BindOutcome, Binder, Cut, GangTimeout, Limits, Unschedulable,
+};
 
 #[path = "support/mock_api.rs"]
 mod mock_api;
@@ -228,5 +230,206 @@ async fn a_gated_pod_gets_the_scheduling_gated_condition_by_strategic_merge_and_
     binder
         .report_gated(&("ml".to_string(), "g".to_string()), now)
         .await;
+    server.await.unwrap();
+}
+
+/// Limits of a stage: `until` from now, and a shutdown flag the test holds.
+fn limits(until: Duration) -> (Limits, tokio::sync::watch::Sender<bool>) {
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let limits = Limits {
+        until: tokio::time::Instant::now() + until,
+        stop,
+    };
+    (limits, stop_tx)
+}
+
+fn binds(n: usize) -> Vec<Bind> {
+    (0..n).map(|i| bind_of(&format!("p{i}"), "n")).collect()
+}
+
+/// Takes `n` binding requests without answering them; returns their reply handles (dropping one
+/// would fail its request).
+async fn take_binds(
+    handle: &mut MockHandle,
+    n: usize,
+) -> Vec<tower_test::mock::SendResponse<Response<Body>>> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        let (req, send) = handle.next_request().await.expect("a request");
+        assert_eq!(req.method(), Method::POST);
+        assert!(req.uri().path().ends_with("/binding"), "{}", req.uri());
+        held.push(send);
+    }
+    held
+}
+
+/// 16 binds in flight get no answer: at the stage's deadline they are `Unknown` (they may be
+/// bound), the 4 not begun `NotSent`.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_cuts_the_binds_short() {
+    let (binder, mut handle) = binder();
+    let server = tokio::spawn(async move {
+        let held = take_binds(&mut handle, 16).await;
+        (held, handle)
+    });
+    let (limits, _stop) = limits(Duration::from_secs(5));
+    let (outcomes, cut) = binder.bind_all(&binds(20), &limits).await;
+    assert_eq!(cut, Some(Cut::Deadline));
+    let unknown = outcomes
+        .iter()
+        .filter(|o| **o == BindOutcome::Unknown)
+        .count();
+    let not_sent = outcomes
+        .iter()
+        .filter(|o| **o == BindOutcome::NotSent)
+        .count();
+    assert_eq!((unknown, not_sent), (16, 4), "{outcomes:?}");
+    server.await.unwrap();
+}
+
+/// Losing the Lease while binds are in flight ends the stage at once.
+#[tokio::test]
+async fn losing_the_lease_stops_the_binds_at_once() {
+    let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (lead_tx, lead) = tokio::sync::watch::channel(true);
+    let binder = Binder::new(client, "trainscale", "test-0", Fence::following(lead));
+    let (limits, _stop) = limits(Duration::from_secs(3600));
+    let server = async move {
+        // The Lease is lost with 16 binds in flight.
+        let held = take_binds(&mut handle, 16).await;
+        lead_tx.send(false).unwrap();
+        (held, handle)
+    };
+    let sent = binds(30);
+    let ((outcomes, cut), _) = tokio::join!(binder.bind_all(&sent, &limits), server);
+    assert_eq!(cut, Some(Cut::LeaseLost));
+    let unknown = outcomes
+        .iter()
+        .filter(|o| **o == BindOutcome::Unknown)
+        .count();
+    let not_sent = outcomes
+        .iter()
+        .filter(|o| **o == BindOutcome::NotSent)
+        .count();
+    assert_eq!((unknown, not_sent), (16, 14), "{outcomes:?}");
+}
+
+/// A shutdown request while binds are in flight ends the stage at once.
+#[tokio::test]
+async fn shutdown_stops_the_binds_at_once() {
+    let (binder, mut handle) = binder();
+    let (limits, stop) = limits(Duration::from_secs(3600));
+    let server = async move {
+        let held = take_binds(&mut handle, 3).await;
+        stop.send(true).unwrap();
+        (held, handle)
+    };
+    let sent = binds(3);
+    let ((outcomes, cut), _) = tokio::join!(binder.bind_all(&sent, &limits), server);
+    assert_eq!(cut, Some(Cut::Shutdown));
+    assert!(
+        outcomes.iter().all(|o| *o == BindOutcome::Unknown),
+        "{outcomes:?}"
+    );
+    // A stage begun after shutdown sends nothing.
+    let (limits, stop) = limits_stopped();
+    let (outcomes, cut) = binder.bind_all(&binds(2), &limits).await;
+    drop(stop);
+    assert_eq!(cut, Some(Cut::Shutdown));
+    assert!(
+        outcomes.iter().all(|o| *o == BindOutcome::NotSent),
+        "{outcomes:?}"
+    );
+}
+
+fn limits_stopped() -> (Limits, tokio::sync::watch::Sender<bool>) {
+    let (limits, stop) = limits(Duration::from_secs(3600));
+    stop.send(true).unwrap();
+    (limits, stop)
+}
+
+fn report(pod: &str, unchanged: bool) -> Unschedulable {
+    Unschedulable {
+        pod: ("ml".to_string(), pod.to_string()),
+        uid: Some(format!("uid-{pod}")),
+        message: "waiting for its gang job ml/g: 3 of min 4 trainers placeable; 1 not created yet"
+            .to_string(),
+        unchanged,
+    }
+}
+
+/// Three changed reports are in flight together (the server holds all three patches before
+/// answering any); the unchanged one sends nothing.
+#[tokio::test]
+async fn unschedulable_reports_go_out_together_and_only_when_changed() {
+    let (binder, mut handle) = binder();
+    let reports = vec![
+        report("a", false),
+        report("b", true),
+        report("c", false),
+        report("d", false),
+    ];
+    let server = tokio::spawn(async move {
+        let mut patched = Vec::new();
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let (req, send) = handle.next_request().await.expect("a patch");
+            assert_eq!(req.method(), Method::PATCH);
+            patched.push(req.uri().path().to_string());
+            held.push(send);
+        }
+        patched.sort();
+        assert_eq!(
+            patched,
+            [
+                "/api/v1/namespaces/ml/pods/a/status",
+                "/api/v1/namespaces/ml/pods/c/status",
+                "/api/v1/namespaces/ml/pods/d/status"
+            ]
+        );
+        for send in held {
+            respond(send, StatusCode::OK, json!({"metadata": {"name": "x"}}));
+        }
+        for _ in 0..3 {
+            let e = event(&mut handle).await;
+            assert_eq!(e["reason"], "FailedScheduling");
+            assert_ne!(e["regarding"]["name"], "b");
+        }
+        // Nothing more: the client goes away without another request.
+        assert!(handle.next_request().await.is_none());
+    });
+    let (limits, _stop) = limits(Duration::from_secs(3600));
+    let now = "2024-05-01T12:00:00Z".parse().unwrap();
+    let (sent, cut) = binder.report_all(&reports, now, &limits).await;
+    assert_eq!((sent, cut), (3, None));
+    drop(binder);
+    server.await.unwrap();
+}
+
+/// A gang that timed out is announced by a Warning Event on its job.
+#[tokio::test]
+async fn a_gang_timeout_is_a_warning_event_on_the_job() {
+    let (binder, mut handle) = binder();
+    let timeout = GangTimeout {
+        job: JobKey::new("ml", "g"),
+        message: "gang job ml/g could not bind whole within 10m: 3 of min 4 trainers placeable; 1 fits no node; its room is released for 1m, then it tries again".to_string(),
+    };
+    let expected = timeout.message.clone();
+    let server = tokio::spawn(async move {
+        let e = event(&mut handle).await;
+        assert_eq!(e["type"], "Warning");
+        assert_eq!(e["reason"], "GangTimeout");
+        assert_eq!(e["regarding"]["kind"], "TrainingJob");
+        assert_eq!(e["regarding"]["apiVersion"], "paddlepaddle.org/v1alpha1");
+        assert_eq!(e["regarding"]["name"], "g");
+        assert_eq!(e["regarding"]["uid"], "uid-g");
+        assert_eq!(e["note"], expected);
+    });
+    let (limits, _stop) = limits(Duration::from_secs(3600));
+    let cut = binder
+        .report_gang_timeout(&timeout, Some("uid-g".to_string()), &limits)
+        .await;
+    assert_eq!(cut, None);
     server.await.unwrap();
 }

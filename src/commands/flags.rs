@@ -52,6 +52,22 @@ pub fn reservation_ttl(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::from_secs(1), MAX_RESERVATION_TTL)
 }
 
+/// Longest `--gang-timeout`: a day.
+pub const MAX_GANG_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// `--gang-timeout`: zero (no limit) up to [`MAX_GANG_TIMEOUT`].
+pub fn gang_timeout(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::ZERO, MAX_GANG_TIMEOUT)
+}
+
+/// Longest `--scheduling-deadline`: 10 minutes.
+pub const MAX_SCHEDULING_DEADLINE: Duration = Duration::from_secs(600);
+
+/// `--scheduling-deadline`: 100ms up to [`MAX_SCHEDULING_DEADLINE`].
+pub fn scheduling_deadline(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_millis(100), MAX_SCHEDULING_DEADLINE)
+}
+
 /// `--scheduler-name`: "" (off) or a name as `spec.schedulerName` takes it: at most 253
 /// characters, no whitespace or control characters.
 pub fn scheduler_name(text: &str) -> Result<String, String> {
@@ -147,6 +163,17 @@ mod tests {
         assert!(reservation_ttl("0s").is_err());
         assert!(reservation_ttl("2h").is_err());
         assert_eq!(reservation_ttl("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(gang_timeout("0s"), Ok(Duration::ZERO));
+        assert_eq!(gang_timeout("10m"), Ok(Duration::from_secs(600)));
+        assert!(gang_timeout("25h").unwrap_err().contains("not in"));
+        assert!(
+            scheduling_deadline("0s")
+                .unwrap_err()
+                .contains("above zero")
+        );
+        assert!(scheduling_deadline("50ms").unwrap_err().contains("not in"));
+        assert!(scheduling_deadline("11m").is_err());
+        assert_eq!(scheduling_deadline("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(scheduler_name(""), Ok(String::new()));
         assert!(scheduler_name("my scheduler").is_err());
         assert!(cooldown("8days").is_err());

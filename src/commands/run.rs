@@ -59,6 +59,14 @@ pub struct RunArgs {
     /// How long room planned for a trainer pod not created yet stays held (e.g. 60s), 1s..1h.
     #[arg(long, env = "TRAINSCALE_RESERVATION_TTL", default_value = "60s", value_parser = flags::reservation_ttl)]
     pub reservation_ttl: Duration,
+    /// How long a gang (a job below its min-instance) may wait to bind whole before its held
+    /// room is released for one reservation TTL (e.g. 10m); 0s: no limit; at most 24h.
+    #[arg(long, env = "TRAINSCALE_GANG_TIMEOUT", default_value = "10m", value_parser = flags::gang_timeout)]
+    pub gang_timeout: Duration,
+    /// Upper bound on one pass's scheduling writes (binds, unschedulable reports, Events); what
+    /// is left waits for the next pass. 100ms..10m.
+    #[arg(long, env = "TRAINSCALE_SCHEDULING_DEADLINE", default_value = "5s", value_parser = flags::scheduling_deadline)]
+    pub scheduling_deadline: Duration,
     /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
     #[arg(long, env = "TRAINSCALE_NAMESPACE")]
     pub namespace: Option<String>,
@@ -159,6 +167,8 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         dry_run: args.dry_run,
         scheduler_name: Some(args.scheduler_name.clone()).filter(|n| !n.is_empty()),
         reservation_ttl: args.reservation_ttl,
+        gang_timeout: args.gang_timeout,
+        scheduling_deadline: args.scheduling_deadline,
         discovery_interval: args.discovery_interval,
         kinds: args.kinds.map(|mut kinds| {
             kinds.sort();

@@ -36,6 +36,11 @@ pub struct DaemonConfig {
     pub scheduler_name: Option<String>,
     /// How long room planned for a trainer pod not created yet stays held.
     pub reservation_ttl: Duration,
+    /// How long a gang (a job below its min-instance) may wait to bind whole before its room is
+    /// released for one `reservation_ttl`; zero: no limit.
+    pub gang_timeout: Duration,
+    /// Upper bound on one pass's scheduling writes (binds, unschedulable reports, Events).
+    pub scheduling_deadline: Duration,
     /// Run the operator (creating and finishing TrainingJobs' objects) beside the autoscaler,
     /// only while leader; `None`: autoscaler only. Not started under `dry_run`.
     pub operator: Option<OperatorConfig>,
@@ -65,12 +70,18 @@ impl Default for DaemonConfig {
             apply_timeout: Duration::from_secs(30),
             scheduler_name: Some("trainscale".to_string()),
             reservation_ttl: Duration::from_secs(60),
+            gang_timeout: Duration::from_secs(600),
+            scheduling_deadline: Duration::from_secs(5),
             operator: None,
             kinds: None,
             discovery_interval: crate::daemon::watch::DISCOVERY_RECHECK,
         }
     }
 }
+
+/// Reservation TTLs a position may stay reserved for a pod that does not come before it is no
+/// longer reserved.
+pub const UNFILLED_RESERVATIONS: u32 = 3;
 
 /// Parses durations written like `30s`, `500ms`, `2m`, `1h 30m`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

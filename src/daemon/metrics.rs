@@ -36,6 +36,8 @@ pub const BINDS: &str = "trainscale_binds_total";
 pub const BIND_LATENCY: &str = "trainscale_pod_bind_latency_seconds";
 pub const RESERVATIONS: &str = "trainscale_reservations";
 pub const UNSCHEDULABLE_PODS: &str = "trainscale_unschedulable_pods";
+pub const GANG_TIMEOUTS: &str = "trainscale_gang_timeouts_total";
+pub const SCHEDULING_CUTS: &str = "trainscale_scheduling_cuts_total";
 
 /// Installs the global Prometheus recorder. Per-job gauges not refreshed for `stale_after`
 /// (deleted jobs) disappear from the output.
@@ -84,7 +86,7 @@ pub fn api_request(verb: &'static str, resource: String) {
     counter!(API_REQUESTS, "verb" => verb, "resource" => resource).increment(1);
 }
 
-/// Counts a bind by result (`bound`, `moot`, `failed`, `not_sent`).
+/// Counts a bind by result (`bound`, `moot`, `failed`, `not_sent`, `unknown`: cut off in flight).
 pub fn bind(result: &'static str) {
     counter!(BINDS, "result" => result).increment(1);
 }
@@ -98,6 +100,16 @@ pub fn bind_latency(latency: Duration) {
 pub fn scheduling(reservations: usize, unschedulable: usize) {
     gauge!(RESERVATIONS).set(reservations as f64);
     gauge!(UNSCHEDULABLE_PODS).set(unschedulable as f64);
+}
+
+/// Counts a gang whose room was released after waiting past `--gang-timeout`.
+pub fn gang_timeout() {
+    counter!(GANG_TIMEOUTS).increment(1);
+}
+
+/// Counts a scheduling stage cut short (`deadline`, `lease_lost`, `shutdown`).
+pub fn scheduling_cut(why: &'static str) {
+    counter!(SCHEDULING_CUTS, "why" => why).increment(1);
 }
 
 /// Counts a rescale by result (`True`, `False`, `Unknown`).

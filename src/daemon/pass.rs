@@ -7,7 +7,7 @@ use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
 use super::scheduling::pods::PodKey;
-use super::scheduling::{Assignments, assign};
+use super::scheduling::{Assignments, Settings, assign_with};
 use super::sizing::{SizingUpdate, decide};
 use super::store::{InvalidJob, Store};
 
@@ -42,15 +42,15 @@ pub struct PassWork {
 /// and a `False` scale record every pass would only be noise. Its planned room stays reserved for
 /// this pass.
 ///
-/// With a `scheduler` name, the pass also assigns the pending pods naming it to the planned
-/// nodes (see [`super::scheduling::assign`]).
-pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&str>) -> PassWork {
+/// With `scheduler` settings, the pass also assigns the pending pods naming it to the planned
+/// nodes (see [`super::scheduling::assign_with`]).
+pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&Settings>) -> PassWork {
     let plan = plan(store.state(), config);
     let assignments = scheduler
-        .map(|name| assign(store.state(), store.scheduling(), &plan, name))
+        .map(|s| assign_with(store.state(), store.scheduling(), &plan, s))
         .unwrap_or_default();
     let gated = scheduler
-        .map(|name| store.scheduling().gated_to_report(name))
+        .map(|s| store.scheduling().gated_to_report(&s.name))
         .unwrap_or_default();
     let (rescales, waiting): (Vec<Rescale>, Vec<Rescale>) = plan
         .jobs

@@ -13,13 +13,13 @@ use tokio::time::MissedTickBehavior;
 
 use super::DaemonError;
 use super::actuator::{Actuator, Outcome, Rescale};
-use super::config::DaemonConfig;
+use super::config::{DaemonConfig, UNFILLED_RESERVATIONS};
 use super::gate::{EventGate, SharedStore, lock};
 use super::http::{self, Health};
 use super::leader::{Fence, LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
-use super::scheduling::{BindOutcome, Binder};
+use super::scheduling::{BindOutcome, Binder, Cut, Limits, Memory, Settings};
 use super::sizing::Decision;
 use super::store::{Kind, Store, WatchEvent};
 use super::watch::{KindSelection, WatchError, forbidden, select_kinds, watch_all};
@@ -76,14 +76,22 @@ pub async fn run(
         stop_rx.clone(),
     ));
 
-    let mut shutdown = Box::pin(shutdown);
+    // A shutdown request turns `requested` true at once, so a pass under way sees it (its
+    // scheduling stage and the actuator's writes stop at it); the loop then ends.
+    let (requested_tx, requested) = watch::channel(false);
+    let forward = tokio::spawn(async move {
+        shutdown.await;
+        let _ = requested_tx.send(true);
+    });
+    let mut shutdown = requested.clone();
     let mut leadership = if config.leader_elect {
         tokio::select! {
             elected = Leadership::elect(client.clone(), &config.lease_name, &config.lease_namespace, &config.identity) => {
                 elected.map_err(DaemonError::Lease)?
             }
-            _ = &mut shutdown => {
+            _ = shutdown.wait_for(|s| *s) => {
                 let _ = stop_tx.send(true);
+                forward.abort();
                 return Ok(());
             }
         }
@@ -109,7 +117,8 @@ pub async fn run(
         store,
         health,
         released,
-        stop: stop_rx,
+        stop: requested,
+        scheduling: Mutex::new(Memory::default()),
         config,
     };
     // Flags refuse a zero interval; a config built in code must not panic either.
@@ -119,7 +128,7 @@ pub async fn run(
     loop {
         let deadline = pending_since.map(|t| t + daemon.config.debounce);
         tokio::select! {
-            _ = &mut shutdown => break,
+            _ = shutdown.wait_for(|s| *s) => break,
             _ = leadership.changed() => {
                 let leader = leadership.is_leader();
                 metrics::leader(leader);
@@ -162,6 +171,7 @@ pub async fn run(
     drop(daemon);
     drop(operator);
     leadership.release().await;
+    forward.abort();
     let _ = tokio::time::timeout(Duration::from_secs(5), watching).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     Ok(())
@@ -322,7 +332,10 @@ struct Daemon {
     health: Arc<Health>,
     /// Told when a pass lets go of its snapshot (held watch events may then be applied).
     released: Arc<Notify>,
+    /// Turns true when shutdown is requested (a pass under way stops writing).
     stop: watch::Receiver<bool>,
+    /// What the scheduler role's last pass left for the next (gang waits, unfilled positions).
+    scheduling: Mutex<Memory>,
     config: DaemonConfig,
 }
 
@@ -335,19 +348,50 @@ fn unix_seconds() -> i64 {
 }
 
 impl Daemon {
-    /// Holds the room of every planned position (pods about to be bound, and pods not created
-    /// yet) in the store, so the next pass plans around it.
+    /// Gives back the held room the pass released (room gone, timed-out gangs, positions whose
+    /// pod never came), then holds the room of every planned position (pods about to be bound,
+    /// and pods not created yet) in the store, so the next pass plans around it.
     fn hold_reservations(&self, work: &PassWork, now: i64) {
-        let reserves = &work.assignments.reserves;
-        if reserves.is_empty() {
+        let a = &work.assignments;
+        if a.reserves.is_empty() && a.unreserve.is_empty() {
             return;
         }
         let expires = now.saturating_add(self.config.reservation_ttl.as_secs() as i64);
         let mut store = lock(&self.store);
         let state = Arc::make_mut(&mut store).state_mut();
-        for r in reserves {
+        for (job, index) in &a.unreserve {
+            state.unreserve(job, *index);
+        }
+        for r in &a.reserves {
             state.reserve(&r.job, r.index, &r.node, r.requests, expires, r.assumed);
         }
+    }
+
+    /// The scheduler role's settings for a pass at `now`, with what the last pass left.
+    fn scheduler_settings(&self, now: i64) -> Option<Settings> {
+        let name = self.config.scheduler_name.as_deref()?;
+        let ttl = self.config.reservation_ttl.as_secs() as i64;
+        let memory = self
+            .scheduling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        Some(Settings {
+            name: name.to_string(),
+            now,
+            gang_timeout: self.config.gang_timeout.as_secs() as i64,
+            gang_back_off: ttl,
+            unfilled_limit: ttl.saturating_mul(i64::from(UNFILLED_RESERVATIONS)),
+            memory,
+        })
+    }
+
+    /// Keeps what this pass's scheduler role leaves for the next one.
+    fn remember_scheduling(&self, memory: Memory) {
+        *self
+            .scheduling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = memory;
     }
 
     /// A rescale that did not happen creates no pods: the positions it reserved go back.
@@ -373,23 +417,30 @@ impl Daemon {
         }
     }
 
-    /// The scheduler role's writes: the gated pods' condition, binds (a failed one gives its
-    /// room back; the next pass retries from fresh state), then the unschedulable pods'
-    /// condition and Event.
+    /// The scheduler role's writes, bounded by `--scheduling-deadline` and stopped at Lease loss
+    /// or shutdown: binds (one that failed or was not sent gives its room back; the next pass
+    /// retries from fresh state), then the unschedulable pods' condition and Event (only those
+    /// whose condition changes, a few at a time), the gated pods' condition, then the timed-out
+    /// gangs' Events.
     async fn schedule(&self, work: &PassWork) {
+        let a = &work.assignments;
+        for t in &a.timeouts {
+            metrics::gang_timeout();
+            tracing::warn!(job = %t.job, message = %t.message, "gang timed out; its room is released");
+        }
         let Some(binder) = &self.binder else {
             return;
         };
-        for pod in &work.gated {
-            binder.report_gated(pod, Timestamp::now()).await;
-        }
-        let a = &work.assignments;
-        if a.binds.is_empty() && a.unschedulable.iter().all(|u| u.unchanged) {
+        let changed = a.unschedulable.iter().filter(|u| !u.unchanged).count();
+        if a.binds.is_empty() && changed == 0 && a.timeouts.is_empty() && work.gated.is_empty() {
             return;
         }
-        let outcomes = binder.bind_all(&a.binds).await;
-        let mut bound = 0;
-        let mut failed = 0;
+        let limits = Limits {
+            until: tokio::time::Instant::now() + self.config.scheduling_deadline,
+            stop: self.stop.clone(),
+        };
+        let (outcomes, mut cut) = binder.bind_all(&a.binds, &limits).await;
+        let (mut bound, mut failed, mut unknown, mut not_sent) = (0, 0, 0, 0);
         let mut give_back = Vec::new();
         for (b, outcome) in a.binds.iter().zip(&outcomes) {
             match outcome {
@@ -397,10 +448,17 @@ impl Daemon {
                     bound += 1;
                     metrics::bind_latency(b.seen.elapsed());
                 }
+                // It may be bound: its room stays held (as sent) until the watch shows it or the
+                // reservation lapses.
+                BindOutcome::Unknown => unknown += 1,
                 other => {
-                    if matches!(other, BindOutcome::Failed(_)) {
-                        failed += 1;
-                        tracing::warn!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, outcome = ?other, "bind failed; retried next pass");
+                    match other {
+                        BindOutcome::Failed(_) => {
+                            failed += 1;
+                            tracing::warn!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, outcome = ?other, "bind failed; retried next pass");
+                        }
+                        BindOutcome::NotSent => not_sent += 1,
+                        _ => {}
                     }
                     if let Some(position) = &b.position {
                         give_back.push(position.clone());
@@ -415,17 +473,47 @@ impl Daemon {
                 state.unreserve(job, *index);
             }
         }
-        let now = Timestamp::now();
-        for u in &a.unschedulable {
-            binder.report_unschedulable(u, now).await;
+        let mut reported = 0;
+        if cut.is_none() {
+            (reported, cut) = binder
+                .report_all(&a.unschedulable, Timestamp::now(), &limits)
+                .await;
+        }
+        if cut.is_none() {
+            cut = binder
+                .report_gated_all(&work.gated, Timestamp::now(), &limits)
+                .await;
+        }
+        for t in &a.timeouts {
+            if cut.is_some() {
+                break;
+            }
+            let uid = lock(&self.store)
+                .training_job(&t.job)
+                .and_then(|m| m.uid.clone());
+            cut = binder.report_gang_timeout(t, uid, &limits).await;
+        }
+        if let Some(why) = cut {
+            metrics::scheduling_cut(why.as_str());
+            if why == Cut::Shutdown {
+                tracing::info!("scheduling stage stopped for shutdown");
+            } else {
+                tracing::warn!(
+                    why = why.as_str(),
+                    "scheduling stage cut short; the next pass goes on"
+                );
+            }
         }
         let reserved = lock(&self.store).state().reservations().count();
         metrics::scheduling(reserved, a.unschedulable.len());
         tracing::info!(
             bound,
             failed,
+            unknown,
+            not_sent,
             reserved,
             unschedulable = a.unschedulable.len(),
+            reported,
             "bindings"
         );
     }
@@ -517,22 +605,27 @@ impl Daemon {
             Arc::clone(&store)
         };
         let config = self.planner_config();
-        let scheduler = self.config.scheduler_name.clone();
+        let scheduler = self.scheduler_settings(now);
         let planned = tokio::task::spawn_blocking(move || {
             metrics::observe_state(snapshot.state());
             metrics::skipped_jobs(&snapshot.skipped_counts());
-            leader.then(|| prepare(&snapshot, &config, scheduler.as_deref()))
+            leader.then(|| prepare(&snapshot, &config, scheduler.as_ref()))
         })
         .await;
         self.released.notify_one();
         let work: PassWork = match planned {
             Ok(Some(work)) => work,
-            Ok(None) => return,
+            Ok(None) => {
+                // Another replica schedules: what this one waited on is stale.
+                self.remember_scheduling(Memory::default());
+                return;
+            }
             Err(e) => {
                 tracing::error!(error = %e, "the planning task failed");
                 return;
             }
         };
+        self.remember_scheduling(work.assignments.memory.clone());
         metrics::observe_plan(&work.plan);
         for warning in &work.plan.warnings {
             tracing::debug!(%warning, "planner");
@@ -582,6 +675,9 @@ impl Daemon {
             }
             for b in &work.assignments.binds {
                 tracing::info!(pod = %format!("{}/{}", b.pod.0, b.pod.1), node = %b.node, "dry run: would bind");
+            }
+            for t in &work.assignments.timeouts {
+                tracing::info!(job = %t.job, message = %t.message, "dry run: would release a timed-out gang's room");
             }
             let mut store = lock(&self.store);
             let store = Arc::make_mut(&mut store);

@@ -1,21 +1,35 @@
 //! From a plan to bindings: which pending pod goes to which node, which planned positions hold
 //! room for pods not created yet, and which pods cannot be placed and why. Pure: the state, the
-//! unbound pods and the plan in; decisions out.
+//! unbound pods, the plan and what the previous pass left ([`Memory`], the time) in; decisions
+//! out.
 //!
-//! A job's pending trainers take its planned placements in position order (identical trainers
-//! are interchangeable); a position whose pod does not exist yet is reserved on its node. A job
-//! below its min-instance is a gang: its pods are bound only when every position up to min is
-//! bound, reserved-and-present or placed-and-present; otherwise its placements are only
-//! reserved. Every bind is checked against the node as kube-scheduler would (static filters with
-//! the pod's own spec, room, pod count, host ports, extended resources); a planned node that
-//! fails is replaced by the best node that passes, or the pod is reported unschedulable.
+//! Pods outside the plan's trainer positions (a job's master and pservers, pods of jobs trainscale
+//! only sizes, pods of no job) are placed first, by priority, then age, then name, so a new job's
+//! master and pservers get room before anyone's growth. A job's pending trainers then take its
+//! planned placements in position order (identical trainers are interchangeable); a position
+//! whose pod does not exist yet is reserved on its node.
+//!
+//! Every bind is checked against the node as the API server and the kubelet will see it: static
+//! filters with the pod's own spec, CPU, memory, GPUs, the pod count (pods present, terminating
+//! ones included, and this pass's binds and reservations), host ports, extended resources. A pod
+//! filling a reserved position is checked the same way, its reservation's room counted once as
+//! its own; when the check fails the reservation is released and the pod placed on the best node
+//! that passes, unless the room is coming free (pods leaving the node), when it waits.
+//!
+//! A job below its min-instance is a gang: it binds whole or not at all within a pass. Only
+//! members bound, sent to be bound, or bindable this pass after every check count; until they
+//! reach min, placements are only reserved and the waiting members say what the gang waits for.
+//! A gang that waits longer than its timeout releases its room for a while; a position reserved
+//! for a pod that does not come stops being reserved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::pods::{PodKey, SchedulingPods, UnboundPod};
 use crate::api::{JobKey, Resources};
 use crate::cluster::filters::{HostPort, Unfit, check_static, unavailable_message};
-use crate::cluster::{ClusterState, NodeId, NodeSlot, Role};
+use crate::cluster::objects::{PodPhase, Role};
+use crate::cluster::{ClusterState, NodeId, NodeSlot};
 use crate::planner::ScalePlan;
 
 /// A pod to bind.
@@ -52,21 +66,97 @@ pub struct Unschedulable {
     pub unchanged: bool,
 }
 
+/// A gang that could not bind whole within its timeout: its room is released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GangTimeout {
+    pub job: JobKey,
+    /// What its pods' condition and the job's Event say.
+    pub message: String,
+}
+
 /// What a pass's scheduler role does.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Assignments {
     pub binds: Vec<Bind>,
     pub reserves: Vec<Reserve>,
     pub unschedulable: Vec<Unschedulable>,
+    /// Held room to give back (before `reserves` are held): `(job, position)`.
+    pub unreserve: Vec<(JobKey, u32)>,
+    /// Gangs that timed out this pass.
+    pub timeouts: Vec<GangTimeout>,
+    /// What the next pass starts from.
+    pub memory: Memory,
 }
 
-/// Decides the bindings of one pass for the pods naming scheduler `name`.
+/// What the scheduler role carries from one pass to the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Memory {
+    /// Gangs that could not bind whole, by job.
+    pub gangs: BTreeMap<JobKey, GangWait>,
+    /// Positions reserved for a pod not created yet, and since when (seconds since the epoch).
+    pub unfilled: BTreeMap<(JobKey, u32), i64>,
+}
+
+/// How long a gang has waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GangWait {
+    /// Seconds since the epoch from which its wait counts.
+    pub since: i64,
+    /// It timed out: its room is not held before this time (seconds since the epoch).
+    pub held_back_until: Option<i64>,
+}
+
+/// The scheduler role's inputs besides the cluster and the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The scheduler name its pods carry in `spec.schedulerName`.
+    pub name: String,
+    /// This pass's time, seconds since the epoch.
+    pub now: i64,
+    /// Seconds a gang may wait to bind whole before its room is released; 0: no limit.
+    pub gang_timeout: i64,
+    /// Seconds a timed-out gang's room stays released before it tries again.
+    pub gang_back_off: i64,
+    /// Seconds a position may stay reserved for a pod that does not come before it is no
+    /// longer reserved.
+    pub unfilled_limit: i64,
+    pub memory: Memory,
+}
+
+impl Settings {
+    /// Settings for scheduler `name` at time 0 with nothing remembered: gangs wait without limit
+    /// and positions are always reserved.
+    pub fn new(name: &str) -> Self {
+        Settings {
+            name: name.to_string(),
+            now: 0,
+            gang_timeout: 0,
+            gang_back_off: 0,
+            unfilled_limit: 0,
+            memory: Memory::default(),
+        }
+    }
+}
+
+/// Decides the bindings of one pass for the pods naming scheduler `name`, with nothing
+/// remembered from an earlier pass (see [`assign_with`]).
 pub fn assign(
     state: &ClusterState,
     pods: &SchedulingPods,
     plan: &ScalePlan,
     name: &str,
 ) -> Assignments {
+    assign_with(state, pods, plan, &Settings::new(name))
+}
+
+/// Decides the bindings of one pass.
+pub fn assign_with(
+    state: &ClusterState,
+    pods: &SchedulingPods,
+    plan: &ScalePlan,
+    settings: &Settings,
+) -> Assignments {
+    let name = settings.name.as_str();
     let mut out = Assignments::default();
     let mut trainers: BTreeMap<&JobKey, BTreeMap<u32, (&PodKey, &UnboundPod)>> = BTreeMap::new();
     let mut others: Vec<(&PodKey, &UnboundPod)> = Vec::new();
@@ -82,36 +172,27 @@ pub fn assign(
         }
     }
     let mut room = Room::new(state, pods, name);
-    for job in &plan.jobs {
-        if !schedules_job(state, &job.key, name) {
-            continue;
-        }
-        let waiting = trainers.remove(&*job.key).unwrap_or_default();
-        let placements: Vec<NodeId> = job
-            .placements
-            .iter()
-            .flat_map(|p| std::iter::repeat_n(p.node, p.trainers as usize))
-            .collect();
-        if waiting.is_empty() && placements.is_empty() {
-            continue;
-        }
-        assign_job(
-            state,
-            &mut room,
-            job.key.as_ref(),
-            job.min,
-            job.target,
-            job.trainer,
-            &placements,
-            waiting,
-            &mut out,
-        );
-    }
+    // Pods outside the plan's positions first: higher priority, then older, then by name.
+    let created = |key: &PodKey| state.pod(&key.0, &key.1).map_or(0, |p| p.created);
+    others.sort_by(|(ka, a), (kb, b)| {
+        (Reverse(a.priority), created(ka), *ka).cmp(&(Reverse(b.priority), created(kb), *kb))
+    });
+    // Where the plan held room for a job's master or pserver, it goes there when that node
+    // passes every filter.
+    let planned: HashMap<&PodKey, NodeId> = plan
+        .support
+        .iter()
+        .filter_map(|s| s.node.map(|node| (&s.pod, node)))
+        .collect();
     for (key, pod) in others {
         let requests = state
             .pod(&key.0, &key.1)
             .map_or(Resources::ZERO, |p| p.requests);
-        match place_one(&mut room, pod, requests) {
+        let placed = match planned.get(key) {
+            Some(&node) => room.take_planned(node, pod, requests),
+            None => place_one(&mut room, pod, requests),
+        };
+        match placed {
             Ok(node) => out.binds.push(Bind {
                 pod: key.clone(),
                 uid: pod.uid.clone(),
@@ -122,6 +203,31 @@ pub fn assign(
             }),
             Err(message) => out.unschedulable.push(unschedulable(key, pod, message)),
         }
+    }
+    let reserved: BTreeSet<&JobKey> = state.reservations().map(|(job, _, _)| job).collect();
+    let mut leaving = Leaving::new(state, plan);
+    for job in &plan.jobs {
+        if !schedules_job(state, &job.key, name) {
+            continue;
+        }
+        let waiting = trainers.remove(&*job.key).unwrap_or_default();
+        let placements: Vec<NodeId> = job
+            .placements
+            .iter()
+            .flat_map(|p| std::iter::repeat_n(p.node, p.trainers as usize))
+            .collect();
+        if waiting.is_empty() && placements.is_empty() && !reserved.contains(&*job.key) {
+            continue;
+        }
+        let pass = JobPass {
+            state,
+            settings,
+            job: job.key.as_ref(),
+            min: job.min.max(0) as u32,
+            target: job.target.max(0) as u32,
+            trainer: job.trainer,
+        };
+        pass.run(&mut room, &mut leaving, &placements, waiting, &mut out);
     }
     out
 }
@@ -140,118 +246,383 @@ fn schedules_job(state: &ClusterState, job: &JobKey, name: &str) -> bool {
             .is_some_and(|c| c.scheduler_name.as_deref() == Some(name) && c.unsupported.is_empty())
 }
 
-/// One job's trainers: bind the present, reserve the missing, report the unplaced.
-#[allow(clippy::too_many_arguments)]
-fn assign_job(
-    state: &ClusterState,
-    room: &mut Room,
-    job: &JobKey,
-    min: i32,
-    target: i32,
+/// One job's trainers in one pass.
+struct JobPass<'a> {
+    state: &'a ClusterState,
+    settings: &'a Settings,
+    job: &'a JobKey,
+    min: u32,
+    target: u32,
     trainer: Resources,
-    placements: &[NodeId],
-    waiting: BTreeMap<u32, (&PodKey, &UnboundPod)>,
-    out: &mut Assignments,
-) {
-    let Some(slot) = state.job(job) else {
-        return;
-    };
-    let positions = slot.controller_positions(state.size_cap());
-    let target = target.max(0) as u32;
-    let mut planned = placements.iter();
-    let mut binds = Vec::new();
-    let mut reserves = Vec::new();
-    let mut unplaced = Vec::new();
-    let mut present = 0u32;
-    for index in 0..target {
-        let at = positions.get(index as usize).copied().flatten();
-        let reservation = state.reservation(job, index);
-        // A pod sent to be bound in an earlier pass whose update has not arrived: wait for it.
-        if reservation.is_some_and(|r| r.assumed) {
-            present += 1;
-            continue;
-        }
-        let reserved = reservation.and_then(|r| state.node_id_of(r.node()));
-        let pod = waiting.get(&index);
-        match (at, reserved, pod) {
-            // A reserved position whose pod now exists: bind it where the room is held.
-            (Some(_), Some(node), Some((key, pod))) => {
-                let requests = pod_requests(state, key, trainer);
-                match room.check_held(node, pod) {
-                    Ok(()) if room.held_room_is_free(node) => {
-                        binds.push(bind(state, key, pod, node, job, index, requests));
-                    }
-                    // The room held for it is still taken (a trainer shrunk away not gone yet,
-                    // a pod placed there meanwhile): the kubelet would turn the pod away, so it
-                    // waits, its room still held, and is bound once the node has it free.
-                    Ok(()) => {}
-                    Err(_) => unplaced.push((*key, *pod)),
-                }
-                present += 1;
-            }
-            // Bound (not only reserved, for a pod still to be created).
-            (Some(_), _, _) => present += u32::from(reservation.is_none()),
-            (None, _, pod) => {
-                let Some(&node) = planned.next() else {
-                    if let Some((key, pod)) = pod {
-                        unplaced.push((*key, *pod));
-                    }
-                    continue;
-                };
-                match pod {
-                    Some((key, pod)) => {
-                        let requests = pod_requests(state, key, trainer);
-                        match room.take_planned(node, pod, requests) {
-                            Ok(node) => {
-                                binds.push(bind(state, key, pod, node, job, index, requests));
-                                present += 1;
-                            }
-                            Err(_) => unplaced.push((*key, *pod)),
-                        }
-                    }
-                    None => {
-                        let Some(name) = state.node(node).map(|n| n.name.to_string()) else {
-                            continue;
-                        };
-                        room.take(node, trainer);
-                        reserves.push(Reserve {
-                            job: job.clone(),
-                            index,
-                            node: name,
-                            requests: trainer,
-                            assumed: false,
-                        });
-                    }
-                }
-            }
+}
+
+/// What became of one trainer position's pod this pass.
+enum Member<'p> {
+    /// It can be bound this pass, on this node.
+    Bindable(Bind, &'p PodKey, &'p UnboundPod),
+    /// The room held for it is taken now but coming free (pods leaving `node`): it waits there.
+    Waiting(&'p PodKey, &'p UnboundPod, String),
+    /// No node takes it.
+    Unplaced(&'p PodKey, &'p UnboundPod),
+}
+
+impl<'p> Member<'p> {
+    fn pod(&self) -> (&'p PodKey, &'p UnboundPod) {
+        match self {
+            Member::Bindable(_, key, pod)
+            | Member::Waiting(key, pod, _)
+            | Member::Unplaced(key, pod) => (key, pod),
         }
     }
-    // A gang below min: all of it present and placed, or none of it bound yet.
-    let gang_waits = present < min.max(0) as u32;
-    if gang_waits {
-        reserves.extend(binds.iter().filter_map(|b| b.reserve(false)));
-    } else {
-        out.reserves
-            .extend(binds.iter().filter_map(|b| b.reserve(true)));
-        out.binds.extend(binds);
-    }
-    out.reserves.extend(reserves);
-    // Identical trainers are refused for the same reasons: one diagnosis serves them all.
-    let mut diagnosed: Vec<(&UnboundPod, Resources, String)> = Vec::new();
-    for (key, pod) in unplaced {
-        let requests = pod_requests(state, key, trainer);
-        let known = diagnosed
+}
+
+/// FailedScheduling messages of one job's trainers: identical trainers are refused for the same
+/// reasons, so one diagnosis serves them all.
+#[derive(Default)]
+struct Diagnoses<'p> {
+    known: Vec<(&'p UnboundPod, Resources, String)>,
+}
+
+impl<'p> Diagnoses<'p> {
+    fn of(&mut self, room: &Room, pod: &'p UnboundPod, requests: Resources) -> String {
+        let known = self
+            .known
             .iter()
             .find(|(other, r, _)| *r == requests && same_constraints(other, pod));
-        let message = match known {
-            Some((_, _, message)) => message.clone(),
-            None => {
-                let message = room.diagnose(pod, requests);
-                diagnosed.push((pod, requests, message.clone()));
-                message
-            }
+        if let Some((_, _, message)) = known {
+            return message.clone();
+        }
+        let message = room.diagnose(pod, requests);
+        self.known.push((pod, requests, message.clone()));
+        message
+    }
+}
+
+impl<'a> JobPass<'a> {
+    /// Binds the present, reserves the missing, reports the unplaced; a gang below min binds
+    /// whole or only holds its room.
+    fn run<'p>(
+        &self,
+        room: &mut Room,
+        leaving: &mut Leaving,
+        placements: &[NodeId],
+        mut waiting: BTreeMap<u32, (&'p PodKey, &'p UnboundPod)>,
+        out: &mut Assignments,
+    ) {
+        let (state, job, now) = (self.state, self.job, self.settings.now);
+        let Some(slot) = state.job(job) else {
+            return;
         };
-        out.unschedulable.push(unschedulable(key, pod, message));
+        let positions = slot.controller_positions(state.size_cap());
+        let mut planned = placements.iter();
+        let mut members: Vec<Member<'p>> = Vec::new();
+        let mut reserves = Vec::new();
+        let mut unreserve = Vec::new();
+        let mut unfilled = BTreeMap::new();
+        // Bound, or sent to be bound in an earlier pass and not seen bound yet.
+        let mut present = 0u32;
+        let mut missing = 0u32;
+        for index in 0..self.target {
+            let reservation = state.reservation(job, index);
+            if reservation.is_some_and(|r| r.assumed) {
+                present += 1;
+                continue;
+            }
+            let pod = waiting.remove(&index);
+            let at = positions.get(index as usize).copied().flatten();
+            match (reservation, pod) {
+                // A reserved position whose pod exists: re-checked where its room is held.
+                (Some(r), Some((key, pod))) => {
+                    let requests = pod_requests(state, key, self.trainer);
+                    let held = Allowance::held(r.requests());
+                    let node = state.node_id_of(r.node());
+                    let checked = node.map(|n| (n, room.take_held(n, pod, requests, held)));
+                    match checked {
+                        Some((n, Ok(()))) => members.push(Member::Bindable(
+                            self.bind(key, pod, n, index, requests),
+                            key,
+                            pod,
+                        )),
+                        Some((n, Err(_)))
+                            if room.fits(n, pod, requests, held + leaving.on(n)).is_ok() =>
+                        {
+                            members.push(Member::Waiting(key, pod, r.node().to_string()));
+                        }
+                        _ => {
+                            // The room is gone for good: released, and the pod placed afresh.
+                            unreserve.push(index);
+                            if let Some(n) = node {
+                                room.give_back(n, r.requests());
+                            }
+                            members.push(match place_one(room, pod, requests) {
+                                Ok(n) => Member::Bindable(
+                                    self.bind(key, pod, n, index, requests),
+                                    key,
+                                    pod,
+                                ),
+                                Err(_) => Member::Unplaced(key, pod),
+                            });
+                        }
+                    }
+                }
+                // A reserved position whose pod is not created yet.
+                (Some(r), None) => {
+                    missing += 1;
+                    let node = state.node_id_of(r.node());
+                    let usable = node.is_some_and(|n| self.usable(n));
+                    let since = self.unfilled_since(index);
+                    unfilled.insert(index, since);
+                    if !usable || now - since >= self.unfilled_limit() {
+                        // Its node no longer takes the job's trainers, or its pod never came.
+                        unreserve.push(index);
+                        if let Some(n) = node {
+                            room.give_back(n, r.requests());
+                        }
+                    }
+                }
+                // Bound (its own pod, or another at the same index).
+                (None, _) if at.is_some() => present += 1,
+                (None, pod) => {
+                    let Some(&node) = planned.next() else {
+                        match pod {
+                            Some((key, pod)) => members.push(Member::Unplaced(key, pod)),
+                            None => missing += 1,
+                        }
+                        continue;
+                    };
+                    match pod {
+                        Some((key, pod)) => {
+                            let requests = pod_requests(state, key, self.trainer);
+                            members.push(match room.take_planned(node, pod, requests) {
+                                Ok(n) => Member::Bindable(
+                                    self.bind(key, pod, n, index, requests),
+                                    key,
+                                    pod,
+                                ),
+                                Err(_) => Member::Unplaced(key, pod),
+                            });
+                        }
+                        None => {
+                            missing += 1;
+                            let since = self.unfilled_since(index);
+                            unfilled.insert(index, since);
+                            if now - since >= self.unfilled_limit() {
+                                continue;
+                            }
+                            let Some(name) = state.node(node).map(|n| n.name.to_string()) else {
+                                continue;
+                            };
+                            room.take(node, self.trainer);
+                            reserves.push(Reserve {
+                                job: job.clone(),
+                                index,
+                                node: name,
+                                requests: self.trainer,
+                                assumed: false,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let bindable = members
+            .iter()
+            .filter(|m| matches!(m, Member::Bindable(..)))
+            .count() as u32;
+        let placeable = present + bindable;
+        out.unreserve
+            .extend(unreserve.iter().map(|i| (job.clone(), *i)));
+        let mut diagnoses = Diagnoses::default();
+        let mut remember_unfilled = |out: &mut Assignments| {
+            let unfilled = std::mem::take(&mut unfilled);
+            out.memory.unfilled.extend(
+                unfilled
+                    .into_iter()
+                    .map(|(i, since)| ((job.clone(), i), since)),
+            );
+        };
+        // A job of min 1 has no gang to wait for: each pod is placed or refused on its own.
+        if placeable >= self.min || self.min <= 1 {
+            remember_unfilled(out);
+            out.reserves.extend(reserves);
+            for member in members {
+                match member {
+                    Member::Bindable(b, _, _) => {
+                        out.reserves.extend(b.reserve(true));
+                        out.binds.push(b);
+                    }
+                    Member::Waiting(key, pod, node) => {
+                        let message = format!(
+                            "waiting for the room held for it on node {node} to come free (pods leaving the node)"
+                        );
+                        out.unschedulable.push(unschedulable(key, pod, message));
+                    }
+                    Member::Unplaced(key, pod) => {
+                        let requests = pod_requests(state, key, self.trainer);
+                        let message = diagnoses.of(room, pod, requests);
+                        out.unschedulable.push(unschedulable(key, pod, message));
+                    }
+                }
+            }
+            return;
+        }
+        // A gang below min: its room held and nothing bound until all of it is placeable.
+        let summary = self.summary(placeable, missing, &members);
+        let wait = self.settings.memory.gangs.get(job).copied();
+        let since = wait.map_or(now, |w| w.since);
+        let held_back = wait
+            .and_then(|w| w.held_back_until)
+            .is_some_and(|until| now < until);
+        let timeout = self.settings.gang_timeout;
+        let times_out = !held_back && timeout > 0 && now - since >= timeout;
+        if held_back || times_out {
+            // It starts afresh after its back-off, positions still without a pod included.
+            let message = format!(
+                "gang job {job} could not bind whole within {}: {summary}; its room is released for {}, then it tries again",
+                duration_text(timeout),
+                duration_text(self.settings.gang_back_off)
+            );
+            if times_out {
+                let until = now + self.settings.gang_back_off;
+                out.memory.gangs.insert(
+                    job.clone(),
+                    GangWait {
+                        since: until,
+                        held_back_until: Some(until),
+                    },
+                );
+                out.timeouts.push(GangTimeout {
+                    job: job.clone(),
+                    message: message.clone(),
+                });
+            } else if let Some(w) = wait {
+                out.memory.gangs.insert(job.clone(), w);
+            }
+            // Every room it holds goes back (not what was sent to be bound already). This pass
+            // still counts it taken: the next one plans without it.
+            for (key, index, r) in state.reservations() {
+                if key == job && !r.assumed && !unreserve.contains(&index) {
+                    out.unreserve.push((job.clone(), index));
+                }
+            }
+            for member in members {
+                let (key, pod) = member.pod();
+                out.unschedulable
+                    .push(unschedulable(key, pod, message.clone()));
+            }
+            return;
+        }
+        out.memory.gangs.insert(
+            job.clone(),
+            GangWait {
+                since,
+                held_back_until: None,
+            },
+        );
+        remember_unfilled(out);
+        out.reserves.extend(reserves);
+        let gang = format!("waiting for its gang job {job}: {summary}");
+        for member in members {
+            match member {
+                Member::Bindable(b, key, pod) => {
+                    out.reserves.extend(b.reserve(false));
+                    out.unschedulable
+                        .push(unschedulable(key, pod, gang.clone()));
+                }
+                Member::Waiting(key, pod, _) => {
+                    out.unschedulable
+                        .push(unschedulable(key, pod, gang.clone()));
+                }
+                Member::Unplaced(key, pod) => {
+                    let why = diagnoses.of(room, pod, pod_requests(state, key, self.trainer));
+                    let message = format!("{why} Its gang job {job} waits: {summary}");
+                    out.unschedulable.push(unschedulable(key, pod, message));
+                }
+            }
+        }
+    }
+
+    fn bind(
+        &self,
+        key: &PodKey,
+        pod: &UnboundPod,
+        node: NodeId,
+        index: u32,
+        requests: Resources,
+    ) -> Bind {
+        Bind {
+            pod: key.clone(),
+            uid: pod.uid.clone(),
+            node: node_name(self.state, node),
+            position: Some((self.job.clone(), index)),
+            requests,
+            seen: pod.seen,
+        }
+    }
+
+    /// Whether a node still takes the job's trainers: it exists, takes pods, and passes the
+    /// static filters of the job's trainer class.
+    fn usable(&self, node: NodeId) -> bool {
+        let class = self.state.job(self.job).and_then(|slot| slot.class);
+        self.state.node(node).is_some_and(NodeSlot::schedulable) && self.state.eligible(class, node)
+    }
+
+    /// Since when position `index` has been reserved for a pod not created yet (now if it was
+    /// not before).
+    fn unfilled_since(&self, index: u32) -> i64 {
+        self.settings
+            .memory
+            .unfilled
+            .get(&(self.job.clone(), index))
+            .copied()
+            .unwrap_or(self.settings.now)
+    }
+
+    /// Seconds a position may wait for its pod (no limit when not set).
+    fn unfilled_limit(&self) -> i64 {
+        match self.settings.unfilled_limit {
+            0 => i64::MAX,
+            limit => limit,
+        }
+    }
+
+    /// What a gang waits for, e.g. `2 of min 3 trainers placeable; 1 not created yet, 1 fits
+    /// no node`.
+    fn summary(&self, placeable: u32, missing: u32, members: &[Member]) -> String {
+        let mut parts = Vec::new();
+        if missing > 0 {
+            parts.push(format!("{missing} not created yet"));
+        }
+        let mut waiting_on: Vec<&str> = members
+            .iter()
+            .filter_map(|m| match m {
+                Member::Waiting(_, _, node) => Some(node.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !waiting_on.is_empty() {
+            let count = waiting_on.len();
+            waiting_on.sort_unstable();
+            waiting_on.dedup();
+            parts.push(format!(
+                "{count} waiting for room coming free on {}",
+                waiting_on.join(", ")
+            ));
+        }
+        let unplaced = members
+            .iter()
+            .filter(|m| matches!(m, Member::Unplaced(..)))
+            .count();
+        if unplaced > 0 {
+            let verb = if unplaced == 1 { "fits" } else { "fit" };
+            parts.push(format!("{unplaced} {verb} no node"));
+        }
+        let mut text = format!("{placeable} of min {} trainers placeable", self.min);
+        if !parts.is_empty() {
+            text.push_str("; ");
+            text.push_str(&parts.join(", "));
+        }
+        text
     }
 }
 
@@ -262,25 +633,6 @@ fn same_constraints(a: &UnboundPod, b: &UnboundPod) -> bool {
 
 fn pod_requests(state: &ClusterState, key: &PodKey, trainer: Resources) -> Resources {
     state.pod(&key.0, &key.1).map_or(trainer, |p| p.requests)
-}
-
-fn bind(
-    state: &ClusterState,
-    key: &PodKey,
-    pod: &UnboundPod,
-    node: NodeId,
-    job: &JobKey,
-    index: u32,
-    requests: Resources,
-) -> Bind {
-    Bind {
-        pod: key.clone(),
-        uid: pod.uid.clone(),
-        node: node_name(state, node),
-        position: Some((job.clone(), index)),
-        requests,
-        seen: pod.seen,
-    }
 }
 
 /// The name of a node id of `state` (empty for an id it does not hold).
@@ -328,6 +680,90 @@ pub fn unsupported_message(features: &[&str]) -> String {
     )
 }
 
+/// A duration in seconds as humans write it (`10m`, `1m 30s`).
+fn duration_text(seconds: i64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(seconds.max(0) as u64)).to_string()
+}
+
+/// Room a check may count as the pod's beyond a node's free room: what is held for it (a
+/// reservation's room and pod slot), and what is leaving the node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Allowance {
+    resources: Resources,
+    pods: i64,
+}
+
+impl Allowance {
+    /// Nothing beyond the free room.
+    const NONE: Allowance = Allowance {
+        resources: Resources::ZERO,
+        pods: 0,
+    };
+
+    /// A reservation's room and its pod slot.
+    fn held(resources: Resources) -> Self {
+        Allowance { resources, pods: 1 }
+    }
+}
+
+impl std::ops::Add for Allowance {
+    type Output = Allowance;
+    fn add(self, o: Allowance) -> Allowance {
+        Allowance {
+            resources: self.resources + o.resources,
+            pods: self.pods + o.pods,
+        }
+    }
+}
+
+/// The room leaving each node: pods terminating there, and trainers at positions their job is
+/// shrunk below (by its size or this pass's plan). Read from the state once, when a check first
+/// needs it.
+struct Leaving<'s> {
+    state: &'s ClusterState,
+    plan: &'s ScalePlan<'s>,
+    by_node: Option<HashMap<NodeId, Allowance>>,
+}
+
+impl<'s> Leaving<'s> {
+    fn new(state: &'s ClusterState, plan: &'s ScalePlan<'s>) -> Self {
+        Leaving {
+            state,
+            plan,
+            by_node: None,
+        }
+    }
+
+    /// The room leaving `node`.
+    fn on(&mut self, node: NodeId) -> Allowance {
+        let (state, plan) = (self.state, self.plan);
+        let by_node = self.by_node.get_or_insert_with(|| {
+            let targets: HashMap<&JobKey, i32> =
+                plan.jobs.iter().map(|j| (&*j.key, j.target)).collect();
+            let kept = |job: &JobKey| {
+                let current = state.job(job).map_or(0, |slot| slot.current());
+                targets.get(job).map_or(current, |t| current.min(*t)).max(0) as u32
+            };
+            let mut by_node: HashMap<NodeId, Allowance> = HashMap::new();
+            for (_, pod) in state.pods() {
+                let Some(id) = pod.node.as_deref().and_then(|n| state.node_id_of(n)) else {
+                    continue;
+                };
+                let shrunk = match (&pod.owner, pod.index) {
+                    (Some((job, Role::Trainer)), Some(index)) => index >= kept(job),
+                    _ => false,
+                };
+                if pod.phase != PodPhase::Finished && (pod.terminating || shrunk) {
+                    let a = by_node.entry(id).or_default();
+                    *a = *a + Allowance::held(pod.requests);
+                }
+            }
+            by_node
+        });
+        by_node.get(&node).copied().unwrap_or_default()
+    }
+}
+
 /// Node room as the pass hands it out: the state's free room, taken from as pods are bound or
 /// positions reserved, with the pod count, host ports and extended resources of each node; what
 /// is promised to pods of other schedulers nominated for a node is not free.
@@ -365,6 +801,13 @@ impl<'s> Room<'s> {
         t.pods += 1;
     }
 
+    /// Gives back room and a pod slot held on a node (a reservation released this pass).
+    fn give_back(&mut self, node: NodeId, requests: Resources) {
+        let t = self.taken.entry(node).or_default();
+        t.resources -= requests;
+        t.pods -= 1;
+    }
+
     /// Binds a pod on its planned node if that node passes every filter, else on the best node
     /// that does.
     fn take_planned(
@@ -373,36 +816,27 @@ impl<'s> Room<'s> {
         pod: &UnboundPod,
         requests: Resources,
     ) -> Result<NodeId, String> {
-        match self.fits(node, pod, requests, false) {
+        match self.fits(node, pod, requests, Allowance::NONE) {
             Ok(()) => {
-                self.commit(node, pod, requests, false);
+                self.commit(node, pod, requests, 1);
                 Ok(node)
             }
             Err(_) => place_one(self, pod, requests),
         }
     }
 
-    /// Whether a pod fits where its position's room is held already (filters other than room).
-    fn check_held(&mut self, node: NodeId, pod: &UnboundPod) -> Result<(), Unfit> {
-        self.fits(node, pod, Resources::ZERO, true)?;
-        self.commit(node, pod, Resources::ZERO, true);
+    /// Binds a pod where its position's room is held, if the node passes every filter with that
+    /// room (`held`) counted once as the pod's; the pod's own requests replace the held room.
+    fn take_held(
+        &mut self,
+        node: NodeId,
+        pod: &UnboundPod,
+        requests: Resources,
+        held: Allowance,
+    ) -> Result<(), Unfit> {
+        self.fits(node, pod, requests, held)?;
+        self.commit(node, pod, requests - held.resources, 1 - held.pods);
         Ok(())
-    }
-
-    /// Whether the room held on `node` is really free: with every reservation counted, nothing
-    /// on the node is overcommitted (CPU, memory, GPUs, the pod count) — pods present,
-    /// terminating ones included, and what this pass took there.
-    fn held_room_is_free(&self, node: NodeId) -> bool {
-        let Some(slot) = self.state.node(node) else {
-            return false;
-        };
-        let free = self.free(slot, node);
-        let pods_fit = self
-            .state
-            .node_traits(node)
-            .and_then(|t| t.max_pods)
-            .is_none_or(|max| self.pods_on(slot, node) <= max);
-        free.cpu_milli >= 0 && free.memory >= 0 && free.gpu >= 0 && pods_fit
     }
 
     /// The pods on a node, with those this pass placed there and those nominated for it.
@@ -422,14 +856,15 @@ impl<'s> Room<'s> {
                 .map_or(Resources::ZERO, |t| t.resources)
     }
 
-    /// kube-scheduler's filters for one pod on one node, against the room left this pass.
-    /// `held`: the room and pod slot are held for it already (a reservation).
+    /// kube-scheduler's filters for one pod on one node, against the room left this pass (pods
+    /// present, terminating ones included, and this pass's binds and reservations), counting
+    /// `extra` as the pod's besides (room held for it, room leaving the node).
     fn fits(
         &self,
         node: NodeId,
         pod: &UnboundPod,
         requests: Resources,
-        held: bool,
+        extra: Allowance,
     ) -> Result<(), Unfit> {
         // A spec that does not read, or uses what trainscale does not evaluate, fits nowhere
         // (`diagnose` says why).
@@ -441,24 +876,22 @@ impl<'s> Room<'s> {
         let traits = self.state.node_traits(node).ok_or(Unfit::NotReady)?;
         check_static(constraints, traits)?;
         let taken = self.taken.get(&node);
-        if !held {
-            if let Some(max) = traits.max_pods
-                && self.pods_on(slot, node) + 1 > max
-            {
-                return Err(Unfit::TooManyPods);
-            }
-            let free = self.free(slot, node);
-            if requests.cpu_milli > free.cpu_milli {
-                return Err(Unfit::Insufficient("cpu".into()));
-            }
-            if requests.memory > free.memory {
-                return Err(Unfit::Insufficient("memory".into()));
-            }
-            if requests.gpu > free.gpu {
-                return Err(Unfit::Insufficient(
-                    crate::api::GPU_RESOURCE_NAMES[0].into(),
-                ));
-            }
+        if let Some(max) = traits.max_pods
+            && self.pods_on(slot, node) + 1 - extra.pods > max
+        {
+            return Err(Unfit::TooManyPods);
+        }
+        let free = self.free(slot, node) + extra.resources;
+        if requests.cpu_milli > free.cpu_milli {
+            return Err(Unfit::Insufficient("cpu".into()));
+        }
+        if requests.memory > free.memory {
+            return Err(Unfit::Insufficient("memory".into()));
+        }
+        if requests.gpu > free.gpu {
+            return Err(Unfit::Insufficient(
+                crate::api::GPU_RESOURCE_NAMES[0].into(),
+            ));
         }
         for (resource, amount) in &constraints.extended {
             let have = traits.extended.get(resource).copied().unwrap_or(0);
@@ -486,11 +919,12 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
-    fn commit(&mut self, node: NodeId, pod: &UnboundPod, requests: Resources, held: bool) {
-        if !held {
-            self.take(node, requests);
-        }
+    /// Records a pod placed on a node: `requests` and `pods` more taken there, and its host
+    /// ports and extended resources.
+    fn commit(&mut self, node: NodeId, pod: &UnboundPod, requests: Resources, pods: i64) {
         let t = self.taken.entry(node).or_default();
+        t.resources += requests;
+        t.pods += pods;
         if let Ok(c) = &pod.constraints {
             t.ports.extend(c.host_ports.iter().cloned());
             for (resource, amount) in &c.extended {
@@ -499,7 +933,9 @@ impl<'s> Room<'s> {
         }
     }
 
-    /// kube-scheduler's FailedScheduling message for a pod no node takes.
+    /// kube-scheduler's FailedScheduling message for a pod the pass does not bind: every node
+    /// counted once, with the first filter it fails, or as left to other pods by the plan when
+    /// it passes them all.
     fn diagnose(&self, pod: &UnboundPod, requests: Resources) -> String {
         let constraints = match &pod.constraints {
             Ok(c) => c,
@@ -511,17 +947,23 @@ impl<'s> Room<'s> {
         let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
         let mut total = 0;
         for (id, slot) in self.state.nodes() {
+            // A name pods refer to whose Node is unknown is not a node.
             if slot.info.is_none() {
                 continue;
             }
             total += 1;
-            if let Err(why) = self.fits(id, pod, requests, false) {
-                *reasons.entry(why.to_string()).or_insert(0) += 1;
-            }
+            let why = match self.fits(id, pod, requests, Allowance::NONE) {
+                Err(why) => why.to_string(),
+                Ok(()) => NOT_PLANNED.to_string(),
+            };
+            *reasons.entry(why).or_insert(0) += 1;
         }
         unavailable_message(total, &reasons)
     }
 }
+
+/// The reason given for a node that passes every filter but the plan did not choose for a pod.
+pub const NOT_PLANNED: &str = "node(s) were not chosen by trainscale's plan for this pod";
 
 /// The best node for a single pod, like kube-scheduler's filters then a best fit (fewest free
 /// GPUs, then least free CPU, then name): the node, or why none fits.
@@ -533,7 +975,7 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<N
     }
     let mut best: Option<(Resources, NodeId)> = None;
     for (id, slot) in room.state.nodes() {
-        if slot.info.is_none() || room.fits(id, pod, requests, false).is_err() {
+        if slot.info.is_none() || room.fits(id, pod, requests, Allowance::NONE).is_err() {
             continue;
         }
         let free = room.free(slot, id);
@@ -546,7 +988,7 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<N
     }
     match best {
         Some((_, node)) => {
-            room.commit(node, pod, requests, false);
+            room.commit(node, pod, requests, 1);
             Ok(node)
         }
         None => Err(room.diagnose(pod, requests)),

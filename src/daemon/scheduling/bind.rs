@@ -1,6 +1,10 @@
 //! The scheduler role's writes: `pods/binding` as kube-scheduler posts it, the `Scheduled` and
 //! `FailedScheduling` Events, and the `PodScheduled=False` condition (a strategic merge patch
-//! keyed by condition type, as kube-scheduler writes it, sent only when it changes).
+//! keyed by condition type, as kube-scheduler writes it, sent only when it changes). A stage of
+//! writes ends at its deadline, when the leader lease is lost, or at shutdown, whichever comes
+//! first.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -9,15 +13,54 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
-use super::assign::{Bind, UNSCHEDULABLE, Unschedulable};
+use super::assign::{Bind, GangTimeout, UNSCHEDULABLE, Unschedulable};
 use super::pods::{SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE};
+use crate::api::JobKey;
 use crate::api::note::truncate_note;
 use crate::daemon::leader::Fence;
 use crate::daemon::metrics;
 
 /// Binds sent at once.
 const CONCURRENT_BINDS: usize = 16;
+
+/// Unschedulable reports (a status patch and an Event each) sent at once.
+const CONCURRENT_REPORTS: usize = 8;
+
+/// When a stage of writes stops early.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// The stage's deadline.
+    pub until: tokio::time::Instant,
+    /// Turns true when the daemon is asked to shut down.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Why a stage of writes stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    Deadline,
+    LeaseLost,
+    Shutdown,
+}
+
+impl Cut {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cut::Deadline => "deadline",
+            Cut::LeaseLost => "lease_lost",
+            Cut::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Resolves once `stop` turns true; never when its sender is gone while it is false.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
 
 /// How one bind ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +70,10 @@ pub enum BindOutcome {
     Moot(String),
     /// Any other failure: the next pass retries from fresh state.
     Failed(String),
-    /// Not sent: the leader lease was lost.
+    /// Not sent: the leader lease was lost, or the stage ended first.
     NotSent,
+    /// Sent, but the stage ended before its answer: it may be bound.
+    Unknown,
 }
 
 /// Writes bindings and scheduling reports.
@@ -55,12 +100,114 @@ impl Binder {
         }
     }
 
-    /// Sends every bind, a few at a time; each outcome in the order of `binds`.
-    pub async fn bind_all(&self, binds: &[Bind]) -> Vec<BindOutcome> {
-        futures::stream::iter(binds.iter().map(|b| self.bind(b)))
-            .buffered(CONCURRENT_BINDS)
-            .collect()
-            .await
+    /// Resolves when a stage must stop: its deadline, the lease lost, or shutdown.
+    async fn cut(&self, limits: &Limits) -> Cut {
+        tokio::select! {
+            biased;
+            _ = self.fence.lost() => Cut::LeaseLost,
+            _ = stopped(limits.stop.clone()) => Cut::Shutdown,
+            _ = tokio::time::sleep_until(limits.until) => Cut::Deadline,
+        }
+    }
+
+    /// Sends every bind, a few at a time, until `limits` cut the stage short; each outcome in the
+    /// order of `binds` (`Unknown` for a bind cut off in flight, `NotSent` for one not begun),
+    /// and the cut, if any.
+    pub async fn bind_all(
+        &self,
+        binds: &[Bind],
+        limits: &Limits,
+    ) -> (Vec<BindOutcome>, Option<Cut>) {
+        let begun: Vec<AtomicBool> = binds.iter().map(|_| AtomicBool::new(false)).collect();
+        let mut done: Vec<Option<BindOutcome>> = vec![None; binds.len()];
+        let cut = {
+            let begun = &begun;
+            let mut sent =
+                futures::stream::iter(binds.iter().enumerate().map(|(i, b)| async move {
+                    begun[i].store(true, Ordering::Relaxed);
+                    (i, self.bind(b).await)
+                }))
+                .buffer_unordered(CONCURRENT_BINDS);
+            let cut = self.cut(limits);
+            tokio::pin!(cut);
+            loop {
+                tokio::select! {
+                    biased;
+                    why = &mut cut => break Some(why),
+                    next = sent.next() => match next {
+                        Some((i, outcome)) => done[i] = Some(outcome),
+                        None => break None,
+                    },
+                }
+            }
+        };
+        let outcomes = done
+            .into_iter()
+            .zip(&begun)
+            .map(|(outcome, begun)| {
+                outcome.unwrap_or_else(|| {
+                    let outcome = if begun.load(Ordering::Relaxed) {
+                        BindOutcome::Unknown
+                    } else {
+                        BindOutcome::NotSent
+                    };
+                    metrics::bind(outcome_label(&outcome));
+                    outcome
+                })
+            })
+            .collect();
+        (outcomes, cut)
+    }
+
+    /// Writes the reports whose condition changed, a few at a time, until `limits` cut the stage
+    /// short: how many were sent, and the cut, if any.
+    pub async fn report_all(
+        &self,
+        reports: &[Unschedulable],
+        now: Timestamp,
+        limits: &Limits,
+    ) -> (usize, Option<Cut>) {
+        let mut sent = futures::stream::iter(
+            reports
+                .iter()
+                .filter(|u| !u.unchanged)
+                .map(|u| self.report_unschedulable(u, now)),
+        )
+        .buffer_unordered(CONCURRENT_REPORTS);
+        let cut = self.cut(limits);
+        tokio::pin!(cut);
+        let mut count = 0;
+        loop {
+            tokio::select! {
+                biased;
+                why = &mut cut => return (count, Some(why)),
+                next = sent.next() => match next {
+                    Some(()) => count += 1,
+                    None => return (count, None),
+                },
+            }
+        }
+    }
+
+    /// Publishes a Warning Event `GangTimeout` on a gang's job, until `limits` cut it short.
+    pub async fn report_gang_timeout(
+        &self,
+        t: &GangTimeout,
+        uid: Option<String>,
+        limits: &Limits,
+    ) -> Option<Cut> {
+        let reference = job_reference(&t.job, uid);
+        let publish = self.publish(
+            reference,
+            EventType::Warning,
+            "GangTimeout",
+            t.message.clone(),
+        );
+        tokio::select! {
+            biased;
+            why = self.cut(limits) => Some(why),
+            _ = publish => None,
+        }
     }
 
     /// Binds one pod to its node and reports it with a `Scheduled` Event.
@@ -82,18 +229,14 @@ impl Binder {
                 BindOutcome::Failed(e.to_string())
             }
         };
-        metrics::bind(match outcome {
-            BindOutcome::Bound => "bound",
-            BindOutcome::Moot(_) => "moot",
-            BindOutcome::Failed(_) => "failed",
-            BindOutcome::NotSent => "not_sent",
-        });
+        metrics::bind(outcome_label(&outcome));
         if outcome == BindOutcome::Bound {
             let note = format!(
                 "Successfully assigned {}/{} to {}",
                 b.pod.0, b.pod.1, b.node
             );
-            self.publish(&b.pod, b.uid.clone(), EventType::Normal, "Scheduled", note)
+            let reference = pod_reference(&b.pod, b.uid.clone());
+            self.publish(reference, EventType::Normal, "Scheduled", note)
                 .await;
         }
         outcome
@@ -114,9 +257,9 @@ impl Binder {
             metrics::api_error("patch");
             tracing::warn!(pod = %format!("{}/{}", u.pod.0, u.pod.1), error = %e, "could not write PodScheduled");
         }
+        let reference = pod_reference(&u.pod, u.uid.clone());
         self.publish(
-            &u.pod,
-            u.uid.clone(),
+            reference,
             EventType::Warning,
             "FailedScheduling",
             u.message.clone(),
@@ -126,6 +269,24 @@ impl Binder {
 
     /// Writes `PodScheduled=False, reason SchedulingGated` on a gated pod, as kube-scheduler
     /// does (no Event). Called only for pods whose condition does not say so yet.
+    /// [`Binder::report_gated`] for each pod in turn until `limits` cut the stage short; the
+    /// cut, if any.
+    pub async fn report_gated_all(
+        &self,
+        pods: &[(String, String)],
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Option<Cut> {
+        for pod in pods {
+            tokio::select! {
+                biased;
+                cut = self.cut(limits) => return Some(cut),
+                () = self.report_gated(pod, now) => {}
+            }
+        }
+        None
+    }
+
     pub async fn report_gated(&self, pod: &(String, String), now: Timestamp) {
         if !self.fence.held() {
             return;
@@ -143,8 +304,7 @@ impl Binder {
 
     async fn publish(
         &self,
-        pod: &(String, String),
-        uid: Option<String>,
+        reference: ObjectReference,
         type_: EventType,
         reason: &str,
         note: String,
@@ -152,14 +312,6 @@ impl Binder {
         if !self.fence.held() {
             return;
         }
-        let reference = ObjectReference {
-            api_version: Some("v1".to_string()),
-            kind: Some("Pod".to_string()),
-            name: Some(pod.1.clone()),
-            namespace: Some(pod.0.clone()),
-            uid,
-            ..ObjectReference::default()
-        };
         let event = Event {
             type_,
             reason: reason.to_string(),
@@ -171,6 +323,39 @@ impl Binder {
             metrics::api_error("create");
             tracing::warn!(scheduler = %self.name, error = %e, "could not publish an Event");
         }
+    }
+}
+
+/// The metrics label of a bind outcome.
+fn outcome_label(outcome: &BindOutcome) -> &'static str {
+    match outcome {
+        BindOutcome::Bound => "bound",
+        BindOutcome::Moot(_) => "moot",
+        BindOutcome::Failed(_) => "failed",
+        BindOutcome::NotSent => "not_sent",
+        BindOutcome::Unknown => "unknown",
+    }
+}
+
+fn pod_reference(pod: &(String, String), uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".to_string()),
+        kind: Some("Pod".to_string()),
+        name: Some(pod.1.clone()),
+        namespace: Some(pod.0.clone()),
+        uid,
+        ..ObjectReference::default()
+    }
+}
+
+fn job_reference(job: &JobKey, uid: Option<String>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(job.kind.api_version().to_string()),
+        kind: Some(job.kind.as_str().to_string()),
+        name: Some(job.name.to_string()),
+        namespace: Some(job.namespace.to_string()),
+        uid,
+        ..ObjectReference::default()
     }
 }
 

@@ -9,8 +9,11 @@ pub mod assign;
 pub mod bind;
 pub mod pods;
 
-pub use assign::{Assignments, Bind, Reserve, Unschedulable, assign};
-pub use bind::{BindOutcome, Binder};
+pub use assign::{
+    Assignments, Bind, GangTimeout, GangWait, Memory, Reserve, Settings, Unschedulable, assign,
+    assign_with,
+};
+pub use bind::{BindOutcome, Binder, Cut, Limits};
 pub use pods::{SchedulingPods, UnboundPod};
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct UnboundPod {
     pub condition: Option<ScheduledCondition>,
     /// When the watch first showed it unbound (for the bind latency).
     pub seen: std::time::Instant,
+    /// `spec.priority` (0 when unset): pods outside the plan are placed higher first.
+    pub priority: i32,
 }
 
 /// A live unbound pod held by `spec.schedulingGates`: the API server refuses to bind it until
@@ -189,6 +191,7 @@ impl SchedulingPods {
                         constraints: PodConstraints::read(spec, &object, "spec").map(Arc::new),
                         condition,
                         seen,
+                        priority: spec.priority.unwrap_or(0),
                     },
                 );
             }

@@ -5,7 +5,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use super::assign::{Assignments, assign};
+use super::assign::{Assignments, GangWait, Settings, assign, assign_with};
 use super::pods::SchedulingPods;
 use crate::api::{JobKey, Resources};
 use crate::cluster::ClusterState;
@@ -213,11 +213,13 @@ fn held_room_still_taken_on_the_node_waits_and_is_bound_once_free() {
     let r = &a.reserves[0];
     c.state
         .reserve(&r.job, r.index, &r.node, r.requests, 100, r.assumed);
-    // A 2-GPU pod still running on `a` (a donor not gone yet): the held room is taken.
+    // A 2-GPU donor terminating on `a` (shrunk away, not gone yet): the held room is taken
+    // until it goes.
     let mut donor = trainer_pod("donor", 0, &spec);
     if let Some(spec) = donor.spec.as_mut() {
         spec.node_name = Some("a".to_string());
     }
+    donor.metadata.deletion_timestamp = serde_json::from_value(json!("2024-05-01T12:05:00Z")).ok();
     c.pod(&donor);
     c.pod(&trainer_pod("x", 0, &spec));
     let a = c.assign();
@@ -226,9 +228,11 @@ fn held_room_still_taken_on_the_node_waits_and_is_bound_once_free() {
         "bound onto a node whose GPUs are taken: {:?}",
         bound_to(&a)
     );
-    assert!(
-        a.unschedulable.iter().all(|u| u.pod.1 != "x-trainer-0"),
-        "a pod waiting for held room is not reported unschedulable"
+    // It waits there, its room still held, and says so (not as a pod no node takes).
+    assert!(a.unreserve.is_empty(), "{a:?}");
+    assert_eq!(
+        message_of(&a, "x-trainer-0"),
+        Some("waiting for the room held for it on node a to come free (pods leaving the node)")
     );
     // The donor is gone: the pod binds where its room was held.
     c.state.delete_pod("ns", "donor-trainer-0");
@@ -385,6 +389,222 @@ fn plain_pod(name: &str, scheduler: &str, spec: Value, status: Value) -> Pod {
         "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}")},
         "spec": spec,
         "status": status,
+    }))
+    .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binds the kubelet never turns away: held room re-checked, whole gangs, support pods first.
+
+impl Cluster {
+    /// Holds every reservation of `a` in the state, as the runner does after a pass.
+    fn hold(&mut self, a: &Assignments) {
+        for r in &a.reserves {
+            self.state
+                .reserve(&r.job, r.index, &r.node, r.requests, 100, r.assumed);
+        }
+    }
+
+    /// The node holding the reservation of `job`'s position `index`.
+    fn reserved_node(&self, job: &JobKey, index: u32) -> String {
+        self.state
+            .reservation(job, index)
+            .map(|r| r.node().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// A pod bound to `node` (kube-scheduler placed it) asking `gpus` GPUs; `terminating` sets a
+/// deletion timestamp.
+fn bound_pod(name: &str, node: &str, gpus: i64, terminating: bool) -> Pod {
+    let mut pod = json!({
+        "metadata": {"name": name, "namespace": "other"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Running"},
+    });
+    if terminating {
+        pod["metadata"]["deletionTimestamp"] = json!("2024-05-01T12:05:00Z");
+    }
+    serde_json::from_value(pod).unwrap()
+}
+
+fn plain_node(name: &str, gpus: i64) -> Node {
+    node(name, 16, gpus, json!({}), json!({}), None)
+}
+
+fn cordoned(name: &str, gpus: i64) -> Node {
+    node(
+        name,
+        16,
+        gpus,
+        json!({}),
+        json!({"unschedulable": true}),
+        None,
+    )
+}
+
+fn message_of<'a>(a: &'a Assignments, pod: &str) -> Option<&'a str> {
+    a.unschedulable
+        .iter()
+        .find(|u| u.pod.1 == pod)
+        .map(|u| u.message.as_str())
+}
+
+/// The node counts of a FailedScheduling message add up to its total (`0/N nodes ...`).
+fn counts_add_up(message: &str) -> bool {
+    let Some(rest) = message.strip_prefix("0/") else {
+        return false;
+    };
+    let Some((total, reasons)) = rest.split_once(" nodes are available:") else {
+        return false;
+    };
+    // The reasons end at the first sentence end (a resource name such as nvidia.com/gpu has dots).
+    let reasons = reasons
+        .split(". ")
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('.');
+    let sum: usize = reasons
+        .split(", ")
+        .filter_map(|part| part.trim().split(' ').next()?.parse::<usize>().ok())
+        .sum();
+    total.parse::<usize>().is_ok_and(|t| t == sum)
+}
+
+#[test]
+fn held_room_taken_by_a_pod_bound_meanwhile_sends_the_pod_to_a_node_that_fits() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    c.node(plain_node("b", 2));
+    let spec = template(2, json!({}));
+    let key = c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    let held = c.reserved_node(&key, 0);
+    let other = if held == "a" { "b" } else { "a" };
+    // kube-scheduler, which does not see trainscale's reservations, placed a 2-GPU pod there.
+    c.pod(&bound_pod("intruder", &held, 2, false));
+    c.pod(&trainer_pod("x", 0, &spec));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), other.to_string())]
+    );
+    assert!(a.unschedulable.is_empty(), "{a:?}");
+}
+
+#[test]
+fn a_pod_asking_more_than_its_held_room_is_checked_for_all_it_asks() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    c.node(plain_node("b", 4));
+    // The job states 1-GPU trainers: 1 GPU is held for its position (on `a`, the best fit).
+    let key = c.job("x", (1, 1), 1, &[], &template(1, json!({})));
+    let a = c.assign();
+    c.hold(&a);
+    assert_eq!(c.reserved_node(&key, 0), "a");
+    c.pod(&bound_pod("neighbour", "a", 1, false));
+    // Its pod asks 2 GPUs: `a` has 1 for it, `b` 4.
+    c.pod(&trainer_pod("x", 0, &template(2, json!({}))));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), "b".to_string())]
+    );
+}
+
+#[test]
+fn a_reserved_pod_whose_node_was_cordoned_is_bound_on_a_node_that_takes_it() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    c.node(plain_node("b", 2));
+    let spec = template(2, json!({}));
+    let key = c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    let held = c.reserved_node(&key, 0);
+    let other = if held == "a" { "b" } else { "a" };
+    c.node(cordoned(&held, 2));
+    c.pod(&trainer_pod("x", 0, &spec));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), other.to_string())]
+    );
+    assert!(a.unschedulable.is_empty(), "{a:?}");
+}
+
+#[test]
+fn a_gang_member_whose_reserved_node_went_bad_holds_the_whole_gang() {
+    let mut c = Cluster::default();
+    for n in ["a", "b", "c"] {
+        c.node(plain_node(n, 1));
+    }
+    let spec = template(1, json!({}));
+    let key = c.job("g", (3, 3), 3, &[0, 1], &spec);
+    let a = c.assign();
+    assert!(a.binds.is_empty());
+    c.hold(&a);
+    // The node of position 2 is cordoned; no other node has a GPU left for it.
+    let bad = c.reserved_node(&key, 2);
+    c.node(cordoned(&bad, 1));
+    c.pod(&trainer_pod("g", 2, &spec));
+    let a = c.assign();
+    assert!(
+        a.binds.is_empty(),
+        "a gang binds whole or not at all: {a:?}"
+    );
+    for pod in ["g-trainer-0", "g-trainer-1"] {
+        assert_eq!(
+            message_of(&a, pod),
+            Some("waiting for its gang job ns/g: 2 of min 3 trainers placeable; 1 fits no node"),
+            "{pod}"
+        );
+    }
+    let refused = message_of(&a, "g-trainer-2").unwrap_or_default();
+    assert!(
+        refused.starts_with(
+            "0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient nvidia.com/gpu."
+        ),
+        "{refused}"
+    );
+    assert!(refused.contains("gang job ns/g"), "{refused}");
+}
+
+#[test]
+fn a_jobs_master_is_placed_before_any_trainer_growth() {
+    let mut c = Cluster::default();
+    // 4 CPUs: the growing job's four 1-CPU trainers would take all of it.
+    c.node(node("a", 4, 0, json!({}), json!({}), None));
+    let spec = template(0, json!({}));
+    c.job("grow", (1, 4), 4, &[0, 1, 2, 3], &spec);
+    let master: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "fresh-master", "namespace": "ns", "uid": "uid-m",
+            "labels": {"paddle-job-master": "fresh"},
+            "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap();
+    c.pod(&master);
+    let a = c.assign();
+    let bound = bound_to(&a);
+    assert!(
+        bound.contains(&("fresh-master".to_string(), "a".to_string())),
+        "{bound:?}"
+    );
+    assert_eq!(bound.len(), 4, "{bound:?}");
+}
+
+/// A pending pod of no job naming trainscale, asking 1 CPU, with a priority and a creation time.
+fn lone_pod(name: &str, priority: i32, created: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+        "spec": {"schedulerName": NAME, "priority": priority,
+            "containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+        "status": {"phase": "Pending"},
     }))
     .unwrap()
 }
@@ -584,4 +804,212 @@ fn room_nominated_for_another_schedulers_pod_is_not_handed_out() {
         a.unschedulable[0].message,
         "0/1 nodes are available: 1 Too many pods."
     );
+}
+
+#[test]
+fn pods_outside_the_plan_are_placed_by_priority_then_age_then_name() {
+    let mut c = Cluster::default();
+    // Room for one 1-CPU pod.
+    c.node(node("a", 1, 0, json!({}), json!({}), None));
+    c.pod(&lone_pod("p-a-low", 0, "2024-05-01T11:00:00Z"));
+    c.pod(&lone_pod("p-b-high", 100, "2024-05-01T12:00:00Z"));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("p-b-high".to_string(), "a".to_string())]
+    );
+    // Equal priorities: the older pod first, whatever its name.
+    let mut c = Cluster::default();
+    c.node(node("a", 1, 0, json!({}), json!({}), None));
+    c.pod(&lone_pod("p-a-young", 0, "2024-05-01T12:00:00Z"));
+    c.pod(&lone_pod("p-b-old", 0, "2024-05-01T11:00:00Z"));
+    let a = c.assign();
+    assert_eq!(bound_to(&a), vec![("p-b-old".to_string(), "a".to_string())]);
+}
+
+#[test]
+fn a_failed_scheduling_message_gives_every_node_considered_a_reason() {
+    let mut c = Cluster::default();
+    // The trainer Job's template keeps trainers in zone z1 (where no GPU is free); the pod
+    // itself asks for no zone, and node b in z2 would take it.
+    c.node(node("a", 16, 1, json!({"zone": "z1"}), json!({}), None));
+    c.node(node("b", 16, 1, json!({"zone": "z2"}), json!({}), None));
+    c.pod(&bound_pod("busy", "a", 1, false));
+    let template_spec = template(1, json!({"nodeSelector": {"zone": "z1"}}));
+    c.job("z", (1, 1), 1, &[], &template_spec);
+    c.pod(&trainer_pod("z", 0, &template(1, json!({}))));
+    let a = c.assign();
+    let message = message_of(&a, "z-trainer-0").unwrap_or_default();
+    assert!(counts_add_up(message), "{message}");
+    assert_eq!(
+        message,
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were not chosen by trainscale's plan for this pod."
+    );
+}
+
+impl Cluster {
+    /// One pass with `settings` (time, timeouts, what the previous pass left).
+    fn assign_with(&self, settings: &Settings) -> Assignments {
+        let plan = plan(&self.state, &PlannerConfig::default());
+        assign_with(&self.state, &self.pods, &plan, settings)
+    }
+}
+
+/// Settings at `now` with a 600 s gang timeout, a 60 s back-off and a 180 s limit for positions
+/// whose pod does not come.
+fn at(now: i64, previous: &Assignments) -> Settings {
+    Settings {
+        now,
+        gang_timeout: 600,
+        gang_back_off: 60,
+        unfilled_limit: 180,
+        memory: previous.memory.clone(),
+        ..Settings::new(NAME)
+    }
+}
+
+#[test]
+fn a_gang_that_cannot_bind_whole_in_time_releases_its_room_then_tries_again() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 8));
+    let spec = template(1, json!({}));
+    let key = c.job("g", (3, 3), 3, &[0, 1], &spec);
+    let first = c.assign_with(&at(1000, &Assignments::default()));
+    assert_eq!(first.reserves.len(), 3);
+    assert_eq!(
+        first.memory.gangs.get(&key),
+        Some(&GangWait {
+            since: 1000,
+            held_back_until: None
+        })
+    );
+    c.hold(&first);
+    // Still waiting for its third pod at 1599: its wait keeps counting from 1000 (the position
+    // of the pod that does not come is no longer held).
+    let waiting = c.assign_with(&at(1599, &first));
+    assert!(waiting.timeouts.is_empty());
+    assert_eq!(waiting.unreserve, vec![(key.clone(), 2)]);
+    assert_eq!(waiting.memory.gangs[&key].since, 1000);
+    c.state.unreserve(&key, 2);
+    // At 1600 it has waited 10 minutes: its room is released, and it says so.
+    let out = c.assign_with(&at(1600, &waiting));
+    assert_eq!(out.timeouts.len(), 1, "{out:?}");
+    assert_eq!(out.timeouts[0].job, key);
+    let mut released: Vec<u32> = out.unreserve.iter().map(|(_, i)| *i).collect();
+    released.sort_unstable();
+    assert_eq!(released, vec![0, 1]);
+    assert!(out.reserves.is_empty() && out.binds.is_empty(), "{out:?}");
+    let expected = "gang job ns/g could not bind whole within 10m: 2 of min 3 trainers placeable; 1 not created yet; its room is released for 1m, then it tries again";
+    assert_eq!(out.timeouts[0].message, expected);
+    for pod in ["g-trainer-0", "g-trainer-1"] {
+        assert_eq!(message_of(&out, pod), Some(expected), "{pod}");
+    }
+    for (job, index) in &out.unreserve {
+        c.state.unreserve(job, *index);
+    }
+    // During the back-off nothing is held for it.
+    let held_back = c.assign_with(&at(1630, &out));
+    assert!(held_back.reserves.is_empty() && held_back.binds.is_empty());
+    assert!(held_back.timeouts.is_empty());
+    // Then it tries again, its wait counted afresh.
+    let again = c.assign_with(&at(1660, &held_back));
+    assert_eq!(again.reserves.len(), 3, "{again:?}");
+    assert_eq!(
+        again.memory.gangs[&key],
+        GangWait {
+            since: 1660,
+            held_back_until: None
+        }
+    );
+    assert!(again.timeouts.is_empty());
+}
+
+#[test]
+fn a_gang_bound_whole_is_forgotten() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 8));
+    let spec = template(1, json!({}));
+    let key = c.job("g", (2, 2), 2, &[0], &spec);
+    let first = c.assign_with(&at(1000, &Assignments::default()));
+    assert!(first.memory.gangs.contains_key(&key));
+    c.hold(&first);
+    c.pod(&trainer_pod("g", 1, &spec));
+    let out = c.assign_with(&at(1010, &first));
+    assert_eq!(out.binds.len(), 2);
+    assert!(out.memory.gangs.is_empty(), "{:?}", out.memory);
+}
+
+#[test]
+fn a_position_whose_pod_never_comes_stops_being_reserved() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 8));
+    let spec = template(1, json!({}));
+    let key = c.job("x", (1, 2), 2, &[0], &spec);
+    // Position 1 has no pod: reserved from 1000 on.
+    let first = c.assign_with(&at(1000, &Assignments::default()));
+    assert!(first.reserves.iter().any(|r| r.index == 1 && !r.assumed));
+    assert_eq!(first.memory.unfilled.get(&(key.clone(), 1)), Some(&1000));
+    c.hold(&first);
+    // Its reservation lapses (the TTL) and is made again while the limit allows.
+    c.state.unreserve(&key, 1);
+    let again = c.assign_with(&at(1100, &first));
+    assert!(again.reserves.iter().any(|r| r.index == 1), "{again:?}");
+    assert_eq!(again.memory.unfilled.get(&(key.clone(), 1)), Some(&1000));
+    c.hold(&again);
+    // Past the limit the reservation still held is released and not made again.
+    let out = c.assign_with(&at(1180, &again));
+    assert_eq!(out.unreserve, vec![(key.clone(), 1)]);
+    c.state.unreserve(&key, 1);
+    let out = c.assign_with(&at(1200, &out));
+    assert!(out.reserves.iter().all(|r| r.index != 1), "{out:?}");
+    // Its pod arrives after all: bound, and the position forgotten.
+    c.pod(&trainer_pod("x", 1, &spec));
+    let out = c.assign_with(&at(1300, &out));
+    assert!(
+        out.binds.iter().any(|b| b.pod.1 == "x-trainer-1"),
+        "{out:?}"
+    );
+    assert!(out.memory.unfilled.is_empty());
+}
+
+#[test]
+fn a_reservation_on_a_node_that_no_longer_takes_the_job_is_released() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    let spec = template(1, json!({}));
+    let key = c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    c.node(cordoned("a", 2));
+    let a = c.assign();
+    assert_eq!(a.unreserve, vec![(key, 0)]);
+}
+
+#[test]
+fn a_gang_members_condition_is_written_once() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 8));
+    let spec = template(1, json!({}));
+    c.job("g", (3, 3), 3, &[0, 1], &spec);
+    let a = c.assign();
+    let message = message_of(&a, "g-trainer-0")
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        message,
+        "waiting for its gang job ns/g: 2 of min 3 trainers placeable; 1 not created yet"
+    );
+    assert!(a.unschedulable.iter().all(|u| !u.unchanged));
+    // The pods carry the condition now: nothing more to write.
+    for i in [0, 1] {
+        let mut pod = trainer_pod("g", i, &spec);
+        pod.status = serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": message}]}))
+        .ok();
+        c.pod(&pod);
+    }
+    let a = c.assign();
+    assert_eq!(a.unschedulable.len(), 2);
+    assert!(a.unschedulable.iter().all(|u| u.unchanged), "{a:?}");
 }
