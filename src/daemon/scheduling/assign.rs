@@ -590,8 +590,17 @@ impl<'a> JobPass<'a> {
     /// no node`.
     fn summary(&self, placeable: u32, missing: u32, members: &[Member]) -> String {
         let mut parts = Vec::new();
-        if missing > 0 {
-            parts.push(format!("{missing} not created yet"));
+        // A gated trainer exists but may not be bound until its gates are lifted.
+        let gated = self
+            .state
+            .job(self.job)
+            .map_or(0, |slot| slot.trainers.gated)
+            .min(missing);
+        if missing > gated {
+            parts.push(format!("{} not created yet", missing - gated));
+        }
+        if gated > 0 {
+            parts.push(format!("{gated} gated (spec.schedulingGates)"));
         }
         let mut waiting_on: Vec<&str> = members
             .iter()

@@ -709,7 +709,14 @@ fn a_gated_trainer_is_not_bound_and_its_gang_waits() {
         "a gang with a gated trainer is bound: {a:?}"
     );
     assert_eq!(a.reserves.len(), 3, "the whole gang's room is held");
-    assert!(a.unschedulable.is_empty(), "{:?}", a.unschedulable);
+    // The members present wait for the gang, which names the gated one.
+    assert_eq!(a.unschedulable.len(), 2, "{:?}", a.unschedulable);
+    assert!(
+        a.unschedulable.iter().all(|u| u.message
+            == "waiting for its gang job ns/g: 2 of min 3 trainers placeable; 1 gated (spec.schedulingGates)"),
+        "{:?}",
+        a.unschedulable
+    );
     // A job of one gated trainer: nothing to bind (the API server would answer 409).
     let mut c = Cluster::default();
     c.node(node("a", 16, 8, json!({}), json!({}), None));
