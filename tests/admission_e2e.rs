@@ -70,7 +70,8 @@ fn training_job(name: &str, cpu: &str, min: i32, max: i32, extra: Value) -> Valu
     let mut spec = json!({
         "image": "paddlepaddle/paddle:latest",
         "is_nccl": true,
-        "fault_tolerant": true,
+        // Not fault tolerant: no master (an etcd-backed master comes with fault tolerance).
+        "fault_tolerant": false,
         "schedulerName": SCHEDULER,
         "trainer": {
             "entrypoint": "python train.py",
@@ -286,6 +287,7 @@ async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster
         2,
         json!({
             "is_nccl": false,
+            "fault_tolerant": true,
             "port": 7164,
             "master": {"etcd-endpoint": "", "resources": one_cpu},
             "pserver": {"min-instance": 2, "max-instance": 2, "resources": one_cpu},
