@@ -556,3 +556,30 @@ fn a_gated_pod_is_reported_until_its_condition_says_so() {
     );
     assert!(work.gated.is_empty());
 }
+
+#[test]
+fn a_trainer_jobs_status_update_keeps_the_room_held_for_its_positions() {
+    let mut store = synced_store();
+    let key = JobKey::new("ml", "mnist");
+    let one = trainscale::api::Resources::new(1_000, 1 << 30, 0);
+    store
+        .state_mut()
+        .reserve(&key, 3, "n2", one, i64::MAX, false);
+    assert_eq!(store.state().reservations().count(), 1);
+    // The Job controller writes the trainer Job's status (same size): nothing is given back.
+    let mut updated = trainer_job("mnist-trainer", "mnist", 4);
+    updated.metadata.resource_version = Some("5".into());
+    updated.status = Some(k8s_openapi::api::batch::v1::JobStatus {
+        active: Some(4),
+        ..Default::default()
+    });
+    store.handle(WatchEvent::Job(Event::Apply(updated)));
+    assert_eq!(store.state().reservations().count(), 1);
+    // Lowered below the position: its room goes back.
+    store.handle(WatchEvent::Job(Event::Apply(trainer_job(
+        "mnist-trainer",
+        "mnist",
+        3,
+    ))));
+    assert_eq!(store.state().reservations().count(), 0);
+}

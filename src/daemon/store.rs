@@ -565,8 +565,18 @@ impl Store {
 
     fn apply_job(&mut self, job: &Job) {
         let obj_key = (job.namespace().unwrap_or_default(), job.name_any());
-        self.remove_batch_job(&obj_key);
-        if let Some((key, parallelism)) = read_trainer_job(job) {
+        let read = read_trainer_job(job);
+        // An update of a trainer Job of the same job is applied in place: removing it first
+        // would give back the room held for its positions at every status update.
+        let same_job = matches!(
+            (self.batch_jobs.get(&obj_key), &read),
+            (Some((before, _)), Some((key, _))) if before == key
+        );
+        if !same_job {
+            self.remove_batch_job(&obj_key);
+        }
+        self.suspended_batch_jobs.remove(&obj_key);
+        if let Some((key, parallelism)) = read {
             let indexed =
                 job.spec.as_ref().and_then(|s| s.completion_mode.as_deref()) == Some("Indexed");
             let reference = TrainerJobRef {
