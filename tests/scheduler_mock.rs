@@ -397,3 +397,25 @@ async fn a_gang_timeout_is_a_warning_event_on_the_job() {
     assert_eq!(cut, None);
     server.await.unwrap();
 }
+
+/// A bind answered before the deadline is `Bound` even when its `Scheduled` Event was cut off.
+#[tokio::test(start_paused = true)]
+async fn a_bind_answered_before_the_deadline_is_bound_though_its_event_was_cut() {
+    let (binder, mut handle) = binder();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) = expect(
+            &mut handle,
+            Method::POST,
+            "/api/v1/namespaces/ml/pods/p0/binding",
+        )
+        .await;
+        respond(send, StatusCode::CREATED, success());
+        let (_, _, _, held) = expect(&mut handle, Method::POST, EVENTS).await;
+        (held, handle)
+    });
+    let (limits, _stop) = limits(Duration::from_secs(5));
+    let (outcomes, cut) = binder.bind_all(&binds(1), &limits).await;
+    assert_eq!(cut, Some(Cut::Deadline));
+    assert_eq!(outcomes, vec![BindOutcome::Bound]);
+    server.await.unwrap();
+}
