@@ -114,6 +114,8 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     owner: None,
                     created: 0,
                     index: None,
+                    extended: Default::default(),
+                    priority: 0,
                 }),
             );
             left -= req;
@@ -174,6 +176,8 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     owner: Some((key.clone(), Role::Trainer)),
                     created: j as i64,
                     index: Some(t as u32),
+                    extended: Default::default(),
+                    priority: 0,
                 }),
             );
             placed += 1;
@@ -354,6 +358,8 @@ pub fn trainer_pod(
         owner: Some((key.clone(), Role::Trainer)),
         created: 0,
         index,
+        extended: Default::default(),
+        priority: 0,
     }
 }
 

@@ -528,7 +528,7 @@ fn a_gang_the_free_room_cannot_hold_is_counted() {
     assert_eq!(p.jobs[0].reason, Reason::Starving);
     assert!(
         e[0].message.starts_with(
-            "waits for its gang: 200 trainers of 1 cpu, 1Gi each do not fit: the free room of \
+            "waits for its gang: 200 trainers of 1 cpu, 1Gi memory each do not fit: the free room of \
              the nodes holds 128 of them"
         ),
         "{}",

@@ -7,6 +7,7 @@ use serde_json::json;
 use trainscale::api::JobKey;
 use trainscale::api::guard::GuardedTrainingJob;
 use trainscale::daemon::pass::prepare;
+use trainscale::daemon::scheduling::Settings;
 use trainscale::daemon::{Store, WatchEvent};
 use trainscale::planner::PlannerConfig;
 
@@ -431,4 +432,127 @@ fn sizing_conditions_are_decided_once_per_decision() {
     store.handle(WatchEvent::TrainingJob(Event::Delete(job("12"))));
     store.handle(WatchEvent::TrainingJob(Event::Apply(job("13"))));
     assert!(store.known_sizing(&key).explained.is_none());
+}
+
+/// A TrainingJob whose trainer Job Kueue holds suspended (not admitted yet): it holds no room
+/// and is not resized, and says why; admitted, it is planned again. trainscale's own
+/// zero-trainer suspension stays planned.
+#[test]
+fn a_trainer_job_kueue_has_not_admitted_is_left_alone() {
+    let mut store = synced_store();
+    let queued = json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "queued", "namespace": "ml", "resourceVersion": "7", "uid": "u7",
+                     "creationTimestamp": "2024-01-05T00:00:00Z"},
+        "spec": {"fault_tolerant": true, "frame_work": {"name": "paddle", "type": "nccl2"},
+                 "trainer": {"min-instance": 2, "max-instance": 4, "entrypoint": "python train.py",
+                             "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}}});
+    init(vec![tj(queued)], WatchEvent::TrainingJob, &mut store);
+    let key = JobKey::new("ml", "queued");
+    let mut job = trainer_job("queued-trainer", "queued", 2);
+    if let Some(spec) = job.spec.as_mut() {
+        spec.suspend = Some(true);
+    }
+    store.handle(WatchEvent::Job(Event::Apply(job.clone())));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
+    assert!(
+        work.plan.jobs.iter().all(|j| *j.key != key),
+        "planned: {:?}",
+        work.plan.jobs
+    );
+    assert!(work.rescales.iter().all(|r| r.key != key));
+    assert!(work.assignments.reserves.iter().all(|r| r.job != key));
+    let alone: Vec<_> = store.state().left_alone_jobs().collect();
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].0, &key);
+    assert_eq!(
+        alone[0].1.why,
+        "its trainer Job is suspended (not admitted by Kueue yet)"
+    );
+    // trainscale's own zero-trainer suspension: planned, and growth will lift it.
+    let mut ours = job.clone();
+    ours.metadata.annotations = Some(
+        [(
+            trainscale::api::trainer_job::ANNOTATION_ZERO_TRAINERS.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    store.handle(WatchEvent::Job(Event::Apply(ours)));
+    assert_eq!(store.state().left_alone_jobs().count(), 0);
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
+    assert!(
+        work.plan
+            .jobs
+            .iter()
+            .any(|j| *j.key == key && j.current == 0)
+    );
+    // Admitted by Kueue: planned again.
+    if let Some(spec) = job.spec.as_mut() {
+        spec.suspend = Some(false);
+    }
+    store.handle(WatchEvent::Job(Event::Apply(job)));
+    assert_eq!(store.state().left_alone_jobs().count(), 0);
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
+    assert!(work.plan.jobs.iter().any(|j| *j.key == key));
+}
+
+/// A gated pod naming the scheduler is not bound, and its `PodScheduled=False, reason
+/// SchedulingGated` condition is written once: not when the pod says so already.
+#[test]
+fn a_gated_pod_is_reported_until_its_condition_says_so() {
+    let mut store = synced_store();
+    let gated = |condition: bool| -> Pod {
+        let mut status = json!({"phase": "Pending"});
+        if condition {
+            status["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates"}]);
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "g", "namespace": "ml", "resourceVersion": "8"},
+            "spec": {"schedulerName": "trainscale", "schedulingGates": [{"name": "example.com/wait"}],
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": status}))
+        .unwrap()
+    };
+    store.handle(WatchEvent::Pod(Event::Apply(gated(false))));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
+    assert_eq!(work.gated, vec![("ml".to_string(), "g".to_string())]);
+    assert!(work.assignments.binds.iter().all(|b| b.pod.1 != "g"));
+    assert!(
+        work.assignments
+            .unschedulable
+            .iter()
+            .all(|u| u.pod.1 != "g")
+    );
+    // Another scheduler's gated pod is its own business.
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("volcano")),
+    );
+    assert!(work.gated.is_empty());
+    store.handle(WatchEvent::Pod(Event::Apply(gated(true))));
+    let work = prepare(
+        &store,
+        &PlannerConfig::default(),
+        Some(&Settings::new("trainscale")),
+    );
+    assert!(work.gated.is_empty());
 }

@@ -40,8 +40,8 @@ fn a_trainer_larger_than_any_node_names_the_gpu_shortfall() {
     assert_eq!(e.queue_position, Some(1));
     assert!(
         e.message.contains(
-            "waits for its gang: a trainer of 64 nvidia.com/gpu, 8 cpu, 8Gi does not fit: every \
-             trainer needs 64 nvidia.com/gpu, more than any node has (the largest: 8 on node-00001)"
+            "waits for its gang: a trainer of 64 nvidia.com/gpu, 8 cpu, 8Gi memory does not fit: \
+             every trainer needs 64 nvidia.com/gpu, more than any node has (the largest: 8 on node-00001)"
         ),
         "{}",
         e.message
@@ -78,8 +78,8 @@ fn memory_blocks_while_gpus_are_free() {
     assert_eq!(*reason, Reason::NoFit);
     assert!(
         e.message.contains(
-            "at 1 of max 4: a trainer of 1 nvidia.com/gpu, 1 cpu, 40Gi does not fit: the largest \
-             free block on one node is 16Gi memory (a)"
+            "at 1 of max 4: a trainer of 1 nvidia.com/gpu, 1 cpu, 40Gi memory does not fit: the \
+             largest free block on one node is 16Gi memory (a)"
         ),
         "{}",
         e.message
@@ -107,7 +107,7 @@ fn queue_positions_follow_the_policy_order_and_name_who_is_ahead() {
     assert_eq!(positions, vec![Some(1), Some(2)]);
     let y = &of(&all, "y").2.message;
     assert!(
-        y.contains("2nd in line for 1 nvidia.com/gpu, 1 cpu, 1Gi; ahead: ns/x"),
+        y.contains("2nd in line for 1 nvidia.com/gpu, 1 cpu, 1Gi memory; ahead: ns/x"),
         "{y}"
     );
     assert!(
@@ -158,8 +158,8 @@ fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job()
     assert_eq!(
         e.would_grow_with.as_deref(),
         Some(
-            "one more node with 1 nvidia.com/gpu, 1 cpu, 1Gi free (labelled as its other nodes) \
-             lets it reach 3 trainers"
+            "one more node with 1 nvidia.com/gpu, 1 cpu, 1Gi memory free (labelled as its other \
+             nodes) lets it reach 3 trainers"
         )
     );
     let missing = explain_job(&s, &PlannerConfig::default(), "ns/nope").unwrap_err();
@@ -172,17 +172,32 @@ fn explain_names_the_room_that_would_let_a_job_grow_and_fails_on_a_missing_job()
 }
 
 #[test]
+fn explain_says_why_a_job_kueue_has_not_admitted_is_left_alone() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 2);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(&mut s, "queued", job_info(2, 4, t), 2, &[]);
+    s.set_trainer_job_suspended(&trainscale::api::JobKey::new("ns", "queued"), true);
+    let e = explain_job(&s, &PlannerConfig::default(), "ns/queued").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job ns/queued is left alone: its trainer Job is suspended (not admitted by Kueue yet) \
+         (spec.suspend of its trainer Job)"
+    );
+}
+
+#[test]
 fn explain_names_a_job_above_min_whose_shrink_lets_the_job_grow() {
     let mut s = ClusterState::new();
     add_node(&mut s, "a", 64_000, 512, 7);
     let t = Resources::new(1_000, GIB, 1);
-    // Both half fulfilled on a full node: a at 5 of 1..9, b at 2 of 1..3; moving a trainer from
-    // a to b would leave a less fulfilled than b is, so b waits.
+    // A full node of 7 GPUs: a at 5 of 1..9 (fulfillment against the 7 the cluster holds: 0.67),
+    // b at 2 of 1..3 (0.5); moving a trainer from a to b would leave a less fulfilled than b is,
+    // so b waits, first in line.
     add_job(&mut s, "a", job_info(1, 9, t), 5, &["a"; 5]);
     add_job(&mut s, "b", job_info(1, 3, t), 2, &["a", "a"]);
     let e = explain_job(&s, &PlannerConfig::default(), "ns/b").unwrap();
-    // Equal fulfillment: a is first in line, b second.
-    assert_eq!((e.current, e.target, e.queue_position), (2, 2, Some(2)));
+    assert_eq!((e.current, e.target, e.queue_position), (2, 2, Some(1)));
     assert_eq!(
         e.would_grow_if_shrunk.as_deref(),
         Some("ns/a shrinking to its min (5 → 1) lets it reach 3 trainers")
@@ -239,8 +254,8 @@ fn explain_finds_the_node_that_places_a_waiting_gang() {
     assert_eq!(
         e.would_grow_with.as_deref(),
         Some(
-            "one more node with 64 nvidia.com/gpu, 8 cpu, 8Gi free (labelled as its other nodes) \
-             lets its gang of 1 be placed"
+            "one more node with 64 nvidia.com/gpu, 8 cpu, 8Gi memory free (labelled as its other \
+             nodes) lets its gang of 1 be placed"
         )
     );
 }
@@ -321,5 +336,77 @@ fn plan_and_explain_on_a_dump_name_the_gpu_shortfall() {
         String::from_utf8_lossy(&out.stderr).contains("team-c/missing"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn requests_read_with_units_and_names() {
+    use trainscale::planner::explain::{bytes, describe};
+    assert_eq!(bytes(32_000_000_000), "32G");
+    assert_eq!(bytes(64 * GIB), "64Gi");
+    assert_eq!(bytes(1_500), "1500");
+    assert_eq!(
+        describe(Resources::new(10_000, 32_000_000_000, 2)),
+        "2 nvidia.com/gpu, 10 cpu, 32G memory"
+    );
+}
+
+#[test]
+fn a_gang_placed_below_what_the_job_asks_is_not_a_scale_up() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 4_000, 64, 0);
+    let t = Resources::new(1_000, GIB, 0);
+    // Asks 5 with 3 bound: a gang of min 4 is placed on the node's 4 CPUs, the 5th has no room.
+    add_job(&mut s, "g", job_info(4, 8, t), 5, &["a", "a", "a"]);
+    let all = explained(&s, &PlannerConfig::default());
+    let (_, reason, e) = of(&all, "g");
+    assert_eq!(*reason, Reason::NoFit, "{}", e.message);
+    assert!(
+        e.message.starts_with("asks 5, 4 placed (5 → 4) of max 8: "),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn fulfillment_is_reported_against_what_the_cluster_holds() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 20_000, 64, 0);
+    let t = Resources::new(1_000, GIB, 0);
+    // max-instance 1000 where 20 trainers fit: 13 of 0..20 is 0.65, not 0.013.
+    add_job(&mut s, "big", job_info(0, 1000, t), 13, &["a"; 13]);
+    let p = plan(&s, &PlannerConfig::default());
+    let job = p.jobs.iter().find(|j| &*j.key.name == "big").unwrap();
+    assert_eq!(job.target, 20);
+    assert!((job.fulfillment_before - 0.65).abs() < 1e-9, "{job:?}");
+    assert!((job.fulfillment_after - 1.0).abs() < 1e-9, "{job:?}");
+    assert!((p.summary.min_fulfillment - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_policy_that_holds_a_job_says_so_before_room() {
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 64_000, 512, 8);
+    let t = Resources::new(1_000, GIB, 1);
+    add_job(&mut s, "j", job_info(1, 4, t), 1, &["a"]);
+    let config = |policy| PlannerConfig {
+        policy,
+        ..PlannerConfig::default()
+    };
+    let all = explained(&s, &config(Policy::Static));
+    let e = &of(&all, "j").2;
+    assert!(e.message.contains("the static policy"), "{}", e.message);
+    // edl: CPU requests kept under a load of 1% of the cluster's CPU; a trainer would fit.
+    let edl = PlannerConfig {
+        max_load_desired: 0.01,
+        ..config(Policy::Edl)
+    };
+    let all = explained(&s, &edl);
+    let (_, reason, e) = of(&all, "j");
+    assert_ne!(*reason, Reason::ScaleUp);
+    assert!(
+        e.message.contains("--max-load-desired 0.01"),
+        "{}",
+        e.message
     );
 }

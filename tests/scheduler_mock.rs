@@ -197,6 +197,42 @@ async fn a_binder_without_the_lease_sends_nothing() {
     );
 }
 
+#[tokio::test]
+async fn a_gated_pod_gets_the_scheduling_gated_condition_by_strategic_merge_and_no_event() {
+    let (binder, mut handle) = binder();
+    let server = tokio::spawn(async move {
+        let (_, content_type, body, send) = expect(
+            &mut handle,
+            Method::PATCH,
+            "/api/v1/namespaces/ml/pods/g/status",
+        )
+        .await;
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/strategic-merge-patch+json")
+        );
+        assert_eq!(
+            body,
+            json!({"status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+                "lastProbeTime": null, "lastTransitionTime": "2024-05-01T12:00:00Z"}]}})
+        );
+        respond(send, StatusCode::OK, json!({"metadata": {"name": "g"}}));
+        // No Event follows.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), handle.next_request())
+                .await
+                .is_err()
+        );
+    });
+    let now = "2024-05-01T12:00:00Z".parse().unwrap();
+    binder
+        .report_gated(&("ml".to_string(), "g".to_string()), now)
+        .await;
+    server.await.unwrap();
+}
+
 /// Limits of a stage: `until` from now, and a shutdown flag the test holds.
 fn limits(until: Duration) -> (Limits, tokio::sync::watch::Sender<bool>) {
     let (stop_tx, stop) = tokio::sync::watch::channel(false);

@@ -4,9 +4,13 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::filters::NodeTraits;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
+
+use super::filters::{Extended, NodeTraits, PodConstraints, add_into, is_extended, max_into};
 
 use crate::api::priority::PriorityClasses;
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
@@ -101,6 +105,17 @@ pub enum PodPhase {
     /// Succeeded or Failed: holds nothing.
     Finished,
     Unknown,
+    /// Pending, not bound, and held by `spec.schedulingGates`: no scheduler may bind it until
+    /// the gates are lifted.
+    Gated,
+}
+
+/// Whether a pod spec has scheduling gates (`spec.schedulingGates` not empty): the API server
+/// refuses to bind such a pod.
+pub fn is_gated(spec: &PodSpec) -> bool {
+    spec.scheduling_gates
+        .as_ref()
+        .is_some_and(|g| !g.is_empty())
 }
 
 /// What the state keeps of a Pod.
@@ -108,7 +123,7 @@ pub enum PodPhase {
 pub struct PodInfo {
     pub node: Option<String>,
     pub phase: PodPhase,
-    /// max(largest init container, sum of containers) + overhead.
+    /// As kube-scheduler counts it (see [`pod_requests`]).
     pub requests: Resources,
     /// Has a deletion timestamp: still holds its resources, no longer counts as a trainer.
     pub terminating: bool,
@@ -118,6 +133,10 @@ pub struct PodInfo {
     /// The Indexed Job completion index (annotation or label
     /// `batch.kubernetes.io/job-completion-index`), when the pod has one.
     pub index: Option<u32>,
+    /// Requests of the other resources (`rdma/hca`, `hugepages-2Mi`…), as the filters count them.
+    pub extended: Extended,
+    /// `spec.priority` (the value admission resolved from its PriorityClass); 0 when unset.
+    pub priority: i32,
 }
 
 /// The annotation (and, since Kubernetes 1.28, label) the Job controller puts on every pod of an
@@ -145,31 +164,152 @@ pub fn pod_key(meta: &ObjectMeta) -> (String, String) {
     )
 }
 
-/// The containers' part of a pod's request as the kube-scheduler counts it: max(sum of the
-/// containers, largest init container), each read by `read` (given its list, `containers` or
-/// `initContainers`, and its index); the pod's overhead comes on top.
-pub fn containers_request<E>(
+/// Amounts a pod's request is made of, added and maxed resource by resource: CPU, memory and
+/// GPUs ([`Resources`]) or the other resources ([`Extended`]).
+pub trait Amounts: Default {
+    /// Adds `other` (saturating).
+    fn add(&mut self, other: &Self);
+    /// Raises each amount to at least `other`'s.
+    fn raise_to(&mut self, other: &Self);
+}
+
+impl Amounts for Resources {
+    fn add(&mut self, other: &Self) {
+        *self += *other;
+    }
+
+    fn raise_to(&mut self, other: &Self) {
+        *self = Resources::max(*self, *other);
+    }
+}
+
+impl Amounts for Extended {
+    fn add(&mut self, other: &Self) {
+        add_into(self, other);
+    }
+
+    fn raise_to(&mut self, other: &Self) {
+        max_into(self, other);
+    }
+}
+
+/// One resource map of a pod spec as [`pod_requests`] hands it to its reader.
+#[derive(Debug)]
+pub struct RequestMap<'a> {
+    /// A container's requests, its limits standing for the requests it does not state (the API
+    /// server's defaulting), or the pod's overhead.
+    pub map: Cow<'a, BTreeMap<String, KubeQuantity>>,
+    /// The container (`None`: the overhead).
+    container: Option<(&'a Container, &'static str, usize)>,
+}
+
+impl<'a> RequestMap<'a> {
+    fn container(c: &'a Container, list: &'static str, index: usize) -> Self {
+        let resources = c.resources.as_ref();
+        let requests = resources.and_then(|r| r.requests.as_ref());
+        let limits = resources
+            .and_then(|r| r.limits.as_ref())
+            .filter(|l| !l.is_empty());
+        let map = match (requests, limits) {
+            (Some(requests), Some(limits))
+                if limits.keys().all(|name| requests.contains_key(name)) =>
+            {
+                Cow::Borrowed(requests)
+            }
+            (requests, Some(limits)) => {
+                let mut map = limits.clone();
+                map.extend(
+                    requests
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+                Cow::Owned(map)
+            }
+            (Some(requests), None) => Cow::Borrowed(requests),
+            (None, None) => Cow::Owned(BTreeMap::new()),
+        };
+        RequestMap {
+            map,
+            container: Some((c, list, index)),
+        }
+    }
+
+    /// The field, under the pod spec, that `resource`'s amount comes from:
+    /// `containers[0].resources.requests.cpu`, `initContainers[1].resources.limits.cpu` (a limit
+    /// standing for a missing request) or `overhead.cpu`.
+    pub fn field(&self, resource: &str) -> String {
+        match self.container {
+            None => format!("overhead.{resource}"),
+            Some((c, list, index)) => {
+                let requested = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.requests.as_ref())
+                    .is_some_and(|m| m.contains_key(resource));
+                let limited = c
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.as_ref())
+                    .is_some_and(|m| m.contains_key(resource));
+                let kind = if !requested && limited {
+                    "limits"
+                } else {
+                    "requests"
+                };
+                format!("{list}[{index}].resources.{kind}.{resource}")
+            }
+        }
+    }
+}
+
+/// Whether an init container is a native sidecar (`restartPolicy: Always`): it keeps running
+/// beside the containers.
+pub fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// A pod's request as kube-scheduler and the kubelet count it (`PodRequests` of
+/// k8s.io/component-helpers/resource): the containers plus every sidecar, or, when larger, an
+/// ordinary init container plus the sidecars declared before it (resource by resource); then
+/// `spec.overhead`. `read` turns each map into amounts; its error is returned as is.
+pub fn pod_requests<R: Amounts, E>(
     spec: &PodSpec,
-    read: impl Fn(&Container, &'static str, usize) -> Result<Resources, E>,
-) -> Result<Resources, E> {
-    let mut sum = Resources::ZERO;
+    read: impl Fn(&RequestMap<'_>) -> Result<R, E>,
+) -> Result<R, E> {
+    let mut sum = R::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        sum += read(c, "containers", i)?;
+        sum.add(&read(&RequestMap::container(c, "containers", i))?);
     }
-    let mut init = Resources::ZERO;
+    let mut sidecars = R::default();
+    let mut init = R::default();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        init = init.max(read(c, "initContainers", i)?);
+        let mut request = read(&RequestMap::container(c, "initContainers", i))?;
+        if is_sidecar(c) {
+            sum.add(&request);
+            sidecars.add(&request);
+        } else {
+            request.add(&sidecars);
+            init.raise_to(&request);
+        }
     }
-    Ok(sum.max(init))
+    sum.raise_to(&init);
+    if let Some(overhead) = spec.overhead.as_ref() {
+        sum.add(&read(&RequestMap {
+            map: Cow::Borrowed(overhead),
+            container: None,
+        })?);
+    }
+    Ok(sum)
 }
 
 /// Reads a Pod: its node, phase, effective requests and TrainingJob role.
 pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     // Error context is built only on failure: this runs for every pod event.
-    let bad = |field: String, (name, e): (&str, crate::api::QuantityError)| {
+    let bad = |field: String, e: crate::api::QuantityError| {
         FieldError::new(
             meta_ref("Pod", &pod.metadata),
-            format!("{field}.{name}"),
+            format!("spec.{field}"),
             e.to_string(),
         )
     };
@@ -182,19 +322,27 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     }
     let mut requests = Resources::ZERO;
     let mut node = None;
+    let mut gated = false;
+    let mut extended = Extended::new();
+    let mut priority = 0;
     if let Some(spec) = pod.spec.as_ref() {
-        requests = containers_request(spec, |c, list, i| {
-            parse_resources(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-                .map_err(|e| bad(format!("spec.{list}[{i}].resources.requests"), e))
+        requests = pod_requests(spec, |m| {
+            parse_resources(Some(&m.map)).map_err(|(name, e)| bad(m.field(name), e))
         })?;
-        requests += parse_resources(spec.overhead.as_ref())
-            .map_err(|e| bad("spec.overhead".to_string(), e))?;
         node = spec.node_name.clone().filter(|n| !n.is_empty());
+        gated = node.is_none() && is_gated(spec);
+        // Most pods request no other resource: the check costs no allocation, the reading does.
+        if names_extended(spec) {
+            extended =
+                PodConstraints::read_extended(spec, &meta_ref("Pod", &pod.metadata), "spec")?;
+        }
+        priority = spec.priority.unwrap_or(0);
     }
     let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
         Some("Running") => PodPhase::Running,
         Some("Succeeded") | Some("Failed") => PodPhase::Finished,
         Some("Unknown") => PodPhase::Unknown,
+        _ if gated => PodPhase::Gated,
         _ => PodPhase::Pending,
     };
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
@@ -223,13 +371,30 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         owner,
         created: seconds(pod.metadata.creation_timestamp.as_ref()),
         index: completion_index(&pod.metadata),
+        extended,
+        priority,
     })
+}
+
+/// Whether a pod spec names any other resource (see `filters::is_extended`) in a container's
+/// requests or limits or in its overhead.
+fn names_extended(spec: &PodSpec) -> bool {
+    let named = |map: Option<&std::collections::BTreeMap<String, _>>| {
+        map.is_some_and(|m| m.keys().any(|name| is_extended(name)))
+    };
+    let container = |c: &Container| {
+        let r = c.resources.as_ref();
+        named(r.and_then(|r| r.requests.as_ref())) || named(r.and_then(|r| r.limits.as_ref()))
+    };
+    spec.containers.iter().any(container)
+        || spec.init_containers.iter().flatten().any(container)
+        || named(spec.overhead.as_ref())
 }
 
 /// The pod's completion index; a value that is not a number counts as none (the Job controller
 /// then treats the pod as one it did not create, and so does the planner).
 fn completion_index(meta: &ObjectMeta) -> Option<u32> {
-    let of = |map: Option<&std::collections::BTreeMap<String, String>>| {
+    let of = |map: Option<&BTreeMap<String, String>>| {
         map.and_then(|m| m.get(COMPLETION_INDEX))
             .and_then(|v| v.parse::<u32>().ok())
     };
@@ -237,7 +402,7 @@ fn completion_index(meta: &ObjectMeta) -> Option<u32> {
 }
 
 /// The kind of job a set of pod labels names: a PaddleJob's pods carry `paddle-job-name`.
-fn labelled_kind(labels: Option<&std::collections::BTreeMap<String, String>>) -> JobKind {
+fn labelled_kind(labels: Option<&BTreeMap<String, String>>) -> JobKind {
     if labels.is_some_and(|l| l.contains_key(LABEL_PADDLE_JOB)) {
         JobKind::PaddleJob
     } else {
@@ -266,6 +431,14 @@ pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
         job.spec.as_ref().and_then(|s| s.parallelism)
     };
     Some((JobKey::of_kind(kind, namespace, name), parallelism))
+}
+
+/// Whether a trainer Job is suspended by someone else than trainscale (Kueue, before it admits
+/// the job): `spec.suspend` without trainscale's zero-trainers mark (see
+/// [`crate::api::trainer_job`]).
+pub fn suspended_by_others(job: &Job) -> bool {
+    job.spec.as_ref().and_then(|s| s.suspend) == Some(true)
+        && !crate::api::trainer_job::at_zero_trainers(job)
 }
 
 /// The scheduling constraints of a trainer Job's pods, from its pod template. A template the
@@ -367,4 +540,76 @@ pub fn read_training_job_spec(
         speedup: read_speedup(&job.metadata).ok().flatten().map(Arc::new),
     };
     Ok((info, warning))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: i64 = 1 << 30;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn container(name: &str, cpu: &str, memory: &str, sidecar: bool) -> serde_json::Value {
+        let mut c = serde_json::json!({"name": name,
+            "resources": {"requests": {"cpu": cpu, "memory": memory}}});
+        if sidecar {
+            c["restartPolicy"] = serde_json::json!("Always");
+        }
+        c
+    }
+
+    #[test]
+    fn sidecars_add_and_each_init_container_counts_with_the_sidecars_before_it() {
+        let mut worker = container("w", "2", "1Gi", false);
+        // A limit without a request is requested at the limit (the API server's defaulting).
+        worker["resources"]["limits"] = serde_json::json!({"nvidia.com/gpu": "1"});
+        let info = read_pod(&pod(serde_json::json!({
+            "containers": [worker],
+            "initContainers": [
+                container("a", "2", "1Gi", true),
+                container("b", "4", "1Gi", false),
+                container("c", "1", "1Gi", true),
+                container("d", "1", "5Gi", false),
+            ],
+            "overhead": {"cpu": "100m"},
+        })))
+        .unwrap();
+        // CPU: containers and sidecars 2 + 2 + 1 = 5; init b with sidecar a: 4 + 2 = 6.
+        // Memory: 1 + 1 + 1 = 3; init d with sidecars a and c: 5 + 2 = 7.
+        assert_eq!(info.requests, Resources::new(6100, 7 * GIB, 1));
+    }
+
+    #[test]
+    fn a_pod_of_only_sidecars_and_containers_sums_them() {
+        let info = read_pod(&pod(serde_json::json!({
+            "containers": [container("w", "2", "1Gi", false)],
+            "initContainers": [container("s", "2", "1Gi", true)],
+        })))
+        .unwrap();
+        assert_eq!(info.requests, Resources::new(4000, 2 * GIB, 0));
+    }
+
+    #[test]
+    fn a_bad_sidecar_quantity_names_its_field() {
+        let e = read_pod(&pod(serde_json::json!({
+            "containers": [container("w", "2", "1Gi", false)],
+            "initContainers": [container("ok", "1", "1Gi", false), container("s", "two", "1Gi", true)],
+        })))
+        .unwrap_err();
+        assert_eq!(e.object, "Pod ns/p");
+        assert_eq!(e.field, "spec.initContainers[1].resources.requests.cpu");
+        let mut limited = container("w", "2", "1Gi", false);
+        limited["resources"]["limits"] = serde_json::json!({"nvidia.com/gpu": "many"});
+        let e = read_pod(&pod(serde_json::json!({"containers": [limited]}))).unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.containers[0].resources.limits.nvidia.com/gpu"
+        );
+    }
 }

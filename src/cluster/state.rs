@@ -1,7 +1,7 @@
 //! `ClusterState`: nodes, pods and jobs, with per-node free resources and per-job trainer counts
 //! kept incrementally, one object at a time, as a watch stream delivers them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
@@ -11,13 +11,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::filters::{Eligibility, NodeTraits, PodClassId, PodConstraints};
+use super::filters::{Eligibility, Extended, NodeTraits, PodClassId, PodConstraints};
 use super::kinds::{
     JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of, size_fields,
 };
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
-    trainer_constraints,
+    suspended_by_others, trainer_constraints,
 };
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
@@ -25,6 +25,14 @@ use crate::api::{FieldError, JobKey, Resources};
 mod reservations;
 
 pub use reservations::Reservation;
+
+/// Why a job whose trainer Job is suspended by someone else than trainscale (Kueue, before it
+/// admits the job) is left alone: it holds no room and is not resized until resumed.
+pub static SUSPENDED: std::sync::LazyLock<LeftAlone> = std::sync::LazyLock::new(|| LeftAlone {
+    field: "spec.suspend of its trainer Job",
+    why: "its trainer Job is suspended (not admitted by Kueue yet)".to_string(),
+    announce: false,
+});
 
 /// Index of a node slot; stable while the node or any pod bound to it exists.
 pub type NodeId = u32;
@@ -57,6 +65,11 @@ pub struct NodeSlot {
     pub used: Resources,
     /// Number of such pods.
     pub pods: u32,
+    /// The part of `used` held by pods being deleted: it comes free once they are gone.
+    pub terminating: Resources,
+    /// Requests of other resources (see `filters::Extended`) of the pods counted in `used`;
+    /// resources none of them requests are left out.
+    pub extended: Extended,
 }
 
 impl NodeSlot {
@@ -93,8 +106,11 @@ pub struct TrainerPods {
     pub bound_by_index: BTreeMap<(u32, String), NodeId>,
     /// Bound, live trainers without a completion index, by `(creation time, pod name)`.
     pub bound_unindexed: BTreeMap<(i64, String), NodeId>,
-    /// Live trainers not yet bound to a node.
+    /// Live trainers not yet bound to a node, gated ones not included.
     pub pending: u32,
+    /// Live unbound trainers held by scheduling gates: they will not come to a node until the
+    /// gates are lifted, so they are not present for their gang.
+    pub gated: u32,
     /// Trainers being deleted (they still hold their node's resources).
     pub terminating: u32,
     /// Trainers that finished (Succeeded or Failed).
@@ -123,6 +139,10 @@ pub struct JobSlot {
     /// Sized by a field of the job object (no trainer Job): without a stored size, the live
     /// trainer pods are its size.
     pub sized_by_pods: bool,
+    /// Its trainer Job is suspended by someone else than trainscale (Kueue has not admitted
+    /// it): while the job is unfinished it holds no room and is not resized (see
+    /// [`JobSlot::held_by_suspension`]).
+    pub trainer_job_suspended: bool,
 }
 
 impl JobSlot {
@@ -142,7 +162,18 @@ impl JobSlot {
             .max(0)
     }
 
-    /// Trainers wanted but not running on a node: pending pods plus pods not yet created.
+    /// Whether the job is left alone because its trainer Job is suspended by someone else
+    /// (see [`SUSPENDED`]): unfinished, with such a trainer Job.
+    pub fn held_by_suspension(&self) -> bool {
+        self.trainer_job_suspended
+            && self
+                .info
+                .as_ref()
+                .is_some_and(|info| !info.phase.is_finished())
+    }
+
+    /// Trainers wanted but not running on a node: pending pods (gated ones too) plus pods not
+    /// yet created.
     pub fn pending_trainers(&self) -> u32 {
         let live = self.trainers.bound.saturating_add(self.trainers.pending);
         let missing = (self.current() as u32).saturating_sub(live);
@@ -190,6 +221,7 @@ impl JobSlot {
             && !self.has_trainer_job
             && self.class.is_none()
             && self.left_alone.is_none()
+            && !self.trainer_job_suspended
             && self.trainers == TrainerPods::default()
     }
 }
@@ -248,6 +280,9 @@ pub struct ClusterState {
     eligibility: Eligibility,
     /// The pods the nodes can hold, summed (see [`ClusterState::pod_slots`]).
     pod_slots: i64,
+    /// Live masters and pservers of jobs not bound to a node yet (see
+    /// [`ClusterState::pending_support`]).
+    pending_support: BTreeSet<(String, String)>,
 }
 
 impl ClusterState {
@@ -268,6 +303,8 @@ impl ClusterState {
             info: None,
             used: Resources::ZERO,
             pods: 0,
+            terminating: Resources::ZERO,
+            extended: Extended::new(),
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -310,19 +347,49 @@ impl ClusterState {
         }
     }
 
-    /// The pods node `id` counts for in [`ClusterState::pod_slots`]: its pod limit (0 while
-    /// its Node is unknown), or the pods bound to it when they are more.
+    /// The pods node `id` counts for in [`ClusterState::pod_slots`]: its pod limit, or the pods
+    /// bound to it when they are more.
     fn node_pod_slots(&self, id: NodeId) -> i64 {
         let Some(slot) = self.node(id) else {
             return 0;
         };
-        let limit = match (&slot.info, self.eligibility.traits(id)) {
-            (None, _) => 0,
-            (Some(_), traits) => traits
+        self.pod_limit(id).max(i64::from(slot.pods))
+    }
+
+    /// The most pods node `id` takes: its `pods` allocatable (node traits `max_pods`, at most
+    /// [`MAX_NODE_PODS`]), [`DEFAULT_NODE_PODS`] when it states none; 0 while its Node is
+    /// unknown.
+    pub fn pod_limit(&self, id: NodeId) -> i64 {
+        match self.node(id).map(|slot| &slot.info) {
+            Some(Some(_)) => self
+                .eligibility
+                .traits(id)
                 .and_then(|t| t.max_pods)
                 .map_or(DEFAULT_NODE_PODS, |max| max.clamp(0, MAX_NODE_PODS)),
-        };
-        limit.max(i64::from(slot.pods))
+            _ => 0,
+        }
+    }
+
+    /// The pods node `id` takes besides those bound to it ([`NodeSlot::pods`]: terminating
+    /// ones and reservations included); below zero when it holds more than its limit.
+    pub fn free_pod_slots(&self, id: NodeId) -> i64 {
+        let pods = self.node(id).map_or(0, |slot| i64::from(slot.pods));
+        self.pod_limit(id) - pods
+    }
+
+    /// How much of other resource `name` node `id` has allocatable and its bound pods do not
+    /// request (terminating ones still hold theirs); 0 for a node that does not have it.
+    pub fn free_extended(&self, id: NodeId, name: &str) -> i64 {
+        let allocatable = self
+            .eligibility
+            .traits(id)
+            .and_then(|t| t.extended.get(name).copied())
+            .unwrap_or(0);
+        let used = self
+            .node(id)
+            .and_then(|slot| slot.extended.get(name).copied())
+            .unwrap_or(0);
+        allocatable.saturating_sub(used)
     }
 
     /// Runs `change` on node `name`, keeping [`ClusterState::pod_slots`] up to date. `change`
@@ -483,6 +550,14 @@ impl ClusterState {
             }
             info.as_ref().and_then(Position::of)
         };
+        let support = info.as_ref().is_some_and(is_pending_support);
+        if support != self.pending_support.contains(&key) {
+            if support {
+                self.pending_support.insert(key.clone());
+            } else {
+                self.pending_support.remove(&key);
+            }
+        }
         let old = match info {
             Some(new) => {
                 if self.pods.get(&key) == Some(&new) {
@@ -534,6 +609,13 @@ impl ClusterState {
         self.pods.iter()
     }
 
+    /// Live master and pserver pods not bound to a node yet, by namespace and name.
+    pub fn pending_support(&self) -> impl Iterator<Item = (&(String, String), &PodInfo)> + '_ {
+        self.pending_support
+            .iter()
+            .filter_map(|key| self.pods.get(key).map(|pod| (key, pod)))
+    }
+
     fn account_pod(&mut self, pod: &PodInfo, sign: i64) {
         if pod.phase == PodPhase::Finished {
             if let Some((key, Role::Trainer)) = &pod.owner {
@@ -551,6 +633,16 @@ impl ClusterState {
                 if let Some(slot) = self.slots[id as usize].as_mut() {
                     slot.used += delta;
                     slot.pods = add_u32(slot.pods, sign);
+                    if pod.terminating {
+                        slot.terminating += delta;
+                    }
+                    for (name, amount) in &pod.extended {
+                        let used = slot.extended.entry(name.clone()).or_insert(0);
+                        *used = used.saturating_add(amount.saturating_mul(sign));
+                        if *used == 0 {
+                            slot.extended.remove(name);
+                        }
+                    }
                 }
                 self.pod_slots += self.node_pod_slots(id) - before;
                 self.bound_requests += delta;
@@ -573,6 +665,7 @@ impl ClusterState {
                         t.bound_by_node.remove(&id);
                     }
                 }
+                (false, None) if pod.phase == PodPhase::Gated => t.gated = add_u32(t.gated, sign),
                 (false, None) => t.pending = add_u32(t.pending, sign),
             }
             self.drop_job_if_empty(key);
@@ -762,8 +855,19 @@ impl ClusterState {
     pub fn apply_batch_job(&mut self, job: &Job) {
         if let Some((key, parallelism)) = read_trainer_job(job) {
             self.set_trainer_class(&key, Some(trainer_constraints(job)));
+            self.set_trainer_job_suspended(&key, suspended_by_others(job));
             self.set_trainer_job(key, Some(parallelism));
         }
+    }
+
+    /// Records whether the trainer Job of `key` is suspended by someone else than trainscale
+    /// (see [`JobSlot::trainer_job_suspended`]).
+    pub fn set_trainer_job_suspended(&mut self, key: &JobKey, suspended: bool) {
+        if !suspended && !self.jobs.contains_key(key) {
+            return;
+        }
+        self.job_slot_mut(key).trainer_job_suspended = suspended;
+        self.drop_job_if_empty(key);
     }
 
     /// Sets (`Some`) or clears (`None`) the eligibility class of a job's trainers.
@@ -781,6 +885,7 @@ impl ClusterState {
     pub fn delete_batch_job(&mut self, job: &Job) {
         if let Some((key, _)) = read_trainer_job(job) {
             self.set_trainer_class(&key, None);
+            self.set_trainer_job_suspended(&key, false);
             self.set_trainer_job(key, None);
         }
     }
@@ -830,10 +935,12 @@ impl ClusterState {
         self.jobs.iter()
     }
 
-    /// Jobs without errors, in namespace/name/kind order.
+    /// Jobs without errors, in namespace/name/kind order; not those left alone because their
+    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]).
     pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
         self.jobs
             .iter()
+            .filter(|(_, s)| !s.held_by_suspension())
             .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
     }
 
@@ -844,11 +951,16 @@ impl ClusterState {
             .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
     }
 
-    /// Jobs of the sized-only kinds that are not planned, and why.
+    /// Jobs that are not planned though valid, and why: of the sized-only kinds, and those
+    /// whose trainer Job is suspended by someone else ([`SUSPENDED`]).
     pub fn left_alone_jobs(&self) -> impl Iterator<Item = (&JobKey, &LeftAlone)> + '_ {
-        self.jobs
-            .iter()
-            .filter_map(|(k, s)| s.left_alone.as_ref().map(|l| (k, l)))
+        self.jobs.iter().filter_map(|(k, s)| {
+            let why = match &s.left_alone {
+                Some(why) => Some(why),
+                None => s.held_by_suspension().then(|| &*SUSPENDED),
+            };
+            why.map(|why| (k, why))
+        })
     }
 
     // ----- totals -----
@@ -942,6 +1054,14 @@ impl ClusterState {
         })
         .collect()
     }
+}
+
+/// Whether a pod is a job's master or pserver, live and not bound to a node yet.
+fn is_pending_support(pod: &PodInfo) -> bool {
+    matches!(&pod.owner, Some((_, Role::Master | Role::Pserver)))
+        && pod.node.is_none()
+        && !pod.terminating
+        && pod.phase != PodPhase::Finished
 }
 
 fn slot_name(slots: &[Option<NodeSlot>], id: NodeId) -> &str {
@@ -1115,5 +1235,155 @@ mod tests {
                 "spec.parallelism of its trainer Job"
             ]
         );
+    }
+
+    /// A trainer Job of TrainingJob `ns/j` at `parallelism`, suspended or not, with trainscale's
+    /// zero-trainers mark or not.
+    fn trainer_job(parallelism: i32, suspend: Option<bool>, ours: bool) -> Job {
+        let annotations = if ours {
+            serde_json::json!({crate::api::trainer_job::ANNOTATION_ZERO_TRAINERS: "true"})
+        } else {
+            serde_json::json!({})
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j-trainer", "namespace": "ns", "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1",
+                    "kind": "TrainingJob", "name": "j", "uid": "u", "controller": true}]},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": suspend,
+                     "completionMode": "Indexed", "template": {"spec": {"containers": []}}},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_trainer_job_suspended_by_someone_else_is_left_alone_until_admitted() {
+        let mut state = ClusterState::new();
+        state.apply_node(&node("a", Some("110"))).unwrap();
+        let key = JobKey::new("ns", "j");
+        let trainer = Resources::new(1000, 1, 0);
+        state.set_training_job(key.clone(), Some(job_info(2, 4, trainer, 0)));
+        // Kueue holds it suspended: no room, no resize, and a reason.
+        state.apply_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(
+            state.jobs().count(),
+            0,
+            "a job Kueue has not admitted is planned"
+        );
+        let plan = crate::planner::plan(&state, &crate::planner::PlannerConfig::default());
+        assert!(plan.job(&key).is_none());
+        let alone: Vec<_> = state.left_alone_jobs().collect();
+        assert_eq!(alone.len(), 1);
+        assert_eq!(alone[0].0, &key);
+        assert_eq!(alone[0].1.field, "spec.suspend of its trainer Job");
+        assert_eq!(
+            alone[0].1.why,
+            "its trainer Job is suspended (not admitted by Kueue yet)"
+        );
+        // Admitted: planned again.
+        state.apply_batch_job(&trainer_job(2, Some(false), false));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.left_alone_jobs().count(), 0);
+        // trainscale's own zero-trainer suspension stays planned (and resizable).
+        state.apply_batch_job(&trainer_job(2, Some(true), true));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.job(&key).map(JobSlot::current), Some(0));
+        assert_eq!(state.left_alone_jobs().count(), 0);
+        // Suspended by someone else again, then the trainer Job deleted: nothing holds it.
+        state.apply_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(state.jobs().count(), 0);
+        state.delete_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(state.jobs().count(), 1);
+        assert_eq!(state.left_alone_jobs().count(), 0);
+    }
+
+    #[test]
+    fn other_resources_terminating_room_and_pending_support_follow_pod_events() {
+        let mut state = ClusterState::new();
+        let a: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "10", "rdma/hca": "4"}}
+        }))
+        .unwrap();
+        state.apply_node(&a).unwrap();
+        let id = state.node_id_of("a").unwrap();
+        let pod = |name: &str, labels: serde_json::Value, node: Option<&str>, deleted: bool| {
+            let mut pod = serde_json::json!({
+                "metadata": {"namespace": "ns", "name": name, "labels": labels},
+                "spec": {"containers": [{"name": "c", "resources": {
+                    "requests": {"cpu": "1", "rdma/hca": "1"}}}]},
+            });
+            if let Some(node) = node {
+                pod["spec"]["nodeName"] = node.into();
+            }
+            if deleted {
+                pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+            }
+            serde_json::from_value::<Pod>(pod).unwrap()
+        };
+        let none = serde_json::json!({});
+        state
+            .apply_pod(&pod("p", none.clone(), Some("a"), false))
+            .unwrap();
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        assert_eq!(state.free_pod_slots(id), 9);
+        // Being deleted, it still holds its rdma; its requests are counted as coming free.
+        state
+            .apply_pod(&pod("p", none.clone(), Some("a"), true))
+            .unwrap();
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        assert_eq!(
+            state.node(id).unwrap().terminating,
+            Resources::new(1000, 0, 0)
+        );
+        state.delete_pod("ns", "p");
+        let slot = state.node(id).unwrap();
+        assert_eq!(
+            (slot.terminating, slot.extended.len()),
+            (Resources::ZERO, 0)
+        );
+        assert_eq!(state.free_extended(id, "rdma/hca"), 4);
+        // A pending pserver is listed until it is bound or deleted.
+        let pserver = serde_json::json!({"paddle-job-pserver": "j"});
+        state
+            .apply_pod(&pod("ps", pserver.clone(), None, false))
+            .unwrap();
+        let listed: Vec<&str> = state.pending_support().map(|(k, _)| k.1.as_str()).collect();
+        assert_eq!(listed, ["ps"]);
+        state
+            .apply_pod(&pod("ps", pserver.clone(), Some("a"), false))
+            .unwrap();
+        assert_eq!(state.pending_support().count(), 0);
+        assert_eq!(state.free_extended(id, "rdma/hca"), 3);
+        state.delete_pod("ns", "ps");
+        // A reservation holds what its job's trainer class requests.
+        let key = JobKey::new("ns", "j");
+        let class = PodConstraints {
+            extended: Extended::from([("rdma/hca".to_string(), 2)]),
+            ..PodConstraints::default()
+        };
+        state.set_trainer_class(&key, Some(Arc::new(class)));
+        state.reserve(&key, 0, "a", Resources::new(1000, 0, 0), 100, false);
+        assert_eq!(
+            (
+                state.free_extended(id, "rdma/hca"),
+                state.free_pod_slots(id)
+            ),
+            (2, 9)
+        );
+        state.unreserve(&key, 0);
+        assert_eq!(state.free_extended(id, "rdma/hca"), 4);
+        // A bad quantity of another resource is the pod's error, naming the field.
+        let mut bad = pod("bad", none, Some("a"), false);
+        if let Some(requests) = bad
+            .spec
+            .as_mut()
+            .and_then(|s| s.containers[0].resources.as_mut())
+            .and_then(|r| r.requests.as_mut())
+        {
+            let lots = k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into());
+            requests.insert("rdma/hca".into(), lots);
+        }
+        let e = state.apply_pod(&bad).unwrap_err();
+        assert_eq!(e.field, "spec.containers[0].resources.requests.rdma/hca");
     }
 }

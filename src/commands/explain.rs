@@ -95,6 +95,12 @@ pub fn explain_job(
         .iter()
         .position(|j| &*j.key.namespace == namespace && &*j.key.name == name)
     else {
+        if let Some((key, why)) = state
+            .left_alone_jobs()
+            .find(|(k, _)| &*k.namespace == namespace && &*k.name == name)
+        {
+            bail!("job {key} is left alone: {} ({})", why.why, why.field);
+        }
         bail!(
             "job {namespace}/{name} is not in the cluster (or is not planned: see `trainscale state`)"
         );
@@ -284,6 +290,7 @@ fn at_min(state: &ClusterState, policy: Policy, shrinking: &JobPlan) -> Option<C
         jobs: vec![to_min],
         summary: PlanSummary::default(),
         warnings: Vec::new(),
+        support: Vec::new(),
     };
     apply_plan(&mut shrunk, &applied);
     Some(shrunk)

@@ -37,6 +37,8 @@ pub struct PlanOutput<'a> {
 pub struct ExplainedJob<'a> {
     #[serde(flatten)]
     pub plan: NamedJobPlan<'a>,
+    /// Trainers bound to a node and not terminating (`current` is what the job asks).
+    pub running: u32,
     #[serde(flatten)]
     pub explanation: Explanation,
 }
@@ -58,7 +60,11 @@ pub fn plan_snapshot(
             .named_jobs(&snap.state)
             .into_iter()
             .zip(explain_all(&snap.state, &result, config))
-            .map(|(plan, explanation)| ExplainedJob { plan, explanation })
+            .map(|(plan, explanation)| ExplainedJob {
+                running: snap.state.job(plan.key).map_or(0, |s| s.trainers.bound),
+                plan,
+                explanation,
+            })
             .collect(),
         summary: &result.summary,
         warnings: &result.warnings,
@@ -98,7 +104,7 @@ fn render_table(p: &PlanOutput<'_>) -> String {
             "{:<18} {:<36} {:>7} {:>6} {:>4} {:>4} {:>6.2} {:>6.2}  {:<10} {}",
             j.key.kind.as_str(),
             j.key.to_string(),
-            j.current,
+            format!("{}/{}", explained.running, j.current),
             j.target,
             j.min,
             j.max,

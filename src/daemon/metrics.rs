@@ -188,6 +188,7 @@ pub fn observe_state(state: &ClusterState) {
         gauge!(JOBS, "phase" => label).set(count as f64);
     }
     gauge!(JOBS, "phase" => "Invalid").set(state.invalid_jobs().count() as f64);
+    gauge!(JOBS, "phase" => "LeftAlone").set(state.left_alone_jobs().count() as f64);
 
     let free = free_resources(state);
     gauge!(FREE_CPU).set(free.cpu_milli as f64);

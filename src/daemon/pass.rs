@@ -6,6 +6,7 @@ use crate::cluster::kinds::{Resize, resize_of};
 use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
+use super::scheduling::pods::PodKey;
 use super::scheduling::{Assignments, Settings, assign_with};
 use super::sizing::{SizingUpdate, decide};
 use super::store::{InvalidJob, Store};
@@ -27,6 +28,8 @@ pub struct PassWork {
     pub waiting: Vec<JobKey>,
     /// The scheduler role's binds, reservations and unschedulable pods (when it is on).
     pub assignments: Assignments,
+    /// Gated pods naming the scheduler whose `PodScheduled` condition is to say so.
+    pub gated: Vec<PodKey>,
     /// The jobs whose sizing conditions were looked at (decision changed or object differs).
     pub sizing: Vec<SizingUpdate>,
 }
@@ -45,6 +48,9 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&Setting
     let plan = plan(store.state(), config);
     let assignments = scheduler
         .map(|s| assign_with(store.state(), store.scheduling(), &plan, s))
+        .unwrap_or_default();
+    let gated = scheduler
+        .map(|s| store.scheduling().gated_to_report(&s.name))
         .unwrap_or_default();
     let (rescales, waiting): (Vec<Rescale>, Vec<Rescale>) = plan
         .jobs
@@ -68,6 +74,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&Setting
         left_alone: store.unreported_left_alone(),
         waiting,
         assignments,
+        gated,
         sizing,
         plan: plan.into_owned(),
     }

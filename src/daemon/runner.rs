@@ -420,7 +420,8 @@ impl Daemon {
     /// The scheduler role's writes, bounded by `--scheduling-deadline` and stopped at Lease loss
     /// or shutdown: binds (one that failed or was not sent gives its room back; the next pass
     /// retries from fresh state), then the unschedulable pods' condition and Event (only those
-    /// whose condition changes, a few at a time), then the timed-out gangs' Events.
+    /// whose condition changes, a few at a time), the gated pods' condition, then the timed-out
+    /// gangs' Events.
     async fn schedule(&self, work: &PassWork) {
         let a = &work.assignments;
         for t in &a.timeouts {
@@ -431,7 +432,7 @@ impl Daemon {
             return;
         };
         let changed = a.unschedulable.iter().filter(|u| !u.unchanged).count();
-        if a.binds.is_empty() && changed == 0 && a.timeouts.is_empty() {
+        if a.binds.is_empty() && changed == 0 && a.timeouts.is_empty() && work.gated.is_empty() {
             return;
         }
         let limits = Limits {
@@ -476,6 +477,11 @@ impl Daemon {
         if cut.is_none() {
             (reported, cut) = binder
                 .report_all(&a.unschedulable, Timestamp::now(), &limits)
+                .await;
+        }
+        if cut.is_none() {
+            cut = binder
+                .report_gated_all(&work.gated, Timestamp::now(), &limits)
                 .await;
         }
         for t in &a.timeouts {

@@ -19,7 +19,7 @@ use crate::api::guard::{
 };
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, priority_field};
-use crate::cluster::objects::{read_trainer_job, trainer_constraints};
+use crate::cluster::objects::{read_trainer_job, suspended_by_others, trainer_constraints};
 use crate::cluster::{ClusterState, Role};
 
 use super::scheduling::SchedulingPods;
@@ -223,6 +223,8 @@ pub struct Store {
     batch_jobs: HashMap<ObjKey, (JobKey, TrainerJobRef)>,
     /// The trainer batch Jobs of each TrainingJob (normally one).
     batch_jobs_of: HashMap<JobKey, BTreeSet<ObjKey>>,
+    /// Trainer batch Jobs suspended by someone else than trainscale (Kueue, before admission).
+    suspended_batch_jobs: HashSet<ObjKey>,
     /// Job objects of every kind.
     training_jobs: BTreeMap<JobKey, TrainingJobMeta>,
     /// Job objects that did not deserialize.
@@ -579,6 +581,9 @@ impl Store {
                 .entry(key.clone())
                 .or_default()
                 .insert(obj_key.clone());
+            if suspended_by_others(job) {
+                self.suspended_batch_jobs.insert(obj_key.clone());
+            }
             self.batch_jobs.insert(obj_key, (key.clone(), reference));
             self.state
                 .set_trainer_class(&key, Some(trainer_constraints(job)));
@@ -587,6 +592,7 @@ impl Store {
     }
 
     fn remove_batch_job(&mut self, obj_key: &ObjKey) {
+        self.suspended_batch_jobs.remove(obj_key);
         if let Some((key, _)) = self.batch_jobs.remove(obj_key) {
             if let Some(set) = self.batch_jobs_of.get_mut(&key) {
                 set.remove(obj_key);
@@ -599,9 +605,16 @@ impl Store {
         }
     }
 
-    /// Re-derives a TrainingJob's trainer Job in the state from the remaining batch Jobs.
+    /// Re-derives a TrainingJob's trainer Job in the state from the remaining batch Jobs: its
+    /// size, and whether someone else holds it suspended.
     fn refresh_trainer_job(&mut self, key: &JobKey) {
         let parallelism = self.trainer_job(key).map(|r| r.parallelism);
+        let suspended = self
+            .batch_jobs_of
+            .get(key)
+            .and_then(|set| set.iter().next())
+            .is_some_and(|first| self.suspended_batch_jobs.contains(first));
+        self.state.set_trainer_job_suspended(key, suspended);
         self.state.set_trainer_job(key.clone(), parallelism);
     }
 

@@ -371,8 +371,8 @@ type Placed = Vec<(usize, NodeId, u32)>;
 struct Scratch {
     /// The chunks `(node, trainers)` of the run being placed.
     chunks: Vec<(NodeId, i64)>,
-    /// What the index gave in this step, for the undo.
-    taken: Vec<(NodeId, Resources)>,
+    /// What the index gave in this step, for the undo: trainers of a shape per node.
+    taken: Vec<(NodeId, Shape, i64)>,
 }
 
 /// Places the quotas best-fit in per-node chunks, in order, appending the placements to
@@ -397,10 +397,10 @@ fn place_quotas(
         let run_total: i64 = run.iter().map(|q| i64::from(q.trainers)).sum();
         chunks.clear();
         let filled = index.fill(want, class, run_total, chunks);
-        taken.extend(chunks.iter().map(|&(node, n)| (node, want.times(n))));
+        taken.extend(chunks.iter().map(|&(node, n)| (node, (want, class), n)));
         if filled < run_total {
-            for &(node, room) in taken.iter().rev() {
-                index.adjust(node, room, 1);
+            for &(node, (want, class), n) in taken.iter().rev() {
+                index.give(node, want, class, n);
             }
             placed.truncate(before);
             return Err(run[0].shape);

@@ -11,7 +11,7 @@ use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Resources, fulfillment_of};
-use crate::cluster::filters::PodClassId;
+use crate::cluster::filters::{Extended, PodClassId};
 use crate::cluster::{ClusterState, JobSlot, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
@@ -159,12 +159,8 @@ impl<'a> Candidate<'a> {
         self.trainer
     }
 
-    /// Fulfillment at `count` trainers, against the declared max (what the plan reports).
-    pub fn fulfillment_at(&self, count: i32) -> f64 {
-        fulfillment_of(i64::from(count), i64::from(self.min), i64::from(self.max))
-    }
-
-    /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses).
+    /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses and
+    /// the plan reports).
     pub fn fair_fulfillment_at(&self, count: i32) -> f64 {
         fulfillment_of(
             i64::from(count),
@@ -298,7 +294,7 @@ impl<'a> Candidate<'a> {
             && let Some(node) = self.any_placed()
         {
             self.unplace(node);
-            index.adjust(node, self.trainer, 1);
+            index.give(node, self.trainer, self.class, 1);
             return Some(Shrunk::Unplaced(node));
         }
         if self.kept <= 0 {
@@ -319,7 +315,7 @@ impl<'a> Candidate<'a> {
             }
             *self.removed.entry(node).or_insert(0) += 1;
             self.planned -= 1;
-            index.adjust(node, self.trainer, 1);
+            index.give(node, self.trainer, self.class, 1);
             return Some(Shrunk::Bound(node));
         }
         let unplaced = (self.planned > self.kept)
@@ -327,7 +323,7 @@ impl<'a> Candidate<'a> {
             .flatten();
         if let Some(node) = unplaced {
             self.unplace(node);
-            index.adjust(node, self.trainer, 1);
+            index.give(node, self.trainer, self.class, 1);
         }
         Some(Shrunk::Pending(unplaced))
     }
@@ -346,14 +342,14 @@ impl<'a> Candidate<'a> {
                 }
                 *self.on_node.to_mut().entry(node).or_insert(0) += 1;
                 self.planned += 1;
-                index.adjust(node, self.trainer, -1);
+                index.take(node, self.trainer, self.class, 1);
                 return;
             }
             Shrunk::Pending(_) => self.kept += 1,
         }
         if let Some(node) = shrunk.freed() {
             self.place(node);
-            index.adjust(node, self.trainer, -1);
+            index.take(node, self.trainer, self.class, 1);
         }
     }
 
@@ -389,9 +385,18 @@ impl<'a> Candidate<'a> {
     /// declared count the cap lowered is brought down to the target (reason `over_max` unless
     /// the pass shrank it for a reason of its own).
     pub fn finish(self, index: &NodeIndex, target: i32, reason: Reason) -> JobPlan<'a> {
-        let fulfillment_before = self.fulfillment_at(self.declared);
-        let fulfillment_after = self.fulfillment_at(target);
+        // Against the max the cluster can hold: a max-instance beyond every node's room would
+        // read a well-served job as unserved.
+        let fulfillment_before = self.fair_fulfillment_at(self.declared);
+        let fulfillment_after = self.fair_fulfillment_at(target);
         let reason = capped_reason(self.declared, self.current, target, reason);
+        // A gang placed below what the job asks is not a scale-up (5 asked, a gang of 4 placed:
+        // 5 → 4): the rest found no room.
+        let reason = if reason == Reason::ScaleUp && target < self.declared {
+            Reason::NoFit
+        } else {
+            reason
+        };
         // The placement counts become the plan's list in their own storage.
         let placements = by_name(index, self.placed, |node, trainers| NodeCount {
             node,
@@ -601,7 +606,8 @@ pub fn cap_useful_maxes(jobs: &mut [Candidate], threshold: f64) {
 const QUICK_SCAN: usize = 64;
 
 /// Caps each elastic job's [`Candidate::fair_max`] at the trainers of its shape that all
-/// schedulable nodes its class may use could hold if they were empty. Counting stops once a
+/// schedulable nodes its class may use could hold if they were empty (within each node's pod
+/// limit and allocatable other resources the class requests). Counting stops once a
 /// job's max is reached, so only a job declaring more than the cluster holds costs a scan of
 /// its class's nodes; a trainer larger in some resource than every such node holds none without
 /// a scan; full counts are kept per shape and class.
@@ -613,28 +619,42 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
         state
             .nodes()
             .filter(move |(id, _)| state.eligible(class, *id))
-            .filter_map(|(_, slot)| slot.info.as_ref().filter(|n| n.schedulable))
-            .map(|n| n.allocatable)
+            .filter_map(|(id, slot)| {
+                let info = slot.info.as_ref().filter(|n| n.schedulable)?;
+                Some((id, info.allocatable))
+            })
     };
+    let eligibility = state.eligibility();
     for j in jobs.iter_mut().filter(|j| j.elastic()) {
         let shape = (j.trainer, j.class);
         let want = i64::from(j.max);
+        let extended = j
+            .class
+            .and_then(|c| eligibility.constraints(c))
+            .map(|c| &c.extended)
+            .filter(|e| !e.is_empty());
         let cap = match full.get(&shape) {
             Some(&cap) => cap,
             None => {
                 let mut held = 0i64;
-                for (scanned, room) in rooms(j.class).enumerate() {
+                for (scanned, (id, room)) in rooms(j.class).enumerate() {
                     // A long scan may be for a trainer no node of the class can hold: the
                     // class's largest node says so at once (found once per class).
                     if scanned == QUICK_SCAN {
                         let largest = largest.entry(j.class).or_insert_with(|| {
-                            rooms(j.class).fold(Resources::ZERO, Resources::max)
+                            rooms(j.class)
+                                .map(|(_, room)| room)
+                                .fold(Resources::ZERO, Resources::max)
                         });
                         if !j.trainer.fits_in(largest) {
                             break;
                         }
                     }
-                    held = held.saturating_add(j.trainer.fit_count(&room));
+                    let mut fit = j.trainer.fit_count(&room).min(state.pod_limit(id));
+                    if let Some(extended) = extended {
+                        fit = fit.min(allocatable_count(state, id, extended));
+                    }
+                    held = held.saturating_add(fit);
                     if held >= want {
                         break;
                     }
@@ -649,6 +669,20 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
             j.fair_max = (cap.max(i64::from(j.min))) as i32;
         }
     }
+}
+
+/// How many pods requesting `extended` each node `id`'s allocatable other resources hold.
+fn allocatable_count(state: &ClusterState, id: NodeId, extended: &Extended) -> i64 {
+    let traits = state.node_traits(id);
+    extended
+        .iter()
+        .filter(|(_, amount)| **amount > 0)
+        .map(|(name, amount)| {
+            let have = traits.and_then(|t| t.extended.get(name)).copied();
+            have.unwrap_or(0).max(0) / amount
+        })
+        .min()
+        .unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]

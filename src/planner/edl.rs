@@ -7,6 +7,11 @@
 //!    the original sorted `sync.Map` order, so ties were unordered.
 //! 3. The outer loop stops after [`PlannerConfig::edl_iteration_cap`] iterations with a warning,
 //!    so the livelocks of §5.1.1 terminate.
+//! 4. The node search also asks for a free pod slot and for the other resources (`rdma/hca`…)
+//!    the job's trainers request, each node's taken as trainers are assigned to it, so the dry
+//!    run never counts on room a bind refuses.
+//! 5. Pending masters and pservers are given their best-fit nodes first (reported in the plan)
+//!    and their room is taken from those nodes before the dry run.
 //!
 //! Adaptations to what [`ClusterState`] holds are documented on [`ClusterResource::from_state`]
 //! and [`is_pending`].
@@ -16,9 +21,11 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::candidates::{capped_reason, controller_removals};
-use super::{JobPlan, PlannerConfig, Reason, Removal};
+use super::nodes::NodeIndex;
+use super::{JobPlan, Outcome, PlannerConfig, Reason, Removal, support};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
-use crate::cluster::{ClusterState, JobInfo, JobSlot, Sizes};
+use crate::cluster::filters::Extended;
+use crate::cluster::{ClusterState, JobInfo, JobSlot, PodInfo, Sizes};
 
 #[cfg(test)]
 mod tests;
@@ -41,12 +48,39 @@ fn threshold(total: i64, max_load: f64) -> i64 {
     (total as f64 * max_load) as i64
 }
 
-/// One node's entry in the original's `NodesCPUIdleMilli` / `NodesMemoryFreeMega` maps.
+/// One node's entry in the original's `NodesCPUIdleMilli` / `NodesMemoryFreeMega` maps, with
+/// its free pod slots and other resources (deviation 4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct NodeIdle {
     name: Arc<str>,
     cpu_idle_milli: i64,
     memory_free_mega: i64,
+    pods_free: i64,
+    /// Free amounts of the other resources the node has allocatable.
+    extended_free: Extended,
+}
+
+impl NodeIdle {
+    /// Whether one pod of `cpu_milli`, `memory_mega` and `extended` fits.
+    fn holds(&self, cpu_milli: i64, memory_mega: i64, extended: &Extended) -> bool {
+        cpu_milli <= self.cpu_idle_milli
+            && memory_mega <= self.memory_free_mega
+            && self.pods_free >= 1
+            && extended
+                .iter()
+                .all(|(name, want)| self.extended_free.get(name).copied().unwrap_or(0) >= *want)
+    }
+
+    /// Takes the room of `n` pods of `cpu_milli`, `memory_mega` and `extended`.
+    fn take(&mut self, cpu_milli: i64, memory_mega: i64, extended: &Extended, n: i64) {
+        self.cpu_idle_milli -= cpu_milli * n;
+        self.memory_free_mega -= memory_mega * n;
+        self.pods_free -= n;
+        for (name, want) in extended {
+            let free = self.extended_free.entry(name.clone()).or_insert(0);
+            *free = free.saturating_sub(want.saturating_mul(n));
+        }
+    }
 }
 
 /// The original's `ClusterResource`; mutated by the dry run.
@@ -70,17 +104,28 @@ impl ClusterResource {
     /// (the original summed init containers and containers); GPU requests stand in for limits.
     /// Per-node idle CPU and free memory cover schedulable nodes and bound pods; a node's free
     /// memory is `ceil(allocatable / 10^6) - ceil(used / 10^6)` (the original rounded up each
-    /// container's request before subtracting it).
+    /// container's request before subtracting it). Free pod slots and other resources as the
+    /// state counts them (deviation 4).
     fn from_state(state: &ClusterState) -> Self {
         let total = state.total_capacity();
         let requests = state.bound_requests() + state.pending_requests();
         let nodes = state
             .nodes()
             .filter(|(_, slot)| slot.schedulable())
-            .map(|(_, slot)| NodeIdle {
+            .map(|(id, slot)| NodeIdle {
                 name: Arc::clone(&slot.name),
                 cpu_idle_milli: slot.free().cpu_milli,
                 memory_free_mega: mega_ceil(slot.capacity().memory) - mega_ceil(slot.used.memory),
+                pods_free: state.free_pod_slots(id),
+                extended_free: state
+                    .node_traits(id)
+                    .map(|t| {
+                        t.extended
+                            .keys()
+                            .map(|name| (name.clone(), state.free_extended(id, name)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             })
             .collect();
         ClusterResource {
@@ -94,11 +139,12 @@ impl ClusterResource {
         }
     }
 
-    /// `searchAssignableNode`: the first node whose idle CPU and free memory hold one trainer.
+    /// `searchAssignableNode`: the first node whose idle CPU and free memory hold one trainer
+    /// (and, deviation 4, a free pod slot and the other resources it requests).
     fn search_assignable_node(&self, job: &DryJob) -> Option<usize> {
-        self.nodes.iter().position(|n| {
-            job.cpu_milli <= n.cpu_idle_milli && job.memory_mega <= n.memory_free_mega
-        })
+        self.nodes
+            .iter()
+            .position(|n| n.holds(job.cpu_milli, job.memory_mega, &job.extended))
     }
 
     /// The deferred update of `scaleDryRun`: totals always, the chosen node (if any) by subtraction.
@@ -107,8 +153,16 @@ impl ClusterResource {
         self.cpu_request_milli += job.cpu_milli * additional;
         self.memory_request_mega += job.memory_mega * additional;
         if let Some(n) = node.and_then(|i| self.nodes.get_mut(i)) {
-            n.cpu_idle_milli -= job.cpu_milli * additional;
-            n.memory_free_mega -= job.memory_mega * additional;
+            n.take(job.cpu_milli, job.memory_mega, &job.extended, additional);
+        }
+    }
+
+    /// Takes the room of a pending pod the plan puts on node `name` (deviation 5); its
+    /// requests are in the totals already.
+    fn hold(&mut self, name: &str, pod: &PodInfo) {
+        if let Ok(i) = self.nodes.binary_search_by(|n| (*n.name).cmp(name)) {
+            let memory_mega = mega_ceil(pod.requests.memory);
+            self.nodes[i].take(pod.requests.cpu_milli, memory_mega, &pod.extended, 1);
         }
     }
 }
@@ -130,10 +184,12 @@ struct DryJob {
     fulfillment: f64,
     /// Exact GPU limit, CPU request and memory request, for the tie-breaks.
     exact: [Quantity; 3],
+    /// Per-trainer requests of other resources (the trainer class's; deviation 4).
+    extended: Extended,
 }
 
 impl DryJob {
-    fn new(sizes: Sizes, info: &JobInfo) -> Self {
+    fn new(sizes: Sizes, info: &JobInfo, extended: Extended) -> Self {
         let [gpu, cpu, memory] = info.exact;
         let Sizes { min, max, current } = sizes;
         DryJob {
@@ -145,6 +201,7 @@ impl DryJob {
             gpu: gpu.value_ceil(),
             fulfillment: fulfillment_of(i64::from(current), i64::from(min), i64::from(max)),
             exact: info.exact,
+            extended,
         }
     }
 }
@@ -351,24 +408,42 @@ fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'
     }
 }
 
-/// One `edl` pass: a plan per candidate in namespace/name order, and warnings.
+/// One `edl` pass: a plan per candidate in namespace/name order, warnings, and the nodes of the
+/// pending masters and pservers (deviation 5).
 ///
 /// Only elastic candidates (min < max) are scaled; the others keep their count. A cap of 0 runs
 /// one outer iteration.
-pub fn plan<'s>(
-    state: &'s ClusterState,
-    config: &PlannerConfig,
-) -> (Vec<JobPlan<'s>>, Vec<String>) {
+pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> {
     let candidates = candidates(state);
     let elastic: Vec<usize> = (0..candidates.len())
         .filter(|&i| candidates[i].sizes.min < candidates[i].sizes.max)
         .collect();
     let jobs: Vec<DryJob> = elastic
         .iter()
-        .map(|&i| DryJob::new(candidates[i].sizes, candidates[i].info))
+        .map(|&i| {
+            let c = &candidates[i];
+            let extended = c
+                .slot
+                .class
+                .and_then(|class| state.eligibility().constraints(class))
+                .map(|constraints| constraints.extended.clone())
+                .unwrap_or_default();
+            DryJob::new(c.sizes, c.info, extended)
+        })
         .collect();
     let cap = config.edl_iteration_cap.max(1);
-    let resource = ClusterResource::from_state(state);
+    let mut resource = ClusterResource::from_state(state);
+    let pods = support::pending(state);
+    let support = if pods.is_empty() {
+        Vec::new()
+    } else {
+        support::place(&pods, &mut NodeIndex::new(state))
+    };
+    for (placed, (_, pod)) in support.iter().zip(&pods) {
+        if let Some(node) = placed.node.and_then(|id| state.node(id)) {
+            resource.hold(&node.name, pod);
+        }
+    }
     let (diffs, settled) = scale_all_jobs_dry_run(&jobs, resource, config.max_load_desired, cap);
     let mut diff_of = vec![0i64; candidates.len()];
     for (&i, d) in elastic.iter().zip(diffs) {
@@ -386,5 +461,10 @@ pub fn plan<'s>(
              edl-autoscaler.md §5.1.1); the diffs of the last iteration are used"
         ));
     }
-    (plans, warnings)
+    Outcome {
+        jobs: plans,
+        warnings,
+        free_after: None,
+        support,
+    }
 }

@@ -12,7 +12,7 @@ use super::summary::free_by_node;
 use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan, aligned};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{GPU_RESOURCE_NAMES, Quantity, Resources};
-use crate::cluster::filters::PodClassId;
+use crate::cluster::filters::{Extended, PodClassId};
 use crate::cluster::{ClusterState, JobInfo, NodeId};
 
 /// What a job's decision says about itself.
@@ -60,11 +60,15 @@ pub fn explain_jobs(
     for (p, &i) in queue.iter().enumerate() {
         positions[i] = Some(p);
     }
-    let free: Free = free_by_node(state, &plan.jobs);
+    let free: Free = free_by_node(state, &plan.jobs, &plan.support);
+    let slots = slots_after(state, plan);
     let room = Room {
         state,
+        plan,
         free: &free,
+        slots: &slots,
         classes: RefCell::default(),
+        extended: RefCell::default(),
     };
     which
         .iter()
@@ -218,7 +222,7 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
         Reason::Unchanged => format!(
             "keeps {t} of max {}: {}",
             job.max,
-            room.shortfall(job.trainer, class, 1)
+            held(room, job, info, config, class)
         ),
         Reason::LowGain => {
             let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
@@ -241,12 +245,56 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
                 room.shortfall(job.trainer, class, missing)
             )
         }
+        Reason::NoFit if t < c => format!(
+            "asks {c}, {t} placed ({c} → {t}) of max {}: {}",
+            job.max,
+            held(room, job, info, config, class)
+        ),
         Reason::NoFit => format!(
             "at {t} of max {}: {}",
             job.max,
-            room.shortfall(job.trainer, class, 1)
+            held(room, job, info, config, class)
         ),
     }
+}
+
+/// What holds a job below max-instance: the policy's own rule where that is what holds it (the
+/// room would take another trainer), else what the room lacks.
+fn held(
+    room: &Room,
+    job: &JobPlan,
+    info: Option<&JobInfo>,
+    config: &PlannerConfig,
+    class: Option<PodClassId>,
+) -> String {
+    let t = job.target;
+    match config.policy {
+        Policy::Static => {
+            return format!(
+                "the static policy runs every job at its min-instance and never resizes it \
+                 (free room is not what holds it)"
+            );
+        }
+        Policy::Edl if room.would_fit(job.trainer, class) => {
+            return format!(
+                "the edl policy grows a job only while the cluster's CPU requests stay under \
+                 --max-load-desired {} of its CPU and more than one trainer's memory is free \
+                 cluster-wide; another trainer would fit on a node",
+                config.max_load_desired
+            );
+        }
+        Policy::Goodput if room.would_fit(job.trainer, class) => {
+            let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
+            return format!(
+                "another trainer would fit, but it would add {:.0}% speed, less than \
+                 --min-marginal-speedup {}",
+                gain * 100.0,
+                config.min_marginal_speedup
+            );
+        }
+        _ => {}
+    }
+    room.shortfall(job.trainer, class, 1)
 }
 
 /// The cooldown message: when the job was last rescaled and when it may be again.
@@ -276,6 +324,36 @@ type Measure = (&'static str, Amount, fn(i64) -> String);
 /// Free room per schedulable node once the plan is applied, by node id (zero for the others).
 type Free = Vec<Resources>;
 
+/// Free pod slots per schedulable node once the plan is applied, by node id (zero for the
+/// others).
+fn slots_after(state: &ClusterState, plan: &ScalePlan) -> Vec<i64> {
+    let mut slots = vec![0i64; state.node_id_bound()];
+    for (id, _) in state.nodes().filter(|(_, n)| n.schedulable()) {
+        slots[id as usize] = state.free_pod_slots(id);
+    }
+    let mut add = |id: NodeId, n: i64| {
+        if let Some(s) = slots.get_mut(id as usize) {
+            *s += n;
+        }
+    };
+    for job in &plan.jobs {
+        for p in &job.placements {
+            add(p.node, -i64::from(p.trainers));
+        }
+        for r in &job.removals {
+            if let Some(id) = r.node {
+                add(id, i64::from(r.trainers));
+            }
+        }
+    }
+    for placed in &plan.support {
+        if let Some(id) = placed.node {
+            add(id, -1);
+        }
+    }
+    slots
+}
+
 /// The resources messages name, in the order they are checked.
 const MEASURES: [Measure; 3] = [
     (GPU_RESOURCE_NAMES[0], |r| r.gpu, |v| v.to_string()),
@@ -292,13 +370,21 @@ struct ClassRoom {
     largest: [(i64, NodeId); 3],
     /// Per [`MEASURES`] entry: the most free room one node has after the plan, and that node.
     freest: [(i64, NodeId); 3],
+    /// Whether some node has a free pod slot after the plan.
+    slot_free: bool,
 }
 
 /// The state a plan was made from, with the free room the plan leaves.
 struct Room<'a> {
     state: &'a ClusterState,
+    plan: &'a ScalePlan<'a>,
     free: &'a Free,
+    /// Free pod slots after the plan, by node id.
+    slots: &'a [i64],
     classes: RefCell<HashMap<Option<PodClassId>, ClassRoom>>,
+    /// Free amounts of other resources after the plan, by resource name then node id; found
+    /// once per resource asked about.
+    extended: RefCell<HashMap<String, Vec<i64>>>,
 }
 
 impl Room<'_> {
@@ -313,6 +399,7 @@ impl Room<'_> {
             eligible: 0,
             largest: [(i64::MIN, 0); 3],
             freest: [(i64::MIN, 0); 3],
+            slot_free: false,
         };
         // `nodes()` goes in name order: the first node with the most wins ties.
         let eligible = state
@@ -327,6 +414,7 @@ impl Room<'_> {
             });
         for (id, alloc, free) in eligible {
             room.eligible += 1;
+            room.slot_free |= self.slots_on(id) > 0;
             for (k, (_, amount, _)) in MEASURES.iter().enumerate() {
                 if amount(alloc) > room.largest[k].0 {
                     room.largest[k] = (amount(alloc), id);
@@ -346,6 +434,84 @@ impl Room<'_> {
             .get(id as usize)
             .copied()
             .unwrap_or(Resources::ZERO)
+    }
+
+    fn slots_on(&self, id: NodeId) -> i64 {
+        self.slots.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// How much of other resource `name` node `id` has free once the plan is applied.
+    fn extended_on(&self, id: NodeId, name: &str) -> i64 {
+        if let Some(free) = self.extended.borrow().get(name) {
+            return free.get(id as usize).copied().unwrap_or(0);
+        }
+        let state = self.state;
+        let mut free: Vec<i64> = (0..state.node_id_bound() as NodeId)
+            .map(|id| state.free_extended(id, name))
+            .collect();
+        let mut add = |id: NodeId, amount: i64| {
+            if let Some(f) = free.get_mut(id as usize) {
+                *f = f.saturating_add(amount);
+            }
+        };
+        for job in &self.plan.jobs {
+            let each = state
+                .job(&job.key)
+                .and_then(|slot| slot.class)
+                .and_then(|class| state.eligibility().constraints(class))
+                .and_then(|c| c.extended.get(name).copied())
+                .unwrap_or(0);
+            if each == 0 {
+                continue;
+            }
+            for p in &job.placements {
+                add(p.node, -each.saturating_mul(i64::from(p.trainers)));
+            }
+            for r in &job.removals {
+                if let Some(id) = r.node {
+                    add(id, each.saturating_mul(i64::from(r.trainers)));
+                }
+            }
+        }
+        for placed in &self.plan.support {
+            let each = state
+                .pod(&placed.pod.0, &placed.pod.1)
+                .and_then(|pod| pod.extended.get(name).copied());
+            if let (Some(id), Some(each)) = (placed.node, each) {
+                add(id, -each);
+            }
+        }
+        let on = free.get(id as usize).copied().unwrap_or(0);
+        self.extended.borrow_mut().insert(name.to_string(), free);
+        on
+    }
+
+    /// How many trainers requesting `extended` each node `id`'s free other resources hold
+    /// once the plan is applied, and the first resource that holds none (with its amount).
+    fn extended_fit<'e>(
+        &self,
+        id: NodeId,
+        extended: &'e Extended,
+    ) -> (i64, Option<(&'e str, i64)>) {
+        let mut fit = i64::MAX;
+        let mut short = None;
+        for (name, amount) in extended.iter().filter(|(_, a)| **a > 0) {
+            let n = (self.extended_on(id, name) / amount).max(0);
+            if n == 0 && short.is_none() {
+                short = Some((name.as_str(), *amount));
+            }
+            fit = fit.min(n);
+        }
+        (fit, short)
+    }
+
+    /// The nodes `class` may use that are schedulable, in name order.
+    fn eligible_nodes(&self, class: Option<PodClassId>) -> impl Iterator<Item = NodeId> + '_ {
+        let state = self.state;
+        state
+            .nodes()
+            .filter(move |(id, slot)| slot.schedulable() && state.eligible(class, *id))
+            .map(|(id, _)| id)
     }
 
     fn name(&self, id: NodeId) -> &str {
@@ -395,6 +561,25 @@ impl Room<'_> {
                 );
             }
         }
+        if !room.slot_free {
+            return format!("{what} {verb} not fit: no node has a free pod slot{filtered}");
+        }
+        let extended = class
+            .and_then(|c| self.state.eligibility().constraints(c))
+            .map(|c| &c.extended)
+            .filter(|e| !e.is_empty());
+        if let Some(extended) = extended {
+            for (name, amount) in extended.iter().filter(|(_, a)| **a > 0) {
+                if !self
+                    .eligible_nodes(class)
+                    .any(|id| self.extended_on(id, name) >= *amount)
+                {
+                    return format!(
+                        "{what} {verb} not fit: no node has {amount} {name} free{filtered}"
+                    );
+                }
+            }
+        }
         for (k, (name, amount, show)) in MEASURES.iter().enumerate() {
             let (freest, node) = room.freest[k];
             if amount(trainer) > freest {
@@ -408,7 +593,7 @@ impl Room<'_> {
         }
         // A gang whose trainers each fit somewhere: how many the free room holds in all.
         if count > 1 {
-            let held = self.holds(trainer, class);
+            let held = self.holds(trainer, class, extended);
             if held < i64::from(count) {
                 return format!(
                     "{what} {verb} not fit: the free room of the nodes{filtered} holds {held} of \
@@ -426,6 +611,28 @@ impl Room<'_> {
             .map(|(name, amount, show)| format!("only {} {name}", show(amount(free).max(0))))
             .collect();
         if lacking.is_empty() {
+            // Room somewhere, but no pod slot or other resource beside it.
+            let roomy: Vec<NodeId> = self
+                .eligible_nodes(class)
+                .filter(|id| trainer.fits_in(&self.free_on(*id)))
+                .collect();
+            if !roomy.iter().any(|id| self.slots_on(*id) > 0) {
+                return format!(
+                    "{what} {verb} not fit: no node with room for it has a free pod slot{filtered}"
+                );
+            }
+            if let Some(extended) = extended
+                && let Some(&id) = roomy.iter().find(|id| self.slots_on(**id) > 0)
+                && !roomy
+                    .iter()
+                    .any(|id| self.slots_on(*id) > 0 && self.extended_fit(*id, extended).0 > 0)
+                && let (_, Some((name, amount))) = self.extended_fit(id, extended)
+            {
+                return format!(
+                    "{what} {verb} not fit: no node with room for it has {amount} {name} \
+                     free{filtered}"
+                );
+            }
             return format!(
                 "{what} would fit in the free room the plan leaves{filtered}, but the pass did \
                  not place it"
@@ -439,26 +646,44 @@ impl Room<'_> {
         )
     }
 
-    /// How many trainers of `trainer` the free room of the schedulable nodes `class` may use
-    /// holds in all, once the plan is applied.
-    fn holds(&self, trainer: Resources, class: Option<PodClassId>) -> i64 {
-        let state = self.state;
-        state
-            .nodes()
-            .filter(|(id, slot)| slot.schedulable() && state.eligible(class, *id))
-            .map(|(id, _)| trainer.fit_count(&self.free_on(id)))
+    /// Whether one more trainer of `trainer` fits on some node `class` may use once the plan is
+    /// applied (room, a pod slot and the class's other resources).
+    fn would_fit(&self, trainer: Resources, class: Option<PodClassId>) -> bool {
+        let extended = class
+            .and_then(|c| self.state.eligibility().constraints(c))
+            .map(|c| &c.extended)
+            .filter(|e| !e.is_empty());
+        self.holds(trainer, class, extended) > 0
+    }
+
+    /// How many trainers of `trainer` (each requesting `extended`) the free room, pod slots and
+    /// other resources of the schedulable nodes `class` may use hold in all, once the plan is
+    /// applied.
+    fn holds(
+        &self,
+        trainer: Resources,
+        class: Option<PodClassId>,
+        extended: Option<&Extended>,
+    ) -> i64 {
+        self.eligible_nodes(class)
+            .map(|id| {
+                let fit = trainer
+                    .fit_count(&self.free_on(id))
+                    .min(self.slots_on(id).max(0));
+                extended.map_or(fit, |e| fit.min(self.extended_fit(id, e).0))
+            })
             .fold(0i64, i64::saturating_add)
     }
 }
 
-/// A trainer's request as a person reads it: `8 nvidia.com/gpu, 8 cpu, 32Gi`.
+/// A trainer's request as a person reads it: `8 nvidia.com/gpu, 8 cpu, 32Gi memory`.
 pub fn describe(trainer: Resources) -> String {
     let mut parts = Vec::new();
     if trainer.gpu > 0 {
         parts.push(format!("{} {}", trainer.gpu, GPU_RESOURCE_NAMES[0]));
     }
     parts.push(format!("{} cpu", cores(trainer.cpu_milli)));
-    parts.push(bytes(trainer.memory));
+    parts.push(format!("{} memory", bytes(trainer.memory)));
     parts.join(", ")
 }
 
@@ -466,16 +691,26 @@ fn cores(milli: i64) -> String {
     Quantity::from_milli(milli).to_string()
 }
 
-fn bytes(b: i64) -> String {
-    const GI: i64 = 1 << 30;
-    const MI: i64 = 1 << 20;
-    if b % GI == 0 {
-        format!("{}Gi", b / GI)
-    } else if b % MI == 0 {
-        format!("{}Mi", b / MI)
-    } else {
-        b.to_string()
+/// An amount of memory in the largest unit that writes it exactly: binary (`Ti`, `Gi`, `Mi`,
+/// `Ki`) or decimal (`T`, `G`, `M`, `k`) as it was likely written, else bytes.
+pub fn bytes(b: i64) -> String {
+    const UNITS: [(i64, &str); 8] = [
+        (1 << 40, "Ti"),
+        (1_000_000_000_000, "T"),
+        (1 << 30, "Gi"),
+        (1_000_000_000, "G"),
+        (1 << 20, "Mi"),
+        (1_000_000, "M"),
+        (1 << 10, "Ki"),
+        (1_000, "k"),
+    ];
+    if b == 0 {
+        return "0".to_string();
     }
+    UNITS.iter().find(|(unit, _)| b % unit == 0).map_or_else(
+        || b.to_string(),
+        |(unit, suffix)| format!("{}{suffix}", b / unit),
+    )
 }
 
 /// `n trainer(s)`.

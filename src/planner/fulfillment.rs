@@ -15,8 +15,8 @@ use super::nodes::NodeIndex;
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
 use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
-use super::summary::FreeAfter;
-use super::{JobPlan, PlannerConfig, Policy, Reason};
+use super::support;
+use super::{Outcome, PlannerConfig, Policy, Reason};
 use crate::api::Resources;
 use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, NodeId};
@@ -29,10 +29,7 @@ const MAX_ROUNDS: usize = 64;
 const PASS_MOVE_CHECKS: usize = 20_000;
 
 /// Runs the `fulfillment` pass.
-pub fn plan<'s>(
-    state: &'s ClusterState,
-    config: &PlannerConfig,
-) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
+pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> {
     let mut jobs = candidates(state);
     cap_fair_maxes(state, &mut jobs);
     if config.policy == Policy::Goodput {
@@ -41,7 +38,13 @@ pub fn plan<'s>(
         }
         cap_useful_maxes(&mut jobs, config.min_marginal_speedup);
     }
-    let mut index = NodeIndex::for_shapes(state, jobs.iter().map(Candidate::trainer));
+    let support_pods = support::pending(state);
+    let mut index = NodeIndex::for_shapes(
+        state,
+        jobs.iter()
+            .map(Candidate::trainer)
+            .chain(support::shapes(&support_pods)),
+    );
     let cooling: Vec<bool> = jobs
         .iter()
         .map(|j| {
@@ -50,7 +53,9 @@ pub fn plan<'s>(
         })
         .collect();
     trim_over_max(&mut jobs, &mut index);
-    relieve_overload(&mut jobs, &mut index);
+    relieve_overload(state, &mut jobs, &mut index);
+    // Pending masters and pservers get room before any trainer is placed.
+    let support = support::place(&support_pods, &mut index);
     place_cooling_pending(&mut jobs, &mut index, &cooling);
     let mut repairs = Repairs::budget(PASS_REPAIR_BUDGET);
     let mut moves_budget = PASS_MOVE_CHECKS;
@@ -113,7 +118,12 @@ pub fn plan<'s>(
             j.finish(&index, target, reason)
         })
         .collect();
-    (plans, Vec::new(), Some(index.schedulable()))
+    Outcome {
+        jobs: plans,
+        warnings: Vec::new(),
+        free_after: Some(index.schedulable()),
+        support,
+    }
 }
 
 /// The final target and reason of one job.
@@ -176,10 +186,10 @@ fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
 /// position, wherever that trainer runs (the Job controller removes the highest indexes), so a
 /// job may give up trainers elsewhere before the one on this node goes.
 ///
-/// Room held by pods the Job controller is removing already (above their job's parallelism)
-/// counts as free here: it comes back without a shrink, and shrinking for it would take more
-/// than the node lacks.
-fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
+/// Room held by pods the Job controller is removing already (above their job's parallelism),
+/// and by pods being deleted (terminating), counts as free here: it comes back without a
+/// shrink, and shrinking for it would take more than the node lacks.
+fn relieve_overload(state: &ClusterState, jobs: &mut [Candidate], index: &mut NodeIndex) {
     let overloaded = index.overloaded();
     if overloaded.is_empty() {
         return;
@@ -191,7 +201,8 @@ fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
         }
     }
     for node in overloaded {
-        let coming = leaving.get(&node).copied().unwrap_or(Resources::ZERO);
+        let terminating = state.node(node).map_or(Resources::ZERO, |n| n.terminating);
+        let coming = leaving.get(&node).copied().unwrap_or(Resources::ZERO) + terminating;
         while index
             .free(node)
             .is_some_and(|f| (f + coming).any_negative())
@@ -226,7 +237,7 @@ fn place_cooling_pending(jobs: &mut [Candidate], index: &mut NodeIndex, cooling:
             let Some(node) = index.best_fit(j.trainer(), j.class) else {
                 break;
             };
-            index.adjust(node, j.trainer(), -1);
+            index.take(node, j.trainer(), j.class, 1);
             j.place(node);
         }
     }
@@ -254,10 +265,9 @@ fn water_fill(
         if let Some(nodes) = only_onto
             && no_fit[i]
             && !*fits_onto.entry((j.trainer(), j.class)).or_insert_with(|| {
-                nodes.iter().any(|n| {
-                    index.allowed(j.class, *n)
-                        && index.free(*n).is_some_and(|f| j.trainer().fits_in(&f))
-                })
+                nodes
+                    .iter()
+                    .any(|n| index.allowed(j.class, *n) && index.fits(*n, j.trainer(), j.class))
             })
         {
             continue;

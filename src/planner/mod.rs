@@ -3,6 +3,8 @@
 
 mod bulk;
 mod candidates;
+#[cfg(test)]
+mod capacity_tests;
 mod edl;
 pub mod explain;
 mod fill_queue;
@@ -15,11 +17,13 @@ mod relocate;
 mod sorted_blocks;
 mod static_policy;
 mod summary;
+mod support;
 
 pub use plan::{
     JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
     ScalePlan, aligned,
 };
+pub use support::SupportPlacement;
 
 use crate::cluster::ClusterState;
 
@@ -100,22 +104,35 @@ impl Default for PlannerConfig {
     }
 }
 
+/// What a policy's pass decided.
+struct Outcome<'s> {
+    jobs: Vec<JobPlan<'s>>,
+    warnings: Vec<String>,
+    /// The free room the plan leaves, when the pass kept it (else computed from the plans).
+    free_after: Option<summary::FreeAfter>,
+    /// Where the pending masters and pservers go.
+    support: Vec<SupportPlacement>,
+}
+
 /// Runs one planning pass with the configured policy.
 pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> ScalePlan<'s> {
-    let (jobs, warnings, free_after) = match config.policy {
+    let Outcome {
+        jobs,
+        warnings,
+        free_after,
+        support,
+    } = match config.policy {
         Policy::Fulfillment | Policy::Goodput => fulfillment::plan(state, config),
-        Policy::Edl => {
-            let (jobs, warnings) = edl::plan(state, config);
-            (jobs, warnings, None)
-        }
+        Policy::Edl => edl::plan(state, config),
         Policy::Static => static_policy::plan(state),
     };
-    let free_after = free_after.unwrap_or_else(|| summary::free_after(state, &jobs));
+    let free_after = free_after.unwrap_or_else(|| summary::free_after(state, &jobs, &support));
     let summary = summary::summarize(&jobs, &free_after);
     ScalePlan {
         policy: config.policy,
         jobs,
         summary,
         warnings,
+        support,
     }
 }

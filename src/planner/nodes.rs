@@ -1,12 +1,13 @@
-//! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU.
+//! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU,
+//! within each node's free pod slots and free other resources (`rdma/hca`, `hugepages-2Mi`…).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
 use super::sorted_blocks::{Cursor, SortedBlocks};
 use crate::api::Resources;
-use crate::cluster::filters::{Eligibility, PodClassId};
+use crate::cluster::filters::{Eligibility, Extended, PodClassId};
 use crate::cluster::{ClusterState, NodeId};
 
 /// How many fitting nodes a search looks at for one that strands nothing before taking the tightest.
@@ -39,18 +40,30 @@ struct Batch {
 }
 
 /// Schedulable nodes by free resources; placements and releases update it in O(log n).
+///
+/// Besides CPU, memory and GPU, a node takes only as many pods as it has free pod slots, and
+/// only as many pods requesting another resource as its free amount of it holds: a node without
+/// a free slot leaves the search sets; one without room in another resource is passed over by
+/// the searches that request it.
 #[derive(Debug, Clone)]
 pub struct NodeIndex<'s> {
+    /// The state the index was built from (pod limits, other resources bound pods request).
+    state: &'s ClusterState,
     /// Which nodes each trainer class may use (kube-scheduler's static filters).
     eligibility: &'s Eligibility,
     /// Free resources by node id; `None` for ids that are not schedulable nodes.
     free: Vec<Option<Resources>>,
+    /// Free pod slots by node id (see [`ClusterState::free_pod_slots`]), less those taken since.
+    slots: Vec<i64>,
+    /// Other resources taken (positive) or given back (negative) since the index was built, by
+    /// node and resource name.
+    extended_taken: HashMap<(NodeId, &'s str), i64, RandomState>,
     /// Position of each node id in name order (the deterministic tie-break).
     rank: Vec<u32>,
     /// Node ids by rank.
     by_rank: Vec<NodeId>,
     /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`],
-    /// unless its free room is below [`NodeIndex::floor`] somewhere.
+    /// unless its free room is below [`NodeIndex::floor`] somewhere or it has no free pod slot.
     set: SortedBlocks,
     /// The smallest need searched for, per resource: a node with less free room in some
     /// resource fits no trainer and stays out of `set` (no index update, nothing to scan past).
@@ -100,8 +113,11 @@ impl<'s> NodeIndex<'s> {
     fn with_floor(state: &'s ClusterState, floor: Resources) -> Self {
         let bound = state.node_id_bound();
         let mut index = NodeIndex {
+            state,
             eligibility: state.eligibility(),
             free: vec![None; bound],
+            slots: vec![0; bound],
+            extended_taken: HashMap::default(),
             rank: vec![u32::MAX; bound],
             by_rank: Vec::with_capacity(bound),
             set: SortedBlocks::default(),
@@ -120,8 +136,10 @@ impl<'s> NodeIndex<'s> {
             index.rank[id as usize] = rank;
             if slot.schedulable() {
                 let free = slot.free();
+                let slots = state.free_pod_slots(id);
                 index.free[id as usize] = Some(free);
-                if index.searchable(free) {
+                index.slots[id as usize] = slots;
+                if index.searchable(free, slots) {
                     entries.push(entry(free, rank));
                 }
             }
@@ -132,9 +150,9 @@ impl<'s> NodeIndex<'s> {
         index
     }
 
-    /// Whether a node with this free room is in the search set.
-    fn searchable(&self, free: Resources) -> bool {
-        self.floor.fits_in(&free)
+    /// Whether a node with this free room and these free pod slots is in the search sets.
+    fn searchable(&self, free: Resources, slots: i64) -> bool {
+        searchable(self.floor, free, slots)
     }
 
     /// Whether trainers of `class` may go to node `id` (`None` takes every node).
@@ -150,6 +168,93 @@ impl<'s> NodeIndex<'s> {
     /// Free resources of a schedulable node.
     pub fn free(&self, id: NodeId) -> Option<Resources> {
         self.free.get(id as usize).copied().flatten()
+    }
+
+    /// Free pod slots of a schedulable node (0 for other ids; below 0 on a node holding more
+    /// pods than its limit).
+    pub fn slots(&self, id: NodeId) -> i64 {
+        self.slots.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// The other resources each trainer of `class` requests; `None` when it requests none.
+    pub fn extended_of(&self, class: Option<PodClassId>) -> Option<&'s Extended> {
+        let eligibility = self.eligibility;
+        class
+            .and_then(|c| eligibility.constraints(c))
+            .map(|c| &c.extended)
+            .filter(|e| !e.is_empty())
+    }
+
+    /// How much of other resource `name` node `id` has free now.
+    fn extended_room(&self, id: NodeId, name: &'s str) -> i64 {
+        let taken = self.extended_taken.get(&(id, name)).copied().unwrap_or(0);
+        self.state.free_extended(id, name).saturating_sub(taken)
+    }
+
+    /// How many pods requesting `extended` each the free other resources of node `id` hold.
+    fn extended_count(&self, id: NodeId, extended: &'s Extended) -> i64 {
+        extended
+            .iter()
+            .filter(|(_, amount)| **amount > 0)
+            .map(|(name, amount)| (self.extended_room(id, name) / amount).max(0))
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+
+    /// How many pods of `need` requesting `extended` each node `id` takes: its free room, free
+    /// pod slots and free other resources, whichever holds the fewest; 0 unless one fits.
+    fn count_on(&self, id: NodeId, need: Resources, extended: Option<&'s Extended>) -> i64 {
+        let Some(free) = self.free(id) else {
+            return 0;
+        };
+        if !need.fits_in(&free) {
+            return 0;
+        }
+        let mut n = need.fit_count(&free).min(self.slots(id));
+        if let Some(extended) = extended {
+            n = n.min(self.extended_count(id, extended));
+        }
+        n.max(0)
+    }
+
+    /// How many trainers of `need` and `class` node `id` takes now (see [`NodeIndex::fits`]);
+    /// whether the class may use the node is not checked.
+    pub fn fit_count(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> i64 {
+        self.count_on(id, need, self.extended_of(class))
+    }
+
+    /// Whether one more trainer of `need` and `class` fits node `id`: its free room, a free pod
+    /// slot, and the other resources the class requests. Whether the class may use the node is
+    /// not checked ([`NodeIndex::allowed`]).
+    pub fn fits(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> bool {
+        self.fit_count(id, need, class) > 0
+    }
+
+    /// [`NodeIndex::fits`] once `m` trainers of `give` and class `give_class` have left node
+    /// `id` (their room, pod slots and other resources back).
+    pub fn fits_after(
+        &self,
+        id: NodeId,
+        (need, class): (Resources, Option<PodClassId>),
+        (give, give_class): (Resources, Option<PodClassId>),
+        m: i64,
+    ) -> bool {
+        let Some(free) = self.free(id) else {
+            return false;
+        };
+        if !need.fits_in(&(free + give.times(m))) || self.slots(id).saturating_add(m) < 1 {
+            return false;
+        }
+        let Some(extended) = self.extended_of(class) else {
+            return true;
+        };
+        let given = self.extended_of(give_class);
+        extended.iter().all(|(name, amount)| {
+            let back = given
+                .and_then(|g| g.get(name))
+                .map_or(0, |a| a.saturating_mul(m));
+            self.extended_room(id, name).saturating_add(back) >= *amount
+        })
     }
 
     /// Schedulable nodes whose free resources are below zero somewhere, in name order.
@@ -184,19 +289,48 @@ impl<'s> NodeIndex<'s> {
         self.rank.get(id as usize).copied().unwrap_or(u32::MAX)
     }
 
-    /// Changes a node's free resources by `delta` (negative to take, positive to give back).
-    pub fn adjust(&mut self, id: NodeId, delta: Resources, sign: i64) {
+    /// Takes the room of `n` trainers of `need` and `class` on node `id`: their resources, pod
+    /// slots and other resources.
+    pub fn take(&mut self, id: NodeId, need: Resources, class: Option<PodClassId>, n: i64) {
+        let extended = self.extended_of(class);
+        self.change(id, need, extended, -n);
+    }
+
+    /// Gives back the room of `n` trainers of `need` and `class` on node `id`.
+    pub fn give(&mut self, id: NodeId, need: Resources, class: Option<PodClassId>, n: i64) {
+        let extended = self.extended_of(class);
+        self.change(id, need, extended, n);
+    }
+
+    /// Takes the room of one pod of `need` requesting `extended` (of no trainer class) on node
+    /// `id`.
+    pub fn take_pod(&mut self, id: NodeId, need: Resources, extended: Option<&'s Extended>) {
+        self.change(id, need, extended, -1);
+    }
+
+    /// Gives back (`n > 0`) or takes (`n < 0`) the room of `|n|` pods of `need` requesting
+    /// `extended` each on node `id`.
+    fn change(&mut self, id: NodeId, need: Resources, extended: Option<&'s Extended>, n: i64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(extended) = extended {
+            for (name, amount) in extended {
+                let taken = self.extended_taken.entry((id, name.as_str())).or_insert(0);
+                *taken = taken.saturating_sub(amount.saturating_mul(n));
+            }
+        }
         let rank = self.rank(id);
         let floor = self.floor;
         let member = self.member.get(id as usize).copied().unwrap_or(0);
-        if let Some(Some(free)) = self.free.get_mut(id as usize) {
-            let old = floor.fits_in(free).then(|| entry(*free, rank));
-            *free = if sign >= 0 {
-                *free + delta
-            } else {
-                *free - delta
-            };
-            let new = floor.fits_in(free).then(|| entry(*free, rank));
+        if let (Some(Some(free)), Some(slots)) = (
+            self.free.get_mut(id as usize),
+            self.slots.get_mut(id as usize),
+        ) {
+            let old = searchable(floor, *free, *slots).then(|| entry(*free, rank));
+            *free += need.times(n);
+            *slots = slots.saturating_add(n);
+            let new = searchable(floor, *free, *slots).then(|| entry(*free, rank));
             let moved = |set: &mut SortedBlocks| {
                 if let Some(old) = old {
                     set.remove(old);
@@ -211,7 +345,7 @@ impl<'s> NodeIndex<'s> {
                     moved(set);
                 }
             }
-            if sign >= 0 {
+            if n > 0 {
                 self.grown.push(id);
                 self.failed.clear();
             }
@@ -245,7 +379,7 @@ impl<'s> NodeIndex<'s> {
             };
             *member |= 1 << n;
             if let Some(free) = self.free(id)
-                && self.searchable(free)
+                && self.searchable(free, self.slots(id))
             {
                 entries.push(entry(free, self.rank(id)));
             }
@@ -287,7 +421,7 @@ impl<'s> NodeIndex<'s> {
         let Some(free) = self.free(except) else {
             return self.best_fit(need, None);
         };
-        if !self.searchable(free) {
+        if !self.searchable(free, self.slots(except)) {
             return self.best_fit(need, None);
         }
         let held = entry(free, self.rank(except));
@@ -302,21 +436,37 @@ impl<'s> NodeIndex<'s> {
     /// GPU trainers go to the node with the fewest free GPUs that fits, preferring one left either
     /// with no free GPU or with room for another such trainer (so no GPU is stranded); CPU-only
     /// trainers go first to nodes without free GPUs. Ties go to the tightest CPU fit, then name.
-    /// Only nodes `class` may use are considered.
+    /// Only nodes `class` may use, with a free pod slot and the other resources the class
+    /// requests, are considered.
     pub fn best_fit(&mut self, need: Resources, class: Option<PodClassId>) -> Option<NodeId> {
         if self.failed.contains(&(need, class)) {
             return None;
         }
         self.prepare(class);
-        let found = BestFits::new(self, need, class).next();
+        let extended = self.extended_of(class);
+        let found = BestFits::new(self, need, class, extended).next();
         if found.is_none() {
             self.failed.insert((need, class));
         }
         found
     }
 
+    /// [`NodeIndex::best_fit`] for one pod of no trainer class (every schedulable node may take
+    /// it) requesting `extended` besides `need`.
+    pub fn best_fit_pod(
+        &mut self,
+        need: Resources,
+        extended: Option<&'s Extended>,
+    ) -> Option<NodeId> {
+        match extended.filter(|e| !e.is_empty()) {
+            None => self.best_fit(need, None),
+            Some(extended) => BestFits::new(self, need, None, Some(extended)).next(),
+        }
+    }
+
     /// Places up to `count` trainers of `need` exactly as repeated [`NodeIndex::best_fit`] calls
-    /// would, each chosen node taking as many as fit there (or as are left): appends the chunks
+    /// would, each chosen node taking as many as fit there (its room, pod slots and other
+    /// resources; or as are left): appends the chunks
     /// `(node, trainers)` in order and returns how many trainers were placed (fewer than `count`
     /// when no node fits another).
     ///
@@ -335,11 +485,11 @@ impl<'s> NodeIndex<'s> {
             return 0;
         }
         self.prepare(class);
-        let mut fits = BestFits::new(self, need, class);
+        let extended = self.extended_of(class);
+        let mut fits = BestFits::new(self, need, class, extended);
         while left > 0 {
             let Some(node) = fits.next() else { break };
-            let room = self.free(node).unwrap_or(Resources::ZERO);
-            let n = need.fit_count(&room).min(left).max(1);
+            let n = self.count_on(node, need, extended).min(left).max(1);
             chunks.push((node, n));
             left -= n;
         }
@@ -354,13 +504,26 @@ impl<'s> NodeIndex<'s> {
         for &(node, n) in &chunks[first..] {
             let rank = self.rank(node);
             members |= self.member.get(node as usize).copied().unwrap_or(0);
-            if let Some(Some(free)) = self.free.get_mut(node as usize) {
-                if floor.fits_in(free) {
+            if let (Some(Some(free)), Some(slots)) = (
+                self.free.get_mut(node as usize),
+                self.slots.get_mut(node as usize),
+            ) {
+                if searchable(floor, *free, *slots) {
                     batch.out.push(entry(*free, rank));
                 }
                 *free -= need.times(n);
-                if floor.fits_in(free) {
+                *slots = slots.saturating_sub(n);
+                if searchable(floor, *free, *slots) {
                     batch.into.push(entry(*free, rank));
+                }
+            }
+            if let Some(extended) = extended {
+                for (name, amount) in extended {
+                    let taken = self
+                        .extended_taken
+                        .entry((node, name.as_str()))
+                        .or_insert(0);
+                    *taken = taken.saturating_add(amount.saturating_mul(n));
                 }
             }
         }
@@ -403,6 +566,8 @@ struct BestFits<'a> {
     /// The trainer class whose nodes the scan keeps, skipping the others (`None`: every node
     /// of the set it walks).
     filter: Option<PodClassId>,
+    /// The other resources each pod requests: nodes without that much free are skipped.
+    extended: Option<&'a Extended>,
     bounds: Option<NeedBounds>,
     /// GPU level the cursor is on.
     level: i64,
@@ -415,7 +580,12 @@ struct BestFits<'a> {
 }
 
 impl<'a> BestFits<'a> {
-    fn new(index: &'a NodeIndex<'a>, need: Resources, class: Option<PodClassId>) -> Self {
+    fn new(
+        index: &'a NodeIndex<'a>,
+        need: Resources,
+        class: Option<PodClassId>,
+        extended: Option<&'a Extended>,
+    ) -> Self {
         debug_assert!(index.floor.fits_in(&need), "search below the index floor");
         let level = need.gpu.max(0);
         let (set, filter) = index.search_set(class);
@@ -423,6 +593,7 @@ impl<'a> BestFits<'a> {
             index,
             need,
             filter,
+            extended,
             bounds: NeedBounds::of(need),
             level,
             cursor: set.cursor(pack(level, need.cpu_milli, i64::MIN, 0)),
@@ -487,6 +658,11 @@ impl Iterator for BestFits<'_> {
             if !self.index.allowed(self.filter, id) {
                 continue;
             }
+            if let Some(extended) = self.extended
+                && self.index.extended_count(id, extended) < 1
+            {
+                continue;
+            }
             if strands_nothing {
                 return Some(id);
             }
@@ -539,6 +715,12 @@ impl NeedBounds {
                 || (cpu_field(packed) >= cpu_twice && memory >= memory_twice && level >= gpu_twice),
         )
     }
+}
+
+/// Whether a node with `free` room and `slots` free pod slots is in the search sets: it has a
+/// pod slot and at least `floor` free.
+fn searchable(floor: Resources, free: Resources, slots: i64) -> bool {
+    slots > 0 && floor.fits_in(&free)
 }
 
 /// A node's place in the index: free GPU, CPU, memory and name rank, packed into one integer
@@ -667,8 +849,8 @@ mod tests {
                 prop_assert_eq!(full.fill(need, None, count, &mut a), floored.fill(need, None, count, &mut b));
                 prop_assert_eq!(&a, &b);
                 if give_back && let Some(&(node, n)) = a.first() {
-                    full.adjust(node, need.times(n), 1);
-                    floored.adjust(node, need.times(n), 1);
+                    full.give(node, need, None, n);
+                    floored.give(node, need, None, n);
                 }
                 for shape in &shapes {
                     prop_assert_eq!(full.best_fit(*shape, None), floored.best_fit(*shape, None));
@@ -706,7 +888,7 @@ mod tests {
             let mut own = NodeIndex::for_shapes(&s, shapes.iter().copied());
             let mut scan = NodeIndex::for_shapes(&s, shapes.iter().copied());
             scan.search = vec![ClassSearch::Shared; 64];
-            let mut taken: Vec<(NodeId, Resources)> = Vec::new();
+            let mut taken: Vec<(NodeId, Resources, Option<PodClassId>, i64)> = Vec::new();
             for (pick, class, count, action) in ops {
                 let need = shapes[pick % shapes.len()];
                 let class = classes[class];
@@ -716,21 +898,21 @@ mod tests {
                         prop_assert_eq!(own.fill(need, class, count, &mut a), scan.fill(need, class, count, &mut b));
                         prop_assert_eq!(&a, &b);
                         prop_assert!(a.iter().all(|(node, _)| own.allowed(class, *node)));
-                        taken.extend(a.iter().map(|&(node, n)| (node, need.times(n))));
+                        taken.extend(a.iter().map(|&(node, n)| (node, need, class, n)));
                     }
                     1 => {
                         let found = own.best_fit(need, class);
                         prop_assert_eq!(found, scan.best_fit(need, class));
                         if let Some(node) = found {
-                            own.adjust(node, need, -1);
-                            scan.adjust(node, need, -1);
-                            taken.push((node, need));
+                            own.take(node, need, class, 1);
+                            scan.take(node, need, class, 1);
+                            taken.push((node, need, class, 1));
                         }
                     }
                     _ => {
-                        if let Some((node, room)) = taken.pop() {
-                            own.adjust(node, room, 1);
-                            scan.adjust(node, room, 1);
+                        if let Some((node, need, class, n)) = taken.pop() {
+                            own.give(node, need, class, n);
+                            scan.give(node, need, class, n);
                         }
                     }
                 }
@@ -743,6 +925,182 @@ mod tests {
             }
             prop_assert!(own.class_sets.len() <= 3);
             prop_assert_eq!(own.schedulable(), scan.schedulable());
+        }
+    }
+
+    /// One node as the exact model of [`NodeIndex`] sees it.
+    #[derive(Debug, Clone)]
+    struct ModelNode {
+        id: NodeId,
+        free: Resources,
+        slots: i64,
+        rdma: i64,
+    }
+
+    /// A search as [`NodeIndex::best_fit`] documents it, over every node at once: the nodes
+    /// that fit (room, a pod slot, the rdma a trainer asks), by (free GPU, CPU, memory, name);
+    /// the first that strands no GPU unless [`GOOD_FIT_SCAN`] stranding fits come before it,
+    /// else the first stranding fit.
+    fn model_best_fit(nodes: &[ModelNode], need: Resources, rdma: i64) -> Option<usize> {
+        let mut fitting: Vec<usize> = (0..nodes.len())
+            .filter(|&i| {
+                let n = &nodes[i];
+                need.fits_in(&n.free) && n.slots >= 1 && n.rdma >= rdma
+            })
+            .collect();
+        // Nodes are named in id order: the id is the name's rank.
+        fitting.sort_by_key(|&i| {
+            let f = nodes[i].free;
+            (f.gpu, f.cpu_milli, f.memory, nodes[i].id)
+        });
+        let mut stranding = Vec::new();
+        for i in fitting {
+            let left = nodes[i].free - need;
+            if left.gpu == 0 || need.gpu == 0 || need.fits_in(&left) {
+                return Some(i);
+            }
+            stranding.push(i);
+            if stranding.len() == GOOD_FIT_SCAN {
+                break;
+            }
+        }
+        stranding.first().copied()
+    }
+
+    /// How many trainers node `n` of the model takes.
+    fn model_count(n: &ModelNode, need: Resources, rdma: i64) -> i64 {
+        let by_rdma = if rdma > 0 { n.rdma / rdma } else { i64::MAX };
+        need.fit_count(&n.free).min(n.slots).min(by_rdma)
+    }
+
+    proptest! {
+        /// Fills, best fits and give-backs agree with the exact model, pod slots (nodes with a
+        /// pod limit and pods bound already) and another resource (`rdma/hca`, asked for by one
+        /// trainer class) included: no node is given more trainers than its free slots or rdma
+        /// hold, and the free room, slots and rdma left are the model's.
+        #[test]
+        fn searches_match_an_exact_model_with_pod_slots(
+            nodes in proptest::collection::vec(
+                ((1i64..16, 1i64..16, 0i64..5), (0i64..6, 0u32..4, 0i64..4)),
+                1..60,
+            ),
+            ops in proptest::collection::vec(((1i64..4, 1i64..4, 0i64..3), any::<bool>(), 0i64..40, 0u8..3), 1..14),
+        ) {
+            use crate::api::JobKey;
+            use crate::cluster::PodInfo;
+            use crate::cluster::filters::{NodeTraits, PodConstraints};
+            use crate::cluster::objects::PodPhase;
+            use std::sync::Arc;
+            let sizes: Vec<(i64, i64, i64)> = nodes.iter().map(|n| n.0).collect();
+            let mut s = state_of_sizes(&sizes);
+            for (i, (_, (max_pods, bound, rdma))) in nodes.iter().enumerate() {
+                let name = format!("n{i:03}");
+                let mut traits = NodeTraits {
+                    name: name.clone(),
+                    ready: true,
+                    max_pods: Some(*max_pods),
+                    ..NodeTraits::default()
+                };
+                if *rdma > 0 {
+                    traits.extended.insert("rdma/hca".to_string(), *rdma);
+                }
+                s.set_node_traits(&name, traits);
+                // Pods bound already take slots (and the first of them one rdma, if any).
+                for p in 0..*bound {
+                    let mut extended = Extended::new();
+                    if p == 0 && *rdma > 0 {
+                        extended.insert("rdma/hca".to_string(), 1);
+                    }
+                    s.set_pod(
+                        ("kube-system".into(), format!("{name}-{p}")),
+                        Some(PodInfo {
+                            node: Some(name.clone()),
+                            phase: PodPhase::Running,
+                            requests: Resources::ZERO,
+                            terminating: false,
+                            owner: None,
+                            created: 0,
+                            index: None,
+                            extended,
+                            priority: 0,
+                        }),
+                    );
+                }
+            }
+            let key = JobKey::new("ns", "rdma");
+            let class = PodConstraints {
+                extended: Extended::from([("rdma/hca".to_string(), 1)]),
+                ..PodConstraints::default()
+            };
+            s.set_trainer_class(&key, Some(Arc::new(class)));
+            let rdma_class = s.job(&key).and_then(|j| j.class);
+            prop_assert!(rdma_class.is_some());
+            let mut model: Vec<ModelNode> = s
+                .nodes()
+                .map(|(id, slot)| ModelNode {
+                    id,
+                    free: slot.free(),
+                    slots: s.free_pod_slots(id),
+                    rdma: s.free_extended(id, "rdma/hca"),
+                })
+                .collect();
+            let mut index = NodeIndex::new(&s);
+            let mut taken: Vec<(NodeId, Resources, Option<PodClassId>, i64)> = Vec::new();
+            for ((cpu, memory, gpu), with_rdma, count, action) in ops {
+                let need = Resources::new(cpu * 1000, memory << 30, gpu);
+                let (class, rdma) = if with_rdma { (rdma_class, 1) } else { (None, 0) };
+                match action {
+                    0 => {
+                        let mut chunks = Vec::new();
+                        let placed = index.fill(need, class, count, &mut chunks);
+                        let mut expected = Vec::new();
+                        let mut left = count;
+                        while left > 0 {
+                            let Some(i) = model_best_fit(&model, need, rdma) else { break };
+                            let n = model_count(&model[i], need, rdma).min(left);
+                            model[i].free -= need.times(n);
+                            model[i].slots -= n;
+                            model[i].rdma -= rdma * n;
+                            expected.push((model[i].id, n));
+                            left -= n;
+                        }
+                        prop_assert_eq!(&chunks, &expected);
+                        prop_assert_eq!(placed, count - left);
+                        taken.extend(chunks.iter().map(|&(node, n)| (node, need, class, n)));
+                    }
+                    1 => {
+                        let found = index.best_fit(need, class);
+                        let expected = model_best_fit(&model, need, rdma);
+                        prop_assert_eq!(found, expected.map(|i| model[i].id));
+                        if let (Some(node), Some(i)) = (found, expected) {
+                            index.take(node, need, class, 1);
+                            model[i].free -= need;
+                            model[i].slots -= 1;
+                            model[i].rdma -= rdma;
+                            taken.push((node, need, class, 1));
+                        }
+                    }
+                    _ => {
+                        if let Some((node, need, class, n)) = taken.pop() {
+                            index.give(node, need, class, n);
+                            let rdma = if class.is_some() { 1 } else { 0 };
+                            if let Some(m) = model.iter_mut().find(|m| m.id == node) {
+                                m.free += need.times(n);
+                                m.slots += n;
+                                m.rdma += rdma * n;
+                            }
+                        }
+                    }
+                }
+                for m in &model {
+                    prop_assert_eq!(index.free(m.id), Some(m.free));
+                    prop_assert_eq!(index.slots(m.id), m.slots);
+                    prop_assert_eq!(
+                        index.fit_count(m.id, need, rdma_class),
+                        if need.fits_in(&m.free) { model_count(m, need, 1).max(0) } else { 0 }
+                    );
+                }
+            }
         }
     }
 
@@ -813,9 +1171,8 @@ mod tests {
             let Some(node) = one_by_one.best_fit(need, None) else {
                 break;
             };
-            let room = one_by_one.free(node).unwrap_or(Resources::ZERO);
-            let n = need.fit_count(&room).min(left).max(1);
-            one_by_one.adjust(node, need.times(n), -1);
+            let n = one_by_one.fit_count(node, need, None).min(left).max(1);
+            one_by_one.take(node, need, None, n);
             expected.push((node, n));
             left -= n;
         }
@@ -952,10 +1309,10 @@ mod tests {
         let a = s.node_id_of("a").unwrap();
         assert_eq!(idx.best_fit(Resources::new(1000, 5 << 30, 0), None), None);
         let t = Resources::new(1000, 2 << 30, 0);
-        idx.adjust(a, t, -1);
-        idx.adjust(a, t, -1);
+        idx.take(a, t, None, 1);
+        idx.take(a, t, None, 1);
         assert_eq!(idx.best_fit(t, None), None);
-        idx.adjust(a, t, 1);
+        idx.give(a, t, None, 1);
         assert_eq!(idx.best_fit(t, None), Some(a));
         assert_eq!(idx.free(a), Some(Resources::new(3000, 2 << 30, 0)));
     }

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
-use super::Policy;
+use super::{Policy, SupportPlacement};
 use crate::api::{JobKey, Resources};
 use crate::cluster::{ClusterState, NodeId};
 
@@ -224,6 +224,10 @@ pub struct ScalePlan<'s> {
     pub summary: PlanSummary,
     /// Anything the pass wants an operator to know (e.g. the `edl` iteration cap was hit).
     pub warnings: Vec<String>,
+    /// The pending masters and pservers of jobs and the nodes whose room the plan held for them
+    /// before placing any trainer, in the order they got room (higher priority, then older,
+    /// then namespace/name); `node` is `None` for one no node had room for.
+    pub support: Vec<SupportPlacement>,
 }
 
 impl<'s> ScalePlan<'s> {
@@ -239,6 +243,7 @@ impl<'s> ScalePlan<'s> {
             jobs: self.jobs.into_iter().map(JobPlan::into_owned).collect(),
             summary: self.summary,
             warnings: self.warnings,
+            support: self.support,
         }
     }
 

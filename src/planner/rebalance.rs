@@ -106,7 +106,7 @@ fn take_one(
         {
             continue;
         }
-        let give = jobs[d].trainer();
+        let (give, give_class) = (jobs[d].trainer(), jobs[d].class);
         // Trainers the donor was handed this pass can be taken back from any node, in name order.
         nodes.clear();
         nodes.extend(
@@ -121,28 +121,23 @@ fn take_one(
                 return false;
             }
             *budget -= 1;
-            if !index.allowed(class, node) {
+            if !index.allowed(class, node) || index.free(node).is_none() {
                 continue;
             }
-            let Some(mut room) = index.free(node) else {
-                continue;
-            };
+            let fits =
+                |k: i32| index.fits_after(node, (want, class), (give, give_class), i64::from(k));
             let mut k = 0;
-            while !want.fits_in(&room)
-                && k < have as i32
-                && jobs[d].share_at(jobs[d].planned - k - 1) > floor
-            {
+            while !fits(k) && k < have as i32 && jobs[d].share_at(jobs[d].planned - k - 1) > floor {
                 k += 1;
-                room += give;
             }
-            if !want.fits_in(&room) {
+            if !fits(k) {
                 continue;
             }
             for _ in 0..k {
                 jobs[d].unplace(node);
-                index.adjust(node, give, 1);
             }
-            index.adjust(node, want, -1);
+            index.give(node, give, give_class, i64::from(k));
+            index.take(node, want, class, 1);
             jobs[t].place(node);
             return true;
         }
@@ -154,7 +149,7 @@ fn take_one(
             jobs[d].shrink(index);
         }
         jobs[d].reason = Some(Reason::Reclaimed);
-        index.adjust(node, want, -1);
+        index.take(node, want, class, 1);
         jobs[t].place(node);
         return true;
     }
@@ -172,7 +167,7 @@ fn top_run(
     floor: f64,
     budget: &mut usize,
 ) -> Option<(usize, NodeId)> {
-    let give = donor.trainer();
+    let (give, give_class) = (donor.trainer(), donor.class);
     let (mut kept, mut planned) = (donor.kept, donor.planned);
     let share = donor.share();
     let mut placed = donor.placed.clone();
@@ -214,9 +209,7 @@ fn top_run(
         let n = freed.entry(node).or_insert(0);
         *n += 1;
         if index.allowed(class, node)
-            && index
-                .free(node)
-                .is_some_and(|free| want.fits_in(&(free + give.times(i64::from(*n)))))
+            && index.fits_after(node, (want, class), (give, give_class), i64::from(*n))
         {
             return Some((steps, node));
         }

@@ -104,13 +104,12 @@ fn reclaim_for(
                 if jobs[d].placed.is_empty() {
                     return Some((d, 0, false));
                 }
-                most_useful_node(&jobs[d], index, jobs[d].trainer(), want, class)
-                    .map(|node| (d, node, true))
+                most_useful_node(&jobs[d], index, want, class).map(|node| (d, node, true))
             });
         let step = match donor {
             Some((d, node, true)) => {
                 jobs[d].unplace(node);
-                index.adjust(node, jobs[d].trainer(), 1);
+                index.give(node, jobs[d].trainer(), jobs[d].class, 1);
                 room += jobs[d].trainer();
                 Step::Unplace(d, node)
             }
@@ -156,24 +155,25 @@ fn undo(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<Step>) {
             Step::Shrink(d, shrunk) => jobs[d].unshrink(index, shrunk),
             Step::Unplace(d, node) => {
                 jobs[d].place(node);
-                index.adjust(node, jobs[d].trainer(), -1);
+                index.take(node, jobs[d].trainer(), jobs[d].class, 1);
             }
         }
     }
 }
 
 /// The node among the donor's trainers placed this pass whose freed trainer most helps a
-/// trainer of shape `want` fit.
+/// trainer of shape `want` and class `class` fit.
 fn most_useful_node(
     donor: &Candidate,
     index: &NodeIndex,
-    give: Resources,
     want: Resources,
     class: Option<PodClassId>,
 ) -> Option<NodeId> {
+    let give = donor.trainer();
     let rate = |id: NodeId| {
         let after = index.free(id).unwrap_or(Resources::ZERO) + give;
-        let fits = index.allowed(class, id) && want.fits_in(&after);
+        let fits =
+            index.allowed(class, id) && index.fits_after(id, (want, class), (give, donor.class), 1);
         (
             fits,
             after.gpu,
@@ -193,20 +193,18 @@ fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<St
     for step in steps.into_iter().rev() {
         match step {
             Step::Unplace(d, node) => {
-                let give = jobs[d].trainer();
+                let (give, class) = (jobs[d].trainer(), jobs[d].class);
                 // Not past a shrink of the same donor that stays: that would regrow it.
-                if jobs[d].planned < jobs[d].ceiling()
-                    && index.free(node).is_some_and(|f| give.fits_in(&f))
-                {
+                if jobs[d].planned < jobs[d].ceiling() && index.fits(node, give, class) {
                     jobs[d].place(node);
-                    index.adjust(node, give, -1);
+                    index.take(node, give, class, 1);
                 }
             }
             Step::Shrink(d, shrunk) => {
-                let give = jobs[d].trainer();
+                let (give, class) = (jobs[d].trainer(), jobs[d].class);
                 let fits = shrunk
                     .freed()
-                    .is_none_or(|node| index.free(node).is_some_and(|f| give.fits_in(&f)));
+                    .is_none_or(|node| index.fits(node, give, class));
                 if fits && !stuck.contains(&d) {
                     jobs[d].unshrink(index, shrunk);
                 } else {
@@ -250,7 +248,7 @@ mod tests {
         let mut index = NodeIndex::new(&state);
         let mut jobs = candidates(&state);
         assert_eq!(&*jobs[0].key.name, "donor");
-        index.adjust(node, trainer.times(4), -1);
+        index.take(node, trainer, None, 4);
         jobs[0].place_many(node, 4);
         let mut starving = vec![false, true];
         let admitted = retry_starving(

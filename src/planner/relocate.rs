@@ -61,10 +61,10 @@ pub fn place_one(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    let want = jobs[i].trainer();
-    if let Some(best) = index.best_fit(want, jobs[i].class) {
+    let (want, class) = (jobs[i].trainer(), jobs[i].class);
+    if let Some(best) = index.best_fit(want, class) {
         let node = home_as_good_as(&jobs[i], index, best).unwrap_or(best);
-        index.adjust(node, want, -1);
+        index.take(node, want, class, 1);
         jobs[i].place(node);
         return true;
     }
@@ -88,9 +88,7 @@ fn home_as_good_as(job: &Candidate, index: &NodeIndex, best: NodeId) -> Option<N
         .copied()
         .filter(|&n| index.allowed(job.class, n))
         .filter(|&n| {
-            index
-                .free(n)
-                .is_some_and(|f| want.fits_in(&f) && f.gpu == level)
+            index.fits(n, want, job.class) && index.free(n).is_some_and(|f| f.gpu == level)
         })
         .min_by_key(|&n| index.rank(n))
 }
@@ -118,7 +116,7 @@ pub fn place_gang(
 fn unplace_any(job: &mut Candidate, index: &mut NodeIndex) {
     if let Some(node) = job.placed.last().map(|(node, _)| *node) {
         job.unplace(node);
-        index.adjust(node, job.trainer(), 1);
+        index.give(node, job.trainer(), job.class, 1);
     }
 }
 
@@ -130,9 +128,9 @@ fn relocate_for(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    let want = jobs[i].trainer();
+    let (want, class) = (jobs[i].trainer(), jobs[i].class);
     for k in 0..jobs.len() {
-        let shape = jobs[k].trainer();
+        let (shape, shape_class) = (jobs[k].trainer(), jobs[k].class);
         if k == i || shape == want || jobs[k].placed.is_empty() {
             continue;
         }
@@ -144,20 +142,18 @@ fn relocate_for(
             if !repairs.spend(1) {
                 return false;
             }
-            if !index.allowed(jobs[i].class, node) {
+            if !index.allowed(class, node) || index.free(node).is_none() {
                 continue;
             }
-            let Some(mut room) = index.free(node) else {
-                continue;
+            let fits = |moving: u32| {
+                index.fits_after(node, (want, class), (shape, shape_class), i64::from(moving))
             };
             let mut moving = 0;
-            while !want.fits_in(&room) && moving < count {
+            while !fits(moving) && moving < count {
                 moving += 1;
-                room += shape;
             }
             // A move attempt costs index updates and a search: it counts for more.
-            if want.fits_in(&room) && repairs.spend(8) && try_move(jobs, index, i, k, node, moving)
-            {
+            if fits(moving) && repairs.spend(8) && try_move(jobs, index, i, k, node, moving) {
                 return true;
             }
         }
@@ -175,29 +171,30 @@ fn try_move(
     node: NodeId,
     moving: u32,
 ) -> bool {
-    let (want, shape) = (jobs[i].trainer(), jobs[k].trainer());
+    let (want, class) = (jobs[i].trainer(), jobs[i].class);
+    let (shape, shape_class) = (jobs[k].trainer(), jobs[k].class);
     for _ in 0..moving {
-        index.adjust(node, shape, 1);
+        index.give(node, shape, shape_class, 1);
         jobs[k].unplace(node);
     }
-    index.adjust(node, want, -1);
+    index.take(node, want, class, 1);
     let mut landed = Vec::new();
     for _ in 0..moving {
         // `want` did not fit `node` before, so nothing moved can land there again.
-        match index.best_fit(shape, jobs[k].class) {
+        match index.best_fit(shape, shape_class) {
             Some(other) => {
-                index.adjust(other, shape, -1);
+                index.take(other, shape, shape_class, 1);
                 jobs[k].place(other);
                 landed.push(other);
             }
             None => {
                 for other in landed {
-                    index.adjust(other, shape, 1);
+                    index.give(other, shape, shape_class, 1);
                     jobs[k].unplace(other);
                 }
-                index.adjust(node, want, 1);
+                index.give(node, want, class, 1);
                 for _ in 0..moving {
-                    index.adjust(node, shape, -1);
+                    index.take(node, shape, shape_class, 1);
                     jobs[k].place(node);
                 }
                 return false;
@@ -249,7 +246,7 @@ fn repack_for(
         for (k, r) in &items {
             match index.best_fit(*r, jobs[*k].class) {
                 Some(node) => {
-                    index.adjust(node, *r, -1);
+                    index.take(node, *r, jobs[*k].class, 1);
                     jobs[*k].place(node);
                 }
                 None => {
@@ -266,17 +263,15 @@ fn repack_for(
     let classes: Vec<_> = items.iter().map(|(k, _)| jobs[*k].class).collect();
     if let Some(nodes) = exact_pack(index, &items, &classes) {
         for ((k, r), node) in items.iter().zip(nodes) {
-            index.adjust(node, *r, -1);
+            index.take(node, *r, jobs[*k].class, 1);
             jobs[*k].place(node);
         }
         return true;
     }
     for (j, placed) in jobs.iter_mut().zip(before) {
         for (node, count) in placed {
-            for _ in 0..count {
-                index.adjust(node, j.trainer(), -1);
-                j.place(node);
-            }
+            index.take(node, j.trainer(), j.class, i64::from(count));
+            j.place_many(node, count);
         }
     }
     false
@@ -287,24 +282,28 @@ fn release_all(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
         let placed: Vec<(NodeId, u32)> = j.placed.iter().map(|(n, c)| (*n, *c)).collect();
         for (node, count) in placed {
+            index.give(node, j.trainer(), j.class, i64::from(count));
             for _ in 0..count {
-                index.adjust(node, j.trainer(), 1);
                 j.unplace(node);
             }
         }
     }
 }
 
-/// An exact packing of `items` onto the schedulable nodes by depth-first search, for small
-/// instances only (see the `EXACT_*` bounds); `None` when there is none or the search is too big.
-/// `classes[i]` is the node class item `i` may use.
+/// An exact packing of `items` onto the schedulable nodes by depth-first search, within their
+/// free room and pod slots, for small instances only (see the `EXACT_*` bounds); `None` when
+/// there is none or the search is too big. `classes[i]` is the node class item `i` may use; a
+/// class requesting other resources is not packed here.
 fn exact_pack(
     index: &NodeIndex,
     items: &[(usize, Resources)],
     classes: &[Option<PodClassId>],
 ) -> Option<Vec<NodeId>> {
     let nodes = index.schedulable();
-    if items.len() > EXACT_ITEMS || nodes.len() > EXACT_NODES {
+    if items.len() > EXACT_ITEMS
+        || nodes.len() > EXACT_NODES
+        || classes.iter().any(|c| index.extended_of(*c).is_some())
+    {
         return None;
     }
     let allowed: Vec<Vec<bool>> = classes
@@ -313,7 +312,8 @@ fn exact_pack(
         .collect();
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| Reverse((items[i].1.gpu, items[i].1.memory, items[i].1.cpu_milli, i)));
-    let mut free: Vec<Resources> = nodes.iter().map(|(_, f)| *f).collect();
+    let mut free: Vec<(Resources, i64)> =
+        nodes.iter().map(|(id, f)| (*f, index.slots(*id))).collect();
     let mut chosen = vec![0usize; items.len()];
     let mut steps = 0;
     if !search(
@@ -334,7 +334,7 @@ fn search(
     order: &[usize],
     items: &[(usize, Resources)],
     allowed: &[Vec<bool>],
-    free: &mut [Resources],
+    free: &mut [(Resources, i64)],
     chosen: &mut [usize],
     depth: usize,
     steps: &mut usize,
@@ -348,15 +348,20 @@ fn search(
         if *steps > EXACT_STEPS {
             return false;
         }
-        // Allowed nodes with the same free room are interchangeable: try the first only.
+        // Allowed nodes with the same free room and slots are interchangeable: try the first.
         let ok = &allowed[item];
-        if !ok[n] || !need.fits_in(&free[n]) || (0..n).any(|m| ok[m] && free[m] == free[n]) {
+        let (room, slots) = free[n];
+        if !ok[n]
+            || slots < 1
+            || !need.fits_in(&room)
+            || (0..n).any(|m| ok[m] && free[m] == free[n])
+        {
             continue;
         }
-        free[n] -= need;
+        free[n] = (room - need, slots - 1);
         chosen[item] = n;
         let done = search(order, items, allowed, free, chosen, depth + 1, steps);
-        free[n] += need;
+        free[n] = (room, slots);
         if done {
             return true;
         }

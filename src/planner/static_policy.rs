@@ -3,17 +3,20 @@
 //! arrival order; later jobs that fit are backfilled; running jobs are never resized. Trainers
 //! asked for beyond that size are dropped with reason `over_max`.
 
-use super::candidates::candidates;
+use super::candidates::{candidates, cap_fair_maxes};
 use super::nodes::NodeIndex;
 use super::relocate::{Repairs, place_gang};
-use super::summary::FreeAfter;
-use super::{JobPlan, Reason};
+use super::{Outcome, Reason, support};
 use crate::cluster::ClusterState;
 
 /// Runs the `static` pass.
-pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Option<FreeAfter>) {
+pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
     let mut index = NodeIndex::new(state);
+    // Pending masters and pservers get room before any gang is admitted.
+    let support = support::place(&support::pending(state), &mut index);
     let mut jobs = candidates(state);
+    // Only for the fulfillment it reports: static never grows a job.
+    cap_fair_maxes(state, &mut jobs);
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
@@ -42,5 +45,10 @@ pub fn plan<'s>(state: &'s ClusterState) -> (Vec<JobPlan<'s>>, Vec<String>, Opti
         .zip(decided)
         .map(|(j, (target, reason))| j.finish(&index, target, reason))
         .collect();
-    (plans, Vec::new(), Some(index.schedulable()))
+    Outcome {
+        jobs: plans,
+        warnings: Vec::new(),
+        free_after: Some(index.schedulable()),
+        support,
+    }
 }

@@ -1,16 +1,20 @@
 //! Totals of a plan, computed from the state and the per-job decisions.
 
-use super::{JobPlan, PlanSummary};
+use super::{JobPlan, PlanSummary, SupportPlacement};
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
 
 /// Free resources of each schedulable node once a plan is applied.
 pub type FreeAfter = Vec<(NodeId, Resources)>;
 
-/// Free resources per schedulable node once the plans' placements and removals, made from
-/// `state`, are applied.
-pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
-    let free = free_by_node(state, jobs);
+/// Free resources per schedulable node once the plans' placements and removals, and the
+/// support pods' placements, made from `state`, are applied.
+pub fn free_after(
+    state: &ClusterState,
+    jobs: &[JobPlan],
+    support: &[SupportPlacement],
+) -> FreeAfter {
+    let free = free_by_node(state, jobs, support);
     state
         .nodes()
         .filter(|(_, n)| n.schedulable())
@@ -19,7 +23,11 @@ pub fn free_after(state: &ClusterState, jobs: &[JobPlan]) -> FreeAfter {
 }
 
 /// [`free_after`] indexed by node id (zero for the nodes that are not schedulable).
-pub fn free_by_node(state: &ClusterState, jobs: &[JobPlan]) -> Vec<Resources> {
+pub fn free_by_node(
+    state: &ClusterState,
+    jobs: &[JobPlan],
+    support: &[SupportPlacement],
+) -> Vec<Resources> {
     let mut free = vec![Resources::ZERO; state.node_id_bound()];
     for (id, n) in state.nodes().filter(|(_, n)| n.schedulable()) {
         free[id as usize] = n.free();
@@ -33,6 +41,13 @@ pub fn free_by_node(state: &ClusterState, jobs: &[JobPlan]) -> Vec<Resources> {
             if let Some(id) = r.node.filter(|id| schedulable(*id)) {
                 free[id as usize] += plan.trainer.times(i64::from(r.trainers));
             }
+        }
+    }
+    for placed in support {
+        if let Some(id) = placed.node.filter(|id| schedulable(*id))
+            && let Some(pod) = state.pod(&placed.pod.0, &placed.pod.1)
+        {
+            free[id as usize] -= pod.requests;
         }
     }
     free

@@ -168,6 +168,8 @@ impl World {
                 owner: Some((job.key.clone(), Role::Trainer)),
                 created: pod.created,
                 index: Some(pod.index),
+                extended: Default::default(),
+                priority: 0,
             },
         ))
     }

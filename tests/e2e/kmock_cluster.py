@@ -158,13 +158,16 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `nodeName`, phase `Pending`, no conditions, for that scheduler to bind through `pods/binding`;
 - the kubelet: once such a pod is bound, the next round admits it as the kubelet does, against
   what the node's admitted pods hold (itself and the bound pods not admitted yet excluded): when
-  it does not fit, it ends `Failed` with `reason` `OutOf<resource>` (`OutOfcpu`, `OutOfmemory`,
+  it does not fit, it ends `Failed` with `reason` `NodePorts` (a host port of it is held on the
+  node: same protocol and port, same host IP or either `0.0.0.0`; terminating pods hold theirs)
+  or `OutOf<resource>` (`OutOfcpu`, `OutOfmemory`,
   `OutOfnvidia.com/gpu`, `OutOfpods`; message `Pod was rejected: Node didn't have enough
   resource: cpu, requested: 1000, used: 15500, capacity: 16000`, cpu in millicores), or
   `NodeAffinity` (its node selector or affinity does not match), or `UntoleratedTaint` (a
   `NoExecute` taint; `NoSchedule` taints and `unschedulable` are the scheduler's concern), or
   `NodeNotFound`; else it starts (a merge patch of its status to Running and Ready, keeping
-  `PodScheduled`). The Job controller then counts the Failed pod as a failure (unless the Job's
+  `PodScheduled`). Bound pods that no controller owns (created by clients) are admitted or
+  rejected the same way. The Job controller then counts the Failed pod as a failure (unless the Job's
   `podFailurePolicy` has an `Ignore` rule on a condition the pod carries) and replaces it.
   `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
   `{"namespace", "name", "reason", "node"}`.
@@ -198,7 +201,9 @@ Pod subresources, as the API server serves them (kmock serves none):
   `status.conditions` gets `PodScheduled=True` (added, or the existing one updated), the
   resourceVersion is bumped (watchers see MODIFIED) and the answer is 201 with a `v1 Status`
   `status: Success`. Whether the node exists is not checked (the API server does not either).
-  Logged as `create pods/binding`.
+  A pod with non-empty `spec.schedulingGates` cannot be bound: 409 Conflict (`pod NAME has
+  non-empty .spec.schedulingGates`); `GET /_harness/gated-binds` answers each such refusal as
+  `{"namespace", "name"}`. Logged as `create pods/binding`.
 - `PATCH /api/v1/namespaces/NS/pods/NAME/status`: a write of `/status` as above (a strategic
   merge patch merges `status.conditions` by `type`, a JSON merge patch replaces the list).
   Logged as `patch pods/status`.
@@ -339,6 +344,7 @@ HARNESS_AGENT = "kmock-cluster-harness"
 LOG_PATH = "/_harness/requests"
 FAILURES_PATH = "/_harness/failures"
 FAILED_PODS_PATH = "/_harness/failed-pods"
+GATED_BINDS_PATH = "/_harness/gated-binds"
 DENIED_PATH = "/_harness/denied"
 COMPACT_PATH = "/_harness/compact"
 UNAVAILABLE_PATH = "/_harness/unavailable"
@@ -355,6 +361,7 @@ SERVE_PYTORCH_PATH = "/_harness/serve-pytorch-crds"  # starts serving PYTORCH_RE
 POD_CREATED = {}  # (namespace, name) -> wall-clock time (time.time()) the live pod was created
 BINDINGS = []  # one {namespace, name, node, created, bound, user} per successful binding
 DENIED = []  # one {user, verb, group, resource, subresource, namespace, name} per 403
+GATED_BINDS = []  # one {namespace, name} per binding refused because the pod is gated
 FAILED_PODS = []  # one {namespace, name, reason, node} per pod that ended Failed
 FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
 
@@ -923,6 +930,7 @@ class Placement:
                 print(f"controllers: {e}", file=sys.stderr, flush=True)
                 self.allocatable[name] = {}
         self.used = collections.defaultdict(dict)
+        self.ports = collections.defaultdict(set)  # node -> {(protocol, hostIP, hostPort)}
         for pod in pods:
             node = bound_node(pod)
             if node is None or terminal(pod) or pod["metadata"].get("uid") in excluded:
@@ -934,6 +942,14 @@ class Placement:
             _add(self.used[node], stored_pod_requests(pod))
         except ValueError as e:
             print(f"controllers: {e}", file=sys.stderr, flush=True)
+        self.ports[node] |= host_ports(pod)
+
+    def ports_conflict(self, pod, node):
+        """Whether a host port of `pod` is held on `node` (kube-scheduler's NodePorts: same
+        protocol and port, and the same host IP or either one `0.0.0.0`)."""
+        held = self.ports[node]
+        return any(protocol == p and port == q and (ip == i or "0.0.0.0" in (ip, i))
+                   for protocol, ip, port in host_ports(pod) for p, i, q in held)
 
     def node(self, name):
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
@@ -956,10 +972,13 @@ class Placement:
                 why[f"node(s) had untolerated taint {{{taint.get('key')}{value}}}"] += 1
             elif not node_affinity_matches(pod, node):
                 why["node(s) didn't match Pod's node affinity/selector"] += 1
+            elif self.ports_conflict(pod, name):
+                why["node(s) didn't have free ports for the requested pod ports"] += 1
             else:
                 short = shortages(requests, self.allocatable[name], self.used[name])
                 if not short:
                     _add(self.used[name], requests)
+                    self.ports[name] |= host_ports(pod)
                     return name, None
                 for resource, *_ in short:
                     why["Too many pods" if resource == "pods" else f"Insufficient {resource}"] += 1
@@ -969,7 +988,8 @@ class Placement:
 
     def admit(self, pod, name):
         """The kubelet's admission of `pod` on node `name`: None when it fits, else `(reason,
-        message)` (`OutOf<resource>`, `NodeAffinity`, `UntoleratedTaint`, `NodeNotFound`)."""
+        message)` (`OutOf<resource>`, `NodeAffinity`, `UntoleratedTaint`, `NodePorts`,
+        `NodeNotFound`)."""
         node = self.node(name)
         if node is None:
             return "NodeNotFound", f"Pod was rejected: node {name!r} not found"
@@ -979,6 +999,8 @@ class Placement:
         if taint is not None:
             return "UntoleratedTaint", (f"Pod was rejected: Predicate TaintToleration failed: "
                                         f"node(s) had untolerated taint {{{taint.get('key')}}}")
+        if self.ports_conflict(pod, name):
+            return "NodePorts", "Pod was rejected: Predicate NodePorts failed"
         requests = pod_requests(pod)
         short = shortages(requests, self.allocatable[name], self.used[name])
         if short:
@@ -988,7 +1010,22 @@ class Placement:
                 f"{amount_text(resource, want)}, used: {amount_text(resource, used)}, "
                 f"capacity: {amount_text(resource, have)}")
         _add(self.used[name], requests)
+        self.ports[name] |= host_ports(pod)
         return None
+
+
+def host_ports(pod):
+    """`{(protocol, hostIP, hostPort)}` a pod holds on its node: the `hostPort` of each port of
+    its containers and init containers (with `hostNetwork`, every `containerPort`)."""
+    spec = pod.get("spec") or {}
+    host_network = bool(spec.get("hostNetwork"))
+    out = set()
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        for port in c.get("ports") or []:
+            number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
+            if isinstance(number, int) and number > 0:
+                out.add((port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", number))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1334,6 +1371,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response({k: n for k, n in FAILURES.counts.items() if n})
         if path == FAILED_PODS_PATH:
             return aiohttp.web.json_response(FAILED_PODS)
+        if path == GATED_BINDS_PATH:
+            return aiohttp.web.json_response(GATED_BINDS)
         if path == DENIED_PATH:
             return aiohttp.web.json_response(DENIED)
         if path == COMPACT_PATH:
@@ -1660,6 +1699,11 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 return status_response(409, "Conflict", conflicting + f"pod {name} is being "
                                        "deleted, cannot be assigned to a host",
                                        {"name": name, "kind": "pods/binding"})
+            if (pod.get("spec") or {}).get("schedulingGates"):
+                GATED_BINDS.append({"namespace": namespace, "name": name})
+                return status_response(409, "Conflict", conflicting + f"pod {name} has non-empty "
+                                       ".spec.schedulingGates",
+                                       {"name": name, "kind": "pods/binding"})
             bound_to = (pod.get("spec") or {}).get("nodeName")
             if bound_to:
                 return status_response(409, "Conflict", conflicting + f'pod {name} is already '
@@ -1941,20 +1985,25 @@ class Controllers:
                 await self.start(session, pod, [scheduled_condition()] + conditions)
             elif pending_bound(pod):
                 # The kubelet admits a pod another scheduler bound, or rejects it.
-                rejected = self.kubelet.admit(pod, node)
-                if rejected is None:
-                    await self.start(session, pod, (pod.get("status") or {}).get("conditions") or [])
-                else:
-                    reason, message = rejected
-                    status = {"phase": "Failed", "reason": reason, "message": message}
-                    await self.call(session, "PATCH",
-                                    f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                                    {"status": status})
-                    record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
-                    unready += 1
+                unready += not await self.admit_bound(session, pod)
             elif not ready(pod):
                 unready += 1
         return unready
+
+    async def admit_bound(self, session, pod):
+        """The kubelet of a bound pod not started yet: starts it (True) or rejects it, Failed with
+        the kubelet's reason (False)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        rejected = self.kubelet.admit(pod, bound_node(pod))
+        if rejected is None:
+            await self.start(session, pod, (pod.get("status") or {}).get("conditions") or [])
+            return True
+        reason, message = rejected
+        status = {"phase": "Failed", "reason": reason, "message": message}
+        await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                        {"status": status})
+        record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
+        return False
 
     async def reconcile(self, session):
         # One scan of the store: pods by controller uid and pod names by namespace.
@@ -1977,10 +2026,13 @@ class Controllers:
                 raw = obj.raw
                 if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
-        # The kubelets have not admitted the bound pods of these owners that did not start yet.
+        # The kubelets have not admitted the bound pods of these owners, nor bound pods of no
+        # owner (created by clients), that did not start yet.
         owners = {o["metadata"]["uid"] for o in (*sets, *jobs)}
+        bare = [p for p in pods if pending_bound(p) and controller_uid(p) is None]
         awaiting = {p["metadata"].get("uid") for p in pods
                     if pending_bound(p) and controller_uid(p) in owners}
+        awaiting |= {p["metadata"].get("uid") for p in bare}
         self.scheduler = Placement(nodes, pods)
         self.kubelet = Placement(nodes, pods, excluded=awaiting)
 
@@ -1995,6 +2047,9 @@ class Controllers:
             if rs.get("status") != status:
                 await self.call(session, "PATCH", f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}/status",
                                 {"status": status})
+
+        for pod in bare:
+            await self.admit_bound(session, pod)
 
         live_jobs = set()
         for job in jobs:
@@ -2418,6 +2473,18 @@ def self_test():
     empty = {"metadata": {"name": "z"}, "spec": {"containers": []}}
     check(kubelet.admit(empty, "n") is None, "the second pod of two")
     check(kubelet.admit(empty, "n")[0] == "OutOfpods", "the pods allocatable")
+    ported = lambda name, ip=None: {"metadata": {"name": name}, "spec": {"containers": [
+        {"name": "c", "ports": [dict({"containerPort": 7164, "hostPort": 7164},
+                                     **({"hostIP": ip} if ip else {}))]}]}}
+    terminating = dict(ported("old"), metadata={"name": "old", "uid": "2",
+                                                "deletionTimestamp": "2026-01-01T00:00:00Z"})
+    terminating["spec"] = dict(terminating["spec"], nodeName="p")
+    kubelet = Placement([node("p", "4", pods="10")], [terminating])
+    check(kubelet.admit(ported("new"), "p")[0] == "NodePorts",
+          "a terminating pod still holds its host port")
+    check(kubelet.admit({"metadata": {"name": "other"}, "spec": {"containers": [
+        {"name": "c", "ports": [{"containerPort": 7164, "hostPort": 7164, "protocol": "UDP"}]}]}},
+        "p") is None, "another protocol is another port")
     check(labels_match(label_requirements("a=1,b in (x, y),!c,d,e!=2"),
                        {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
-use crate::api::{FieldError, GPU_RESOURCE_NAMES, Quantity};
+use crate::api::{FieldError, GPU_RESOURCE_NAMES, Quantity, QuantityError};
 
 /// Amounts of other resources by name, whole units rounded up.
 pub type Extended = BTreeMap<String, i64>;
@@ -22,13 +22,22 @@ pub fn read_extended(
     object: &str,
     field: &str,
 ) -> Result<Extended, FieldError> {
+    parse_extended(map)
+        .map_err(|(name, e)| FieldError::new(object, format!("{field}.{name}"), e.to_string()))
+}
+
+/// [`read_extended`] without the error context: the error is the resource's name and why its
+/// quantity was rejected.
+pub fn parse_extended(
+    map: Option<&BTreeMap<String, KubeQuantity>>,
+) -> Result<Extended, (&str, QuantityError)> {
     let mut out = Extended::new();
     for (name, q) in map.into_iter().flatten() {
         if !is_extended(name) {
             continue;
         }
         let amount = Quantity::parse(&q.0)
-            .map_err(|e| FieldError::new(object, format!("{field}.{name}"), e.to_string()))?
+            .map_err(|e| (name.as_str(), e))?
             .value_ceil();
         if amount > 0 {
             out.insert(name.clone(), amount);

@@ -17,7 +17,7 @@ pub use affinity::{
 };
 pub use check::check_static;
 pub use eligibility::{Eligibility, PodClassId};
-pub use extended::{Extended, is_extended};
+pub use extended::{Extended, add_into, is_extended, max_into, parse_extended};
 pub use message::{Unfit, unavailable_message};
 pub use node::NodeTraits;
 pub use pod::PodConstraints;

@@ -2,13 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::PodSpec;
 
 use super::affinity::SelectorTerm;
-use super::extended::{Extended, add_into, max_into, read_extended};
+use super::extended::{Extended, parse_extended};
 use super::ports::{HostPort, host_ports_of};
 use super::taints::Toleration;
 use crate::api::FieldError;
+use crate::cluster::objects::pod_requests;
 
 /// The scheduling constraints of a pod spec that the node filters evaluate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -25,8 +26,9 @@ pub struct PodConstraints {
     /// Ports of containers and sidecars with `hostPort > 0`; with `hostNetwork` every
     /// `containerPort` is a host port.
     pub host_ports: Vec<HostPort>,
-    /// Requests of the other resources (see `extended`): max(sum of containers, largest init
-    /// container) + overhead. A container's limit counts where it has no request (API defaulting).
+    /// Requests of the other resources (see `extended`), as kube-scheduler adds them (see
+    /// `objects::pod_requests`: sidecars included). A container's limit counts where it has no
+    /// request (API defaulting).
     pub extended: Extended,
     /// Features trainscale does not evaluate, named as in the spec: `podAffinity`,
     /// `podAntiAffinity` (required terms only), `topologySpreadConstraints` (`DoNotSchedule` ones
@@ -100,50 +102,14 @@ impl PodConstraints {
     }
 }
 
-/// A container's requests of the other resources; a limit counts where there is no request.
-fn container_requests(c: &Container, object: &str, field: &str) -> Result<Extended, FieldError> {
-    let resources = c.resources.as_ref();
-    let mut out = read_extended(
-        resources.and_then(|r| r.limits.as_ref()),
-        object,
-        &format!("{field}.resources.limits"),
-    )?;
-    let requests = resources.and_then(|r| r.requests.as_ref());
-    for name in requests.into_iter().flat_map(|m| m.keys()) {
-        out.remove(name);
-    }
-    out.extend(read_extended(
-        requests,
-        object,
-        &format!("{field}.resources.requests"),
-    )?);
-    Ok(out)
-}
-
-/// max(sum of containers, largest init container) + overhead, per other resource.
+/// The other resources a pod spec requests, as kube-scheduler adds them (see
+/// [`pod_requests`]); a bad quantity is an error naming its field under `prefix`.
 fn extended_requests(spec: &PodSpec, object: &str, prefix: &str) -> Result<Extended, FieldError> {
-    let mut sum = Extended::new();
-    for (i, c) in spec.containers.iter().enumerate() {
-        add_into(
-            &mut sum,
-            &container_requests(c, object, &format!("{prefix}.containers[{i}]"))?,
-        );
-    }
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        max_into(
-            &mut sum,
-            &container_requests(c, object, &format!("{prefix}.initContainers[{i}]"))?,
-        );
-    }
-    add_into(
-        &mut sum,
-        &read_extended(
-            spec.overhead.as_ref(),
-            object,
-            &format!("{prefix}.overhead"),
-        )?,
-    );
-    Ok(sum)
+    pod_requests(spec, |m| {
+        parse_extended(Some(&m.map)).map_err(|(name, e)| {
+            FieldError::new(object, format!("{prefix}.{}", m.field(name)), e.to_string())
+        })
+    })
 }
 
 /// The features of `spec` that trainscale does not evaluate, in a fixed order.
@@ -196,6 +162,7 @@ mod tests {
     use crate::cluster::filters::affinity::{Operator, Requirement};
     use crate::cluster::filters::taints::{TolerationEffect, TolerationOperator};
     use k8s_openapi::api::core::v1 as core;
+    use k8s_openapi::api::core::v1::Container;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
     fn quantities(pairs: &[(&str, &str)]) -> BTreeMap<String, KubeQuantity> {
@@ -361,6 +328,36 @@ mod tests {
                 ("hugepages-2Mi".into(), 2 << 20),
                 ("rdma/hca".into(), 6),
             ])
+        );
+    }
+
+    #[test]
+    fn extended_requests_add_sidecars() {
+        let mut sidecar = container(&[("rdma/hca", "1")], &[]);
+        sidecar.restart_policy = Some("Always".into());
+        let spec = PodSpec {
+            containers: vec![container(&[("rdma/hca", "2")], &[])],
+            init_containers: Some(vec![
+                sidecar,
+                // With the sidecar before it: 3 + 1 = 4, more than 2 + 1.
+                container(&[("rdma/hca", "3")], &[]),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(
+            read(&spec).unwrap().extended,
+            Extended::from([("rdma/hca".into(), 4)])
+        );
+        let mut sidecar = container(&[("rdma/hca", "1")], &[]);
+        sidecar.restart_policy = Some("Always".into());
+        let spec = PodSpec {
+            containers: vec![container(&[("rdma/hca", "2")], &[])],
+            init_containers: Some(vec![container(&[("rdma/hca", "2")], &[]), sidecar]),
+            ..Default::default()
+        };
+        assert_eq!(
+            read(&spec).unwrap().extended,
+            Extended::from([("rdma/hca".into(), 3)])
         );
     }
 

@@ -1,31 +1,20 @@
 //! What the sized-only kinds share: a replica's per-pod request from its pod template, and the
 //! `trainscale.io/last-scale` and `trainscale.io/speedup` annotations.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::validate::{NEEDS_A_REQUEST, requests_anything};
-use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, resources_of};
-use crate::cluster::objects::{containers_request, read_speedup};
+use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, parse_resources};
+use crate::cluster::objects::{pod_requests, read_speedup};
 
-/// A container's request map as the API server defaults it: a resource with a limit and no
-/// request is requested at its limit.
-fn effective_requests(c: &Container) -> Option<BTreeMap<String, KubeQuantity>> {
-    let r = c.resources.as_ref()?;
-    let mut map = r.limits.clone().unwrap_or_default();
-    map.extend(r.requests.clone().unwrap_or_default());
-    Some(map)
-}
-
-/// The request of one pod made from `template` (at `field`), as the kube-scheduler counts it:
-/// max(largest init container, sum of containers) plus overhead.
+/// The request of one pod made from `template` (at `field`), as kube-scheduler counts it (see
+/// [`pod_requests`]: sidecars added, a limit standing for a missing request, overhead on top).
 pub fn template_request(
     template: &PodTemplateSpec,
     object: &str,
@@ -45,16 +34,15 @@ pub fn template_request(
             "the pod template has no containers",
         ));
     }
-    let containers = containers_request(spec, |c, list, i| {
-        let at = format!("{field}.spec.{list}[{i}].resources.requests");
-        resources_of(effective_requests(c).as_ref(), object, &at)
-    })?;
-    let overhead = resources_of(
-        spec.overhead.as_ref(),
-        object,
-        &format!("{field}.spec.overhead"),
-    )?;
-    Ok(containers + overhead)
+    pod_requests(spec, |m| {
+        parse_resources(Some(&m.map)).map_err(|(name, e)| {
+            FieldError::new(
+                object,
+                format!("{field}.spec.{}", m.field(name)),
+                e.to_string(),
+            )
+        })
+    })
 }
 
 /// Checks that a pod made from `template` (at `field`) requests something, as an elastic worker
@@ -226,6 +214,25 @@ mod tests {
         .unwrap();
         let r = template_request(&template, "X ns/a", "spec.t").unwrap();
         assert_eq!(r, Resources::new(3100, 1 << 30, 2));
+    }
+
+    #[test]
+    fn template_adds_native_sidecars() {
+        // A 2-CPU worker with a 2-CPU sidecar is a 4-CPU pod: two fit on 8 CPUs, not four.
+        let template: PodTemplateSpec = serde_json::from_value(serde_json::json!({
+            "spec": {
+                "initContainers": [
+                    {"name": "proxy", "restartPolicy": "Always",
+                     "resources": {"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}}},
+                    {"name": "setup", "resources": {"requests": {"cpu": "3"}}}
+                ],
+                "containers": [{"name": "w", "resources": {"requests": {"cpu": "2"}}}]
+            }
+        }))
+        .unwrap();
+        let r = template_request(&template, "X ns/a", "spec.t").unwrap();
+        // max(2 + 2, 3 + 2) CPUs; the sidecar's memory limit stands for its request.
+        assert_eq!(r, Resources::new(5000, 1 << 30, 0));
     }
 
     #[test]

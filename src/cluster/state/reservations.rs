@@ -9,7 +9,8 @@ use super::{ClusterState, Position};
 use crate::api::{JobKey, Resources};
 use crate::cluster::objects::{PodInfo, PodPhase, Role};
 
-/// Room held for one trainer position.
+/// Room held for one trainer position (with the other resources its job's trainer class
+/// requests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     /// The trainer as it is accounted (bound to the reserved node).
@@ -50,6 +51,14 @@ impl ClusterState {
         assumed: bool,
     ) {
         self.unreserve(job, index);
+        // The job's trainers request other resources as their class says.
+        let extended = self
+            .jobs
+            .get(job)
+            .and_then(|slot| slot.class)
+            .and_then(|class| self.eligibility.constraints(class))
+            .map(|c| c.extended.clone())
+            .unwrap_or_default();
         let pod = PodInfo {
             node: Some(node.to_string()),
             phase: PodPhase::Pending,
@@ -58,6 +67,8 @@ impl ClusterState {
             owner: Some((job.clone(), Role::Trainer)),
             created: 0,
             index: Some(index),
+            extended,
+            priority: 0,
         };
         self.account_pod(&pod, 1);
         if let Some(p) = Position::of(&pod) {

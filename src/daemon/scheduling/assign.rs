@@ -171,17 +171,28 @@ pub fn assign_with(
             _ => others.push((key, pod)),
         }
     }
-    let mut room = Room::new(state, pods);
+    let mut room = Room::new(state, pods, name);
     // Pods outside the plan's positions first: higher priority, then older, then by name.
     let created = |key: &PodKey| state.pod(&key.0, &key.1).map_or(0, |p| p.created);
     others.sort_by(|(ka, a), (kb, b)| {
         (Reverse(a.priority), created(ka), *ka).cmp(&(Reverse(b.priority), created(kb), *kb))
     });
+    // Where the plan held room for a job's master or pserver, it goes there when that node
+    // passes every filter.
+    let planned: HashMap<&PodKey, NodeId> = plan
+        .support
+        .iter()
+        .filter_map(|s| s.node.map(|node| (&s.pod, node)))
+        .collect();
     for (key, pod) in others {
         let requests = state
             .pod(&key.0, &key.1)
             .map_or(Resources::ZERO, |p| p.requests);
-        match place_one(&mut room, pod, requests) {
+        let placed = match planned.get(key) {
+            Some(&node) => room.take_planned(node, pod, requests),
+            None => place_one(&mut room, pod, requests),
+        };
+        match placed {
             Ok(node) => out.binds.push(Bind {
                 pod: key.clone(),
                 uid: pod.uid.clone(),
@@ -579,8 +590,17 @@ impl<'a> JobPass<'a> {
     /// no node`.
     fn summary(&self, placeable: u32, missing: u32, members: &[Member]) -> String {
         let mut parts = Vec::new();
-        if missing > 0 {
-            parts.push(format!("{missing} not created yet"));
+        // A gated trainer exists but may not be bound until its gates are lifted.
+        let gated = self
+            .state
+            .job(self.job)
+            .map_or(0, |slot| slot.trainers.gated)
+            .min(missing);
+        if missing > gated {
+            parts.push(format!("{} not created yet", missing - gated));
+        }
+        if gated > 0 {
+            parts.push(format!("{gated} gated (spec.schedulingGates)"));
         }
         let mut waiting_on: Vec<&str> = members
             .iter()
@@ -763,10 +783,13 @@ impl<'s> Leaving<'s> {
 }
 
 /// Node room as the pass hands it out: the state's free room, taken from as pods are bound or
-/// positions reserved, with the pod count, host ports and extended resources of each node.
+/// positions reserved, with the pod count, host ports and extended resources of each node; what
+/// is promised to pods of other schedulers nominated for a node is not free.
 struct Room<'s> {
     state: &'s ClusterState,
     pods: &'s SchedulingPods,
+    /// The scheduler name this pass binds for (its own nominated pods hold nothing).
+    scheduler: &'s str,
     /// What this pass took on each touched node.
     taken: HashMap<NodeId, Taken>,
 }
@@ -780,10 +803,11 @@ struct Taken {
 }
 
 impl<'s> Room<'s> {
-    fn new(state: &'s ClusterState, pods: &'s SchedulingPods) -> Self {
+    fn new(state: &'s ClusterState, pods: &'s SchedulingPods, scheduler: &'s str) -> Self {
         Room {
             state,
             pods,
+            scheduler,
             taken: HashMap::new(),
         }
     }
@@ -833,14 +857,17 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
-    /// The pods on a node, with those this pass placed there.
+    /// The pods on a node, with those this pass placed there and those nominated for it.
     fn pods_on(&self, slot: &NodeSlot, node: NodeId) -> i64 {
-        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods)
+        let (_, nominated) = self.pods.nominated_on(&slot.name, self.scheduler);
+        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods) + nominated
     }
 
-    /// The free room of a node, less what this pass took there.
+    /// The free room of a node, less what this pass took there and what is nominated for it.
     fn free(&self, slot: &NodeSlot, node: NodeId) -> Resources {
+        let (nominated, _) = self.pods.nominated_on(&slot.name, self.scheduler);
         slot.free()
+            - nominated
             - self
                 .taken
                 .get(&node)
@@ -887,6 +914,9 @@ impl<'s> Room<'s> {
         for (resource, amount) in &constraints.extended {
             let have = traits.extended.get(resource).copied().unwrap_or(0);
             let used = self.pods.extended_on(&slot.name, resource)
+                + self
+                    .pods
+                    .nominated_extended_on(&slot.name, resource, self.scheduler)
                 + taken
                     .and_then(|t| t.extended.get(resource))
                     .copied()
@@ -898,7 +928,8 @@ impl<'s> Room<'s> {
         let wanted = &constraints.host_ports;
         if !wanted.is_empty() {
             let mine = taken.map(|t| t.ports.as_slice()).unwrap_or_default();
-            let mut in_use = self.pods.ports_on(&slot.name).chain(mine);
+            let nominated = self.pods.nominated_ports_on(&slot.name, self.scheduler);
+            let mut in_use = self.pods.ports_on(&slot.name).chain(nominated).chain(mine);
             if in_use.any(|p| wanted.iter().any(|w| w.conflicts(p))) {
                 return Err(Unfit::HostPorts);
             }

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::assign::{Bind, GangTimeout, UNSCHEDULABLE, Unschedulable};
+use super::pods::{SCHEDULING_GATED, SCHEDULING_GATED_MESSAGE};
 use crate::api::JobKey;
 use crate::api::note::truncate_note;
 use crate::daemon::leader::Fence;
@@ -290,6 +291,41 @@ impl Binder {
         .await;
     }
 
+    /// Writes `PodScheduled=False, reason SchedulingGated` on a gated pod, as kube-scheduler
+    /// does (no Event). Called only for pods whose condition does not say so yet.
+    /// [`Binder::report_gated`] for each pod in turn until `limits` cut the stage short; the
+    /// cut, if any.
+    pub async fn report_gated_all(
+        &self,
+        pods: &[(String, String)],
+        now: Timestamp,
+        limits: &Limits,
+    ) -> Option<Cut> {
+        for pod in pods {
+            tokio::select! {
+                biased;
+                cut = self.cut(limits) => return Some(cut),
+                () = self.report_gated(pod, now) => {}
+            }
+        }
+        None
+    }
+
+    pub async fn report_gated(&self, pod: &(String, String), now: Timestamp) {
+        if !self.fence.held() {
+            return;
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.0);
+        let patch = Patch::Strategic(scheduling_gated_patch(now));
+        if let Err(e) = pods
+            .patch_status(&pod.1, &PatchParams::default(), &patch)
+            .await
+        {
+            metrics::api_error("patch");
+            tracing::warn!(pod = %format!("{}/{}", pod.0, pod.1), error = %e, "could not write PodScheduled");
+        }
+    }
+
     async fn publish(
         &self,
         reference: ObjectReference,
@@ -370,6 +406,23 @@ pub fn unschedulable_patch(message: &str, now: Timestamp) -> Value {
                 "status": "False",
                 "reason": UNSCHEDULABLE,
                 "message": message,
+                "lastProbeTime": null,
+                "lastTransitionTime": now.to_string(),
+            }]
+        }
+    })
+}
+
+/// The strategic merge patch setting `PodScheduled=False, reason SchedulingGated` with
+/// kube-scheduler's message.
+pub fn scheduling_gated_patch(now: Timestamp) -> Value {
+    json!({
+        "status": {
+            "conditions": [{
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": SCHEDULING_GATED,
+                "message": SCHEDULING_GATED_MESSAGE,
                 "lastProbeTime": null,
                 "lastTransitionTime": now.to_string(),
             }]

@@ -381,6 +381,18 @@ fn a_pod_naming_another_scheduler_is_left_alone() {
     assert_eq!(a.reserves.len(), 0);
 }
 
+/// A pending pod of no job naming `scheduler`, with its spec's containers and init containers.
+fn plain_pod(name: &str, scheduler: &str, spec: Value, status: Value) -> Pod {
+    let mut spec = spec;
+    spec["schedulerName"] = json!(scheduler);
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}")},
+        "spec": spec,
+        "status": status,
+    }))
+    .unwrap()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Binds the kubelet never turns away: held room re-checked, whole gangs, support pods first.
 
@@ -595,6 +607,210 @@ fn lone_pod(name: &str, priority: i32, created: &str) -> Pod {
         "status": {"phase": "Pending"},
     }))
     .unwrap()
+}
+
+/// A container of `cpu` cores (and 1 GiB), optionally a native sidecar.
+fn cpu_container(name: &str, cpu: i64, sidecar: bool) -> Value {
+    let mut c = json!({"name": name, "image": "x",
+        "resources": {"requests": {"cpu": cpu.to_string(), "memory": "1Gi"}}});
+    if sidecar {
+        c["restartPolicy"] = json!("Always");
+    }
+    c
+}
+
+#[test]
+fn a_native_sidecar_adds_to_the_pod_request() {
+    // 8 CPUs; each pod is a 2-CPU worker with a 2-CPU sidecar: 4 CPUs a pod, so two fit.
+    let mut c = Cluster::default();
+    c.node(node("a", 8, 0, json!({}), json!({}), None));
+    let spec = json!({
+        "initContainers": [cpu_container("proxy", 2, true)],
+        "containers": [cpu_container("worker", 2, false)],
+    });
+    for i in 0..4 {
+        c.pod(&plain_pod(
+            &format!("w{i}"),
+            NAME,
+            spec.clone(),
+            json!({"phase": "Pending"}),
+        ));
+    }
+    let a = c.assign();
+    assert_eq!(a.binds.len(), 2, "{:?}", bound_to(&a));
+    assert!(a.binds.iter().all(|b| b.requests.cpu_milli == 4000));
+    assert_eq!(a.unschedulable.len(), 2);
+    assert!(
+        a.unschedulable
+            .iter()
+            .all(|u| u.message == "0/1 nodes are available: 1 Insufficient cpu."),
+        "{:?}",
+        a.unschedulable
+    );
+}
+
+#[test]
+fn a_terminating_pod_keeps_its_host_port_until_it_is_gone() {
+    let mut c = Cluster::default();
+    c.node(node("a", 64, 8, json!({}), json!({}), None));
+    c.node(node("b", 64, 8, json!({}), json!({}), None));
+    // A trainer of an earlier run being deleted on a, still holding host port 7164.
+    let leaving: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "leaving", "namespace": "other",
+                     "deletionTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": {"nodeName": "a", "containers": [{"name": "c",
+            "ports": [{"containerPort": 7164, "hostPort": 7164}],
+            "resources": {"requests": {"example.com/nic": "1"}}}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    c.pod(&leaving);
+    let spec = template(
+        1,
+        json!({"containers": [{"name": "t", "image": "x",
+        "ports": [{"containerPort": 7164, "hostPort": 7164}],
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]}),
+    );
+    c.job("h", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("h-trainer-0".to_string(), "b".to_string())]
+    );
+    // Its extended resources stay held as well.
+    assert_eq!(c.pods.extended_on("a", "example.com/nic"), 1);
+    // Gone (deleted): a is free again.
+    c.state.delete_pod("other", "leaving");
+    c.pods.forget(&("other".to_string(), "leaving".to_string()));
+    assert_eq!(c.pods.extended_on("a", "example.com/nic"), 0);
+    assert_eq!(c.pods.ports_on("a").count(), 0);
+}
+
+#[test]
+fn a_gated_trainer_is_not_bound_and_its_gang_waits() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 8, json!({}), json!({}), None));
+    let spec = template(1, json!({}));
+    let key = c.job("g", (3, 3), 3, &[0, 1], &spec);
+    let mut gated = trainer_pod("g", 2, &spec);
+    if let Some(spec) = gated.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "kueue.x-k8s.io/admission".to_string(),
+        }]);
+    }
+    c.pod(&gated);
+    // The gated trainer is no pending trainer that will come.
+    let trainers = &c.state.job(&key).unwrap().trainers;
+    assert_eq!((trainers.pending, trainers.gated), (2, 1));
+    assert_eq!(c.state.job(&key).unwrap().pending_trainers(), 3);
+    let a = c.assign();
+    assert!(
+        a.binds.is_empty(),
+        "a gang with a gated trainer is bound: {a:?}"
+    );
+    assert_eq!(a.reserves.len(), 3, "the whole gang's room is held");
+    // The members present wait for the gang, which names the gated one.
+    assert_eq!(a.unschedulable.len(), 2, "{:?}", a.unschedulable);
+    assert!(
+        a.unschedulable.iter().all(|u| u.message
+            == "waiting for its gang job ns/g: 2 of min 3 trainers placeable; 1 gated (spec.schedulingGates)"),
+        "{:?}",
+        a.unschedulable
+    );
+    // A job of one gated trainer: nothing to bind (the API server would answer 409).
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 8, json!({}), json!({}), None));
+    c.job("one", (1, 1), 1, &[], &spec);
+    let mut gated = trainer_pod("one", 0, &spec);
+    if let Some(spec) = gated.spec.as_mut() {
+        spec.scheduling_gates = Some(vec![k8s_openapi::api::core::v1::PodSchedulingGate {
+            name: "example.com/wait".to_string(),
+        }]);
+    }
+    c.pod(&gated);
+    let a = c.assign();
+    assert!(a.binds.is_empty(), "{a:?}");
+}
+
+#[test]
+fn room_nominated_for_another_schedulers_pod_is_not_handed_out() {
+    let mut c = Cluster::default();
+    c.node(node("a", 16, 4, json!({}), json!({}), Some(3)));
+    c.node(node("b", 16, 4, json!({}), json!({}), Some(3)));
+    // kube-scheduler preempted for a 3-GPU pod on a and nominated it there.
+    let nominated = plain_pod(
+        "preemptor",
+        "default-scheduler",
+        json!({"containers": [{"name": "c", "image": "x",
+            "ports": [{"containerPort": 9000, "hostPort": 9000}],
+            "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "3", "example.com/nic": "1"},
+                          "limits": {"nvidia.com/gpu": "3"}}}]}),
+        json!({"phase": "Pending", "nominatedNodeName": "a"}),
+    );
+    c.pod(&nominated);
+    // A 2-GPU trainer: the plan may pick a, where only 1 GPU is not promised.
+    let spec = template(2, json!({}));
+    c.job("n", (1, 1), 1, &[0], &spec);
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("n-trainer-0".to_string(), "b".to_string())]
+    );
+    // Its host port, extended resource and pod slot are held on a as well.
+    let mut c2 = Cluster::default();
+    let mut with_nic = node("a", 16, 8, json!({}), json!({}), None);
+    if let Some(status) = with_nic.status.as_mut()
+        && let Some(allocatable) = status.allocatable.as_mut()
+    {
+        allocatable.insert(
+            "example.com/nic".to_string(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".to_string()),
+        );
+    }
+    c2.node(with_nic);
+    c2.pod(&nominated);
+    let port = plain_pod(
+        "port",
+        NAME,
+        json!({"containers": [{"name": "c", "image": "x",
+            "ports": [{"containerPort": 9000, "hostPort": 9000}]}]}),
+        json!({"phase": "Pending"}),
+    );
+    let nic = plain_pod(
+        "nic",
+        NAME,
+        json!({"containers": [{"name": "c", "image": "x",
+            "resources": {"requests": {"example.com/nic": "1"}}}]}),
+        json!({"phase": "Pending"}),
+    );
+    c2.pod(&port);
+    c2.pod(&nic);
+    let a = c2.assign();
+    assert!(a.binds.is_empty(), "{a:?}");
+    let messages: Vec<&str> = a.unschedulable.iter().map(|u| u.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "0/1 nodes are available: 1 Insufficient example.com/nic.",
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        ]
+    );
+    let mut c3 = Cluster::default();
+    c3.node(node("a", 16, 8, json!({}), json!({}), Some(1)));
+    c3.pod(&nominated);
+    let small = plain_pod(
+        "small",
+        NAME,
+        json!({"containers": [cpu_container("c", 1, false)]}),
+        json!({"phase": "Pending"}),
+    );
+    c3.pod(&small);
+    let a = c3.assign();
+    assert!(a.binds.is_empty(), "{a:?}");
+    assert_eq!(
+        a.unschedulable[0].message,
+        "0/1 nodes are available: 1 Too many pods."
+    );
 }
 
 #[test]

@@ -75,6 +75,8 @@ fn add_pod(
         owner: owner.map(|k| (k.clone(), Role::Trainer)),
         created: 0,
         index: None,
+        extended: Default::default(),
+        priority: 0,
     };
     state.set_pod(("ns".to_string(), name), Some(info));
 }
@@ -131,6 +133,7 @@ fn dry(current: i64, (min, max): (i64, i64), res: [&str; 3]) -> DryJob {
         gpu: exact[0].value_ceil(),
         fulfillment: fulfillment_of(current, min, max),
         exact,
+        extended: Extended::new(),
     }
 }
 
@@ -146,6 +149,8 @@ fn big_resource() -> ClusterResource {
             name: "n1".into(),
             cpu_idle_milli: 80_000,
             memory_free_mega: 80_000,
+            pods_free: 110,
+            extended_free: Extended::new(),
         }],
     }
 }
@@ -177,6 +182,8 @@ fn cluster_resource_from_state() {
                 name: "n1".into(),
                 cpu_idle_milli: 1500,
                 memory_free_mega: 1,
+                pods_free: 109,
+                extended_free: Extended::new(),
             }],
         }
     );
@@ -505,9 +512,20 @@ fn removals_are_the_top_controller_positions() {
 #[test]
 fn iteration_cap_ends_a_zero_request_gpu_livelock() {
     // §5.1.1: no CPU or memory to drain, so +1 (4 - 3 >= 1) and −1 (4 > int(4 * 0.97) = 3)
-    // alternate forever.
+    // alternate forever. Each +1 takes one of the node's pod slots and, like its CPU in the
+    // original, the −1 gives none back (deviation 4): the node takes 2^16 pods, more than the
+    // iterations.
     let mut state = ClusterState::new();
     add_node(&mut state, "n1", "10", "10G", 4);
+    state.set_node_traits(
+        "n1",
+        crate::cluster::filters::NodeTraits {
+            name: "n1".into(),
+            ready: true,
+            max_pods: Some(1 << 16),
+            ..Default::default()
+        },
+    );
     let a = running(&mut state, "a", (1, 10, 3), ["1", "0", "0"]);
     add_trainers(&mut state, &a, Some("n1"), 3);
     let plan = planner::plan(
@@ -520,4 +538,16 @@ fn iteration_cap_ends_a_zero_request_gpu_livelock() {
     let plan = run(&state, 0.97, 7);
     assert_eq!(outcome(&plan), vec![("a", 3, Reason::NoFit)]);
     assert!(plan.warnings[0].contains("within 7 outer"));
+    // On a node of the default 110 pods the slots run out first, and the run settles.
+    state.set_node_traits(
+        "n1",
+        crate::cluster::filters::NodeTraits {
+            name: "n1".into(),
+            ready: true,
+            ..Default::default()
+        },
+    );
+    let plan = run(&state, 0.97, 10_000);
+    assert_eq!(outcome(&plan), vec![("a", 3, Reason::NoFit)]);
+    assert!(plan.warnings.is_empty());
 }

@@ -1,0 +1,551 @@
+//! The scheduler role binds only what the kubelet admits, end to end: the release's daemon (the
+//! Deployment's container as shipped, intervals shortened) against the emulator, whose kubelet
+//! rejects a pod bound onto a node without its room or its host ports (terminating pods hold
+//! both) and whose API server refuses to bind a gated pod (`/_harness/gated-binds`). Each case
+//! checks what a user would see: pods Running where they fit, pending with kube-scheduler's reason
+//! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty).
+
+#[path = "support/e2e.rs"]
+mod e2e;
+
+use std::path::Path;
+use std::time::Duration;
+
+use e2e::{Emulator, Replica, poll};
+use serde_json::{Value, json};
+
+const NS: &str = "ml";
+const SCHEDULER: &str = "trainscale";
+/// Each case's emulator lives at most this long.
+const LIFETIME_S: u32 = 400;
+/// How long a case waits for what it expects.
+const WITHIN: Duration = Duration::from_secs(120);
+const EVERY: Duration = Duration::from_millis(250);
+
+/// A Ready node of `cpu` cores, 64Gi and 110 pods.
+fn node(name: &str, cpu: u32) -> Value {
+    let allocatable = json!({"cpu": cpu.to_string(), "memory": "64Gi", "pods": "110"});
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {},
+        "status": {"capacity": allocatable.clone(), "allocatable": allocatable,
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+/// The emulator on `nodes` and one replica of the shipped daemon (1 s passes, no cooldown).
+fn start(dir: &Path, nodes: &[Value]) -> (Emulator, Replica) {
+    let file = dir.join("nodes.json");
+    std::fs::write(&file, Value::from(nodes.to_vec()).to_string())
+        .unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+    let file = file.to_string_lossy().to_string();
+    let emulator = Emulator::start(dir, &["--nodes", &file], LIFETIME_S);
+    let overrides = [
+        ("TRAINSCALE_INTERVAL", "1s"),
+        ("TRAINSCALE_DEBOUNCE", "200ms"),
+        ("TRAINSCALE_COOLDOWN", "0s"),
+        ("TRAINSCALE_LOG_FORMAT", "text"),
+    ];
+    let replica = Replica::start(
+        &e2e::shipped_container(),
+        "trainscale-0",
+        &emulator.kubeconfig,
+        dir,
+        &overrides,
+        &[],
+    );
+    (emulator, replica)
+}
+
+/// Whether the replica still runs (for [`poll`]).
+fn alive(replica: &mut Replica) -> impl FnMut() -> Result<(), String> + '_ {
+    move || replica.guard.check_alive()
+}
+
+/// A TrainingJob scheduled by trainscale: trainers of `cpu` cores, `min`..`max`; `extra` is
+/// merged into its spec.
+fn training_job(name: &str, cpu: &str, min: i32, max: i32, extra: Value) -> Value {
+    let amounts = json!({"cpu": cpu, "memory": "1Gi"});
+    let mut spec = json!({
+        "image": "paddlepaddle/paddle:latest",
+        "is_nccl": true,
+        // Not fault tolerant: no master (an etcd-backed master comes with fault tolerance).
+        "fault_tolerant": false,
+        "schedulerName": SCHEDULER,
+        "trainer": {
+            "entrypoint": "python train.py",
+            "min-instance": min, "max-instance": max,
+            "resources": {"requests": amounts, "limits": amounts},
+        },
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    json!({
+        "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": spec,
+    })
+}
+
+/// The pods of [`NS`].
+async fn pods(emulator: &Emulator) -> Vec<Value> {
+    e2e::list_all(&emulator.admin().await, "v1", "Pod", "pods")
+        .await
+        .into_iter()
+        .filter(|p| p["metadata"]["namespace"] == NS)
+        .collect()
+}
+
+fn name_of(pod: &Value) -> &str {
+    pod["metadata"]["name"].as_str().unwrap_or("")
+}
+
+fn node_of(pod: &Value) -> Option<&str> {
+    pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty())
+}
+
+fn running(pod: &Value) -> bool {
+    pod["status"]["phase"] == "Running"
+}
+
+/// The `PodScheduled` condition of a pod: `(status, reason, message)`.
+fn scheduled(pod: &Value) -> Option<(String, String, String)> {
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .map(|c| {
+            let text = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (text("status"), text("reason"), text("message"))
+        })
+}
+
+/// The pods the emulator's kubelet turned away.
+async fn rejected(emulator: &Emulator) -> Vec<Value> {
+    emulator.failed_pods().await
+}
+
+/// The trainer pods (`<job>-trainer-<i>`) of a job.
+fn trainers_of<'a>(all: &'a [Value], job: &str) -> Vec<&'a Value> {
+    let prefix = format!("{job}-trainer-");
+    all.iter()
+        .filter(|p| name_of(p).starts_with(&prefix))
+        .collect()
+}
+
+/// A terminating pod still holds its host port: a trainer wanting the same port waits, pending
+/// with the reason, and is bound once the old pod is gone; the kubelet rejects nothing.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_terminating_pods_host_port_is_not_given_to_a_trainer() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-ports");
+    let (emulator, mut replica) = start(dir.path(), &[node("n1", 8)]);
+    let client = emulator.admin().await;
+    // A pod on n1 holding host port 7164, kept terminating by a finalizer once deleted.
+    let donor = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "donor", "namespace": NS, "finalizers": ["e2e/hold"]},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "main", "image": "busybox",
+                            "ports": [{"containerPort": 7164, "hostPort": 7164}],
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+    });
+    e2e::create(&client, "pods", &donor).await;
+    let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
+    poll(
+        WITHIN,
+        EVERY,
+        "the donor Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "donor") {
+                Some(p) if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    pods_api
+        .delete("donor", &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting the donor: {e}"));
+    // Host network: the trainer's port 7164 is a host port.
+    let job = training_job(
+        "ported",
+        "1",
+        1,
+        1,
+        json!({"port": 7164, "host_network": true}),
+    );
+    e2e::create(&client, "trainingjobs", &job).await;
+    let message = poll(
+        WITHIN,
+        EVERY,
+        "the trainer pending with a reason",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match trainers_of(&all, "ported").as_slice() {
+                [p] if node_of(p).is_some() => Err(format!("{} bound", name_of(p))),
+                [p] => match scheduled(p) {
+                    Some((status, _, message)) if status == "False" => Ok(message),
+                    other => Err(format!("{} condition {other:?}", name_of(p))),
+                },
+                other => Err(format!("{} trainer(s)", other.len())),
+            }
+        },
+    )
+    .await;
+    assert!(
+        message.contains("ports"),
+        "the reason names the ports: {message}"
+    );
+    // Several passes later: still not bound beside the terminating pod.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = pods(&emulator).await;
+    let trainers = trainers_of(&all, "ported");
+    assert!(
+        trainers.iter().all(|p| node_of(p).is_none()),
+        "bound beside the terminating pod: {trainers:?}"
+    );
+    // The old pod goes: the trainer is bound and runs.
+    pods_api
+        .patch(
+            "donor",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("removing the donor's finalizer: {e}"));
+    poll(
+        WITHIN,
+        EVERY,
+        "the trainer Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match trainers_of(&all, "ported").as_slice() {
+                [p] if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
+
+/// A new job's master and parameter servers are placed on a full cluster before its trainers:
+/// the job growing into the whole cluster gives room back, the new job's pods all run, and the
+/// kubelet rejects nothing.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-pservers");
+    let (emulator, mut replica) = start(dir.path(), &[node("n1", 4), node("n2", 4)]);
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("grower", "1", 1, 8, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "grower at 8 Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let up = trainers_of(&all, "grower")
+                .into_iter()
+                .filter(|p| running(p))
+                .count();
+            (up == 8).then_some(()).ok_or(format!("{up} Running"))
+        },
+    )
+    .await;
+    let one_cpu = json!({"requests": {"cpu": "1", "memory": "1Gi"},
+                         "limits": {"cpu": "1", "memory": "1Gi"}});
+    let ps = training_job(
+        "ps",
+        "1",
+        1,
+        2,
+        json!({
+            "is_nccl": false,
+            "fault_tolerant": true,
+            "port": 7164,
+            "master": {"etcd-endpoint": "", "resources": one_cpu},
+            "pserver": {"min-instance": 2, "max-instance": 2, "resources": one_cpu},
+        }),
+    );
+    e2e::create(&client, "trainingjobs", &ps).await;
+    poll(
+        WITHIN,
+        EVERY,
+        "every pod of ps Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let mine: Vec<&Value> = all
+                .iter()
+                .filter(|p| name_of(p).starts_with("ps-"))
+                .collect();
+            let up = mine.iter().filter(|p| running(p)).count();
+            let roles = |role: &str| mine.iter().filter(|p| name_of(p).contains(role)).count();
+            (up == mine.len()
+                && roles("-master") == 1
+                && roles("-pserver") == 2
+                && roles("-trainer") >= 1)
+                .then_some(())
+                .ok_or(format!(
+                    "{up} of {} Running: {:?}",
+                    mine.len(),
+                    mine.iter().map(|p| name_of(p)).collect::<Vec<_>>()
+                ))
+        },
+    )
+    .await;
+    // Bound in order: the master and pservers no later than the first trainer.
+    let bindings: Vec<Value> = emulator.harness("/_harness/bindings").await;
+    let bound_at = |part: &str| {
+        bindings
+            .iter()
+            .filter(|b| {
+                b["namespace"] == NS
+                    && b["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("ps-") && n.contains(part))
+            })
+            .filter_map(|b| b["bound"].as_f64())
+            .collect::<Vec<f64>>()
+    };
+    let support: Vec<f64> = bound_at("-master")
+        .into_iter()
+        .chain(bound_at("-pserver"))
+        .collect();
+    let trainers = bound_at("-trainer");
+    assert_eq!(support.len(), 3, "{bindings:?}");
+    let last_support = support.iter().copied().fold(f64::MIN, f64::max);
+    let first_trainer = trainers.iter().copied().fold(f64::MAX, f64::min);
+    assert!(
+        last_support <= first_trainer,
+        "a trainer was bound before the master and pservers: {bindings:?}"
+    );
+    assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
+
+/// A trainer Job suspended by someone else (Kueue has not admitted it) holds no room: a job that
+/// wants the whole cluster gets it, and the suspended Job is not resized.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_suspended_trainer_job_holds_no_room() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-suspended");
+    let (emulator, mut replica) = start(dir.path(), &[node("n1", 4), node("n2", 4)]);
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("waiting", "1", 4, 4, json!({})),
+    )
+    .await;
+    let jobs = e2e::api_in(&client, "batch/v1", "Job", "jobs", Some(NS));
+    poll(
+        WITHIN,
+        EVERY,
+        "waiting's trainer Job",
+        alive(&mut replica),
+        || async {
+            jobs.get("waiting-trainer")
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    // Suspended as Kueue suspends a workload it has not admitted.
+    jobs.patch(
+        "waiting-trainer",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("suspending waiting-trainer: {e}"));
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("grower", "1", 1, 8, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "grower at 8 Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let up = trainers_of(&all, "grower")
+                .into_iter()
+                .filter(|p| running(p))
+                .count();
+            (up == 8).then_some(()).ok_or(format!("{up} Running"))
+        },
+    )
+    .await;
+    // Several passes later: grower keeps all 8, the suspended Job is untouched.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let all = pods(&emulator).await;
+    let up = trainers_of(&all, "grower")
+        .into_iter()
+        .filter(|p| running(p))
+        .count();
+    assert_eq!(up, 8, "grower shrank for a suspended gang");
+    let waiting = jobs
+        .get("waiting-trainer")
+        .await
+        .unwrap_or_else(|e| panic!("reading waiting-trainer: {e}"));
+    let spec = serde_json::to_value(&waiting.data["spec"]).unwrap_or(Value::Null);
+    assert_eq!(spec["suspend"], true, "{spec}");
+    assert_eq!(spec["parallelism"], 4, "{spec}");
+    assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
+
+/// A gated pod is never sent to be bound (the API server would answer 409) and says why; once
+/// its gates are removed it is bound.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_gated_pod_waits_with_its_reason_and_is_bound_once_ungated() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-gated");
+    let (emulator, mut replica) = start(dir.path(), &[node("n1", 4)]);
+    let client = emulator.admin().await;
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "gated", "namespace": NS},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "schedulingGates": [{"name": "example.com/quota"}],
+            "containers": [{"name": "main", "image": "busybox",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+        },
+    });
+    e2e::create(&client, "pods", &pod).await;
+    poll(
+        WITHIN,
+        EVERY,
+        "SchedulingGated",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all
+                .iter()
+                .find(|p| name_of(p) == "gated")
+                .and_then(scheduled)
+            {
+                Some((status, reason, _)) if status == "False" && reason == "SchedulingGated" => {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let refused: Vec<Value> = emulator.harness("/_harness/gated-binds").await;
+    assert_eq!(
+        refused,
+        Vec::<Value>::new(),
+        "a gated pod was sent to be bound"
+    );
+    let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
+    pods_api
+        .patch(
+            "gated",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"schedulingGates": null}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("removing the gates: {e}"));
+    poll(
+        WITHIN,
+        EVERY,
+        "the ungated pod Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "gated") {
+                Some(p) if running(p) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
+
+/// A pod with a native sidecar needs its sidecar's room too: it is bound to the node that holds
+/// both (the tighter node holds the main container only), and runs.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_pod_with_a_sidecar_is_bound_where_both_fit() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-sidecar");
+    let (emulator, mut replica) = start(dir.path(), &[node("n1", 3), node("n2", 8)]);
+    let client = emulator.admin().await;
+    let two_cpu = json!({"requests": {"cpu": "2", "memory": "1Gi"}});
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "with-sidecar", "namespace": NS},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "initContainers": [{"name": "proxy", "image": "busybox", "restartPolicy": "Always",
+                                "resources": two_cpu}],
+            "containers": [{"name": "main", "image": "busybox", "resources": two_cpu}],
+        },
+    });
+    e2e::create(&client, "pods", &pod).await;
+    let node = poll(
+        WITHIN,
+        EVERY,
+        "the pod Running",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            match all.iter().find(|p| name_of(p) == "with-sidecar") {
+                Some(p) if running(p) => Ok(node_of(p).unwrap_or("").to_string()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(node, "n2", "4 CPUs with the sidecar: only n2 holds them");
+    assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
