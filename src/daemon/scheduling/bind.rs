@@ -115,9 +115,11 @@ impl Binder {
         }
     }
 
-    /// Sends every bind, a few at a time, until `limits` cut the stage short; each outcome in the
-    /// order of `binds` (`Unknown` for a bind cut off before its answer, `NotSent` for one not
-    /// begun, `Bound` for one cut off while its Event was sent), and the cut, if any.
+    /// Sends every bind, a few at a time, until `limits` cut the stage short: first the pods
+    /// outside trainer positions (a job's master and pservers), answered before any trainer's is
+    /// sent, then the trainers. Each outcome in the order of `binds` (`Unknown` for a bind cut off
+    /// before its answer, `NotSent` for one not begun, `Bound` for one cut off while its Event was
+    /// sent), and the cut, if any.
     pub async fn bind_all(
         &self,
         binds: &[Bind],
@@ -125,22 +127,25 @@ impl Binder {
     ) -> (Vec<BindOutcome>, Option<Cut>) {
         let stands: Vec<AtomicU8> = binds.iter().map(|_| AtomicU8::new(NOT_BEGUN)).collect();
         let mut done: Vec<Option<BindOutcome>> = vec![None; binds.len()];
-        let cut = {
+        let (first, then): (Vec<usize>, Vec<usize>) =
+            (0..binds.len()).partition(|i| binds[*i].position.is_none());
+        let cut = self.cut(limits);
+        tokio::pin!(cut);
+        let mut ended = None;
+        for wave in [first, then] {
             let stands = &stands;
-            let mut sent =
-                futures::stream::iter(binds.iter().enumerate().map(|(i, b)| async move {
-                    stands[i].store(IN_FLIGHT, Ordering::Relaxed);
-                    let outcome = self.post(b).await;
-                    if outcome == BindOutcome::Bound {
-                        stands[i].store(BOUND, Ordering::Relaxed);
-                        self.announce(b).await;
-                    }
-                    (i, outcome)
-                }))
-                .buffer_unordered(CONCURRENT_BINDS);
-            let cut = self.cut(limits);
-            tokio::pin!(cut);
-            loop {
+            let mut sent = futures::stream::iter(wave.into_iter().map(|i| async move {
+                let b = &binds[i];
+                stands[i].store(IN_FLIGHT, Ordering::Relaxed);
+                let outcome = self.post(b).await;
+                if outcome == BindOutcome::Bound {
+                    stands[i].store(BOUND, Ordering::Relaxed);
+                    self.announce(b).await;
+                }
+                (i, outcome)
+            }))
+            .buffer_unordered(CONCURRENT_BINDS);
+            ended = loop {
                 tokio::select! {
                     biased;
                     why = &mut cut => break Some(why),
@@ -149,8 +154,12 @@ impl Binder {
                         None => break None,
                     },
                 }
+            };
+            if ended.is_some() {
+                break;
             }
-        };
+        }
+        let cut = ended;
         let outcomes = done
             .into_iter()
             .zip(&stands)
