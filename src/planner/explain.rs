@@ -270,10 +270,9 @@ fn held(
     let t = job.target;
     match config.policy {
         Policy::Static => {
-            return format!(
-                "the static policy runs every job at its min-instance and never resizes it \
-                 (free room is not what holds it)"
-            );
+            return "the static policy runs every job at its min-instance and never resizes it \
+                    (free room is not what holds it)"
+                .to_string();
         }
         Policy::Edl if room.would_fit(job.trainer, class) => {
             return format!(
