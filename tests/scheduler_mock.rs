@@ -433,3 +433,66 @@ async fn a_gang_timeout_is_a_warning_event_on_the_job() {
     assert_eq!(cut, None);
     server.await.unwrap();
 }
+
+/// A bind answered before the deadline is `Bound` even when its `Scheduled` Event was cut off.
+#[tokio::test(start_paused = true)]
+async fn a_bind_answered_before_the_deadline_is_bound_though_its_event_was_cut() {
+    let (binder, mut handle) = binder();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) = expect(
+            &mut handle,
+            Method::POST,
+            "/api/v1/namespaces/ml/pods/p0/binding",
+        )
+        .await;
+        respond(send, StatusCode::CREATED, success());
+        let (_, _, _, held) = expect(&mut handle, Method::POST, EVENTS).await;
+        (held, handle)
+    });
+    let (limits, _stop) = limits(Duration::from_secs(5));
+    let (outcomes, cut) = binder.bind_all(&binds(1), &limits).await;
+    assert_eq!(cut, Some(Cut::Deadline));
+    assert_eq!(outcomes, vec![BindOutcome::Bound]);
+    server.await.unwrap();
+}
+
+/// A job's master and pservers (binds outside trainer positions) are bound before any trainer's
+/// binding is sent.
+#[tokio::test(start_paused = true)]
+async fn pods_outside_trainer_positions_are_bound_before_any_trainer() {
+    let (binder, mut handle) = binder();
+    let trainer = bind_of("j-trainer-0", "n");
+    let master = Bind {
+        position: None,
+        ..bind_of("j-master-0", "n")
+    };
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) = expect(
+            &mut handle,
+            Method::POST,
+            "/api/v1/namespaces/ml/pods/j-master-0/binding",
+        )
+        .await;
+        // Nothing else is sent while the master's bind is unanswered.
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), handle.next_request())
+                .await
+                .is_err()
+        );
+        respond(send, StatusCode::CREATED, success());
+        event(&mut handle).await;
+        let (_, _, _, send) = expect(
+            &mut handle,
+            Method::POST,
+            "/api/v1/namespaces/ml/pods/j-trainer-0/binding",
+        )
+        .await;
+        respond(send, StatusCode::CREATED, success());
+        event(&mut handle).await;
+    });
+    let (limits, _stop) = limits(Duration::from_secs(3600));
+    let (outcomes, cut) = binder.bind_all(&[trainer, master], &limits).await;
+    assert_eq!(cut, None);
+    assert_eq!(outcomes, vec![BindOutcome::Bound, BindOutcome::Bound]);
+    server.await.unwrap();
+}

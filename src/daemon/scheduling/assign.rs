@@ -749,9 +749,16 @@ impl<'s> Leaving<'s> {
         let by_node = self.by_node.get_or_insert_with(|| {
             let targets: HashMap<&JobKey, i32> =
                 plan.jobs.iter().map(|j| (&*j.key, j.target)).collect();
+            // The positions a job keeps: its size, or less when this pass shrinks it; unknown
+            // (nothing leaving) for a job neither sized by a trainer Job nor planned.
             let kept = |job: &JobKey| {
-                let current = state.job(job).map_or(0, |slot| slot.current());
-                targets.get(job).map_or(current, |t| current.min(*t)).max(0) as u32
+                let slot = state.job(job)?;
+                let target = targets.get(job).copied();
+                if !slot.has_trainer_job && !slot.sized_by_pods && target.is_none() {
+                    return None;
+                }
+                let current = slot.current();
+                Some(target.map_or(current, |t| current.min(t)).max(0) as u32)
             };
             let mut by_node: HashMap<NodeId, Allowance> = HashMap::new();
             for (_, pod) in state.pods() {
@@ -759,7 +766,9 @@ impl<'s> Leaving<'s> {
                     continue;
                 };
                 let shrunk = match (&pod.owner, pod.index) {
-                    (Some((job, Role::Trainer)), Some(index)) => index >= kept(job),
+                    (Some((job, Role::Trainer)), Some(index)) => {
+                        kept(job).is_some_and(|kept| index >= kept)
+                    }
                     _ => false,
                 };
                 if pod.phase != PodPhase::Finished && (pod.terminating || shrunk) {

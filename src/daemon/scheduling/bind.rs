@@ -4,7 +4,7 @@
 //! writes ends at its deadline, when the leader lease is lost, or at shutdown, whichever comes
 //! first.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
@@ -24,6 +24,11 @@ use crate::daemon::metrics;
 
 /// Binds sent at once.
 const CONCURRENT_BINDS: usize = 16;
+
+/// Where one bind of a stage stands (see [`Binder::bind_all`]).
+const NOT_BEGUN: u8 = 0;
+const IN_FLIGHT: u8 = 1;
+const BOUND: u8 = 2;
 
 /// Unschedulable reports (a status patch and an Event each) sent at once.
 const CONCURRENT_REPORTS: usize = 8;
@@ -110,27 +115,37 @@ impl Binder {
         }
     }
 
-    /// Sends every bind, a few at a time, until `limits` cut the stage short; each outcome in the
-    /// order of `binds` (`Unknown` for a bind cut off in flight, `NotSent` for one not begun),
-    /// and the cut, if any.
+    /// Sends every bind, a few at a time, until `limits` cut the stage short: first the pods
+    /// outside trainer positions (a job's master and pservers), answered before any trainer's is
+    /// sent, then the trainers. Each outcome in the order of `binds` (`Unknown` for a bind cut off
+    /// before its answer, `NotSent` for one not begun, `Bound` for one cut off while its Event was
+    /// sent), and the cut, if any.
     pub async fn bind_all(
         &self,
         binds: &[Bind],
         limits: &Limits,
     ) -> (Vec<BindOutcome>, Option<Cut>) {
-        let begun: Vec<AtomicBool> = binds.iter().map(|_| AtomicBool::new(false)).collect();
+        let stands: Vec<AtomicU8> = binds.iter().map(|_| AtomicU8::new(NOT_BEGUN)).collect();
         let mut done: Vec<Option<BindOutcome>> = vec![None; binds.len()];
-        let cut = {
-            let begun = &begun;
-            let mut sent =
-                futures::stream::iter(binds.iter().enumerate().map(|(i, b)| async move {
-                    begun[i].store(true, Ordering::Relaxed);
-                    (i, self.bind(b).await)
-                }))
-                .buffer_unordered(CONCURRENT_BINDS);
-            let cut = self.cut(limits);
-            tokio::pin!(cut);
-            loop {
+        let (first, then): (Vec<usize>, Vec<usize>) =
+            (0..binds.len()).partition(|i| binds[*i].position.is_none());
+        let cut = self.cut(limits);
+        tokio::pin!(cut);
+        let mut ended = None;
+        for wave in [first, then] {
+            let stands = &stands;
+            let mut sent = futures::stream::iter(wave.into_iter().map(|i| async move {
+                let b = &binds[i];
+                stands[i].store(IN_FLIGHT, Ordering::Relaxed);
+                let outcome = self.post(b).await;
+                if outcome == BindOutcome::Bound {
+                    stands[i].store(BOUND, Ordering::Relaxed);
+                    self.announce(b).await;
+                }
+                (i, outcome)
+            }))
+            .buffer_unordered(CONCURRENT_BINDS);
+            ended = loop {
                 tokio::select! {
                     biased;
                     why = &mut cut => break Some(why),
@@ -139,20 +154,27 @@ impl Binder {
                         None => break None,
                     },
                 }
+            };
+            if ended.is_some() {
+                break;
             }
-        };
+        }
+        let cut = ended;
         let outcomes = done
             .into_iter()
-            .zip(&begun)
-            .map(|(outcome, begun)| {
-                outcome.unwrap_or_else(|| {
-                    let outcome = if begun.load(Ordering::Relaxed) {
-                        BindOutcome::Unknown
-                    } else {
-                        BindOutcome::NotSent
-                    };
-                    metrics::bind(outcome_label(&outcome));
-                    outcome
+            .zip(&stands)
+            .map(|(outcome, stands)| {
+                outcome.unwrap_or_else(|| match stands.load(Ordering::Relaxed) {
+                    BOUND => BindOutcome::Bound,
+                    stands => {
+                        let outcome = if stands == IN_FLIGHT {
+                            BindOutcome::Unknown
+                        } else {
+                            BindOutcome::NotSent
+                        };
+                        metrics::bind(outcome_label(&outcome));
+                        outcome
+                    }
                 })
             })
             .collect();
@@ -212,6 +234,15 @@ impl Binder {
 
     /// Binds one pod to its node and reports it with a `Scheduled` Event.
     pub async fn bind(&self, b: &Bind) -> BindOutcome {
+        let outcome = self.post(b).await;
+        if outcome == BindOutcome::Bound {
+            self.announce(b).await;
+        }
+        outcome
+    }
+
+    /// Posts one pod's binding.
+    async fn post(&self, b: &Bind) -> BindOutcome {
         if !self.fence.held() {
             return BindOutcome::NotSent;
         }
@@ -230,16 +261,18 @@ impl Binder {
             }
         };
         metrics::bind(outcome_label(&outcome));
-        if outcome == BindOutcome::Bound {
-            let note = format!(
-                "Successfully assigned {}/{} to {}",
-                b.pod.0, b.pod.1, b.node
-            );
-            let reference = pod_reference(&b.pod, b.uid.clone());
-            self.publish(reference, EventType::Normal, "Scheduled", note)
-                .await;
-        }
         outcome
+    }
+
+    /// The `Scheduled` Event of a pod bound.
+    async fn announce(&self, b: &Bind) {
+        let note = format!(
+            "Successfully assigned {}/{} to {}",
+            b.pod.0, b.pod.1, b.node
+        );
+        let reference = pod_reference(&b.pod, b.uid.clone());
+        self.publish(reference, EventType::Normal, "Scheduled", note)
+            .await;
     }
 
     /// Writes `PodScheduled=False, reason Unschedulable` with the message, and a

@@ -1020,3 +1020,29 @@ fn a_gang_members_condition_is_written_once() {
     assert_eq!(a.unschedulable.len(), 2);
     assert!(a.unschedulable.iter().all(|u| u.unchanged), "{a:?}");
 }
+
+#[test]
+fn held_room_taken_by_a_trainer_its_job_was_shrunk_below_waits_for_it_to_go() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    let spec = template(2, json!({}));
+    c.job("x", (1, 1), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    // Job d's trainer Job was lowered to 0: its trainer at index 0, still running on `a`, is on
+    // its way out (the Job controller deletes it).
+    c.job("d", (0, 1), 0, &[], &spec);
+    let mut leaving = trainer_pod("d", 0, &spec);
+    if let Some(spec) = leaving.spec.as_mut() {
+        spec.node_name = Some("a".to_string());
+    }
+    c.pod(&leaving);
+    c.pod(&trainer_pod("x", 0, &spec));
+    let a = c.assign();
+    assert!(a.binds.iter().all(|b| b.pod.1 != "x-trainer-0"), "{a:?}");
+    assert!(a.unreserve.is_empty(), "{a:?}");
+    assert_eq!(
+        message_of(&a, "x-trainer-0"),
+        Some("waiting for the room held for it on node a to come free (pods leaving the node)")
+    );
+}
