@@ -136,7 +136,7 @@ impl<'s> NodeIndex<'s> {
             index.rank[id as usize] = rank;
             if slot.schedulable() {
                 let free = slot.free();
-                let slots = state.free_pod_slots(id);
+                let slots = slot.free_pods();
                 index.free[id as usize] = Some(free);
                 index.slots[id as usize] = slots;
                 if index.searchable(free, slots) {
@@ -219,6 +219,7 @@ impl<'s> NodeIndex<'s> {
 
     /// How many trainers of `need` and `class` node `id` takes now (see [`NodeIndex::fits`]);
     /// whether the class may use the node is not checked.
+    #[cfg(test)]
     pub fn fit_count(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> i64 {
         self.count_on(id, need, self.extended_of(class))
     }
@@ -227,7 +228,11 @@ impl<'s> NodeIndex<'s> {
     /// slot, and the other resources the class requests. Whether the class may use the node is
     /// not checked ([`NodeIndex::allowed`]).
     pub fn fits(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> bool {
-        self.fit_count(id, need, class) > 0
+        self.free(id).is_some_and(|free| need.fits_in(&free))
+            && self.slots(id) > 0
+            && self
+                .extended_of(class)
+                .is_none_or(|extended| self.extended_count(id, extended) > 0)
     }
 
     /// [`NodeIndex::fits`] once `m` trainers of `give` and class `give_class` have left node
