@@ -623,14 +623,14 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
     for j in jobs.iter_mut().filter(|j| j.elastic()) {
         let shape = (j.trainer, j.class);
         let want = i64::from(j.max);
-        let extended = j
-            .class
-            .and_then(|c| eligibility.constraints(c))
-            .map(|c| &c.extended)
-            .filter(|e| !e.is_empty());
         let cap = match full.get(&shape) {
             Some(&cap) => cap,
             None => {
+                let extended = j
+                    .class
+                    .and_then(|c| eligibility.constraints(c))
+                    .map(|c| &c.extended)
+                    .filter(|e| !e.is_empty());
                 let mut held = 0i64;
                 for (scanned, (id, room, pods)) in rooms(j.class).enumerate() {
                     // A long scan may be for a trainer no node of the class can hold: the
