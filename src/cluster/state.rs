@@ -70,6 +70,8 @@ pub struct NodeSlot {
     /// Requests of other resources (see `filters::Extended`) of the pods counted in `used`;
     /// resources none of them requests are left out.
     pub extended: Extended,
+    /// The most pods it takes ([`ClusterState::pod_limit`]), kept as its Node changes.
+    pub pod_limit: i64,
 }
 
 impl NodeSlot {
@@ -84,6 +86,12 @@ impl NodeSlot {
             Some(info) if info.schedulable => info.allocatable - self.used,
             _ => Resources::ZERO - self.used,
         }
+    }
+
+    /// The pods it takes besides those bound to it; below zero when it holds more than its
+    /// limit.
+    pub fn free_pods(&self) -> i64 {
+        self.pod_limit - i64::from(self.pods)
     }
 
     /// Allocatable of a schedulable node, else zero.
@@ -305,6 +313,7 @@ impl ClusterState {
             pods: 0,
             terminating: Resources::ZERO,
             extended: Extended::new(),
+            pod_limit: 0,
         };
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -360,6 +369,11 @@ impl ClusterState {
     /// [`MAX_NODE_PODS`]), [`DEFAULT_NODE_PODS`] when it states none; 0 while its Node is
     /// unknown.
     pub fn pod_limit(&self, id: NodeId) -> i64 {
+        self.node(id).map_or(0, |slot| slot.pod_limit)
+    }
+
+    /// [`ClusterState::pod_limit`] read from the node's info and traits.
+    fn read_pod_limit(&self, id: NodeId) -> i64 {
         match self.node(id).map(|slot| &slot.info) {
             Some(Some(_)) => self
                 .eligibility
@@ -373,8 +387,7 @@ impl ClusterState {
     /// The pods node `id` takes besides those bound to it ([`NodeSlot::pods`]: terminating
     /// ones and reservations included); below zero when it holds more than its limit.
     pub fn free_pod_slots(&self, id: NodeId) -> i64 {
-        let pods = self.node(id).map_or(0, |slot| i64::from(slot.pods));
-        self.pod_limit(id) - pods
+        self.node(id).map_or(0, NodeSlot::free_pods)
     }
 
     /// How much of other resource `name` node `id` has allocatable and its bound pods do not
@@ -392,12 +405,19 @@ impl ClusterState {
         allocatable.saturating_sub(used)
     }
 
-    /// Runs `change` on node `name`, keeping [`ClusterState::pod_slots`] up to date. `change`
-    /// must not bind or unbind pods (`account_pod` counts those itself).
+    /// Runs `change` on node `name`, keeping its [`NodeSlot::pod_limit`] and
+    /// [`ClusterState::pod_slots`] up to date. `change` must not bind or unbind pods
+    /// (`account_pod` counts those itself).
     fn recounting(&mut self, name: &str, change: impl FnOnce(&mut Self)) {
         let slots = |s: &Self| s.node_id_of(name).map_or(0, |id| s.node_pod_slots(id));
         let before = slots(self);
         change(self);
+        if let Some(id) = self.node_id_of(name) {
+            let limit = self.read_pod_limit(id);
+            if let Some(slot) = self.slots[id as usize].as_mut() {
+                slot.pod_limit = limit;
+            }
+        }
         self.pod_slots += slots(self) - before;
     }
 
@@ -1187,6 +1207,9 @@ mod tests {
         for (what, step) in &steps {
             step(&mut state);
             assert_eq!(state.pod_slots(), recount(&state), "after {what}");
+            for (id, slot) in state.nodes() {
+                assert_eq!(slot.pod_limit, state.read_pod_limit(id), "after {what}");
+            }
         }
         // d (110 by default) and the 3 pods still bound to the deleted a.
         assert_eq!(state.pod_slots(), DEFAULT_NODE_PODS + 3);

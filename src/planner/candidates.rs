@@ -621,36 +621,36 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
             .filter(move |(id, _)| state.eligible(class, *id))
             .filter_map(|(id, slot)| {
                 let info = slot.info.as_ref().filter(|n| n.schedulable)?;
-                Some((id, info.allocatable))
+                Some((id, info.allocatable, slot.pod_limit))
             })
     };
     let eligibility = state.eligibility();
     for j in jobs.iter_mut().filter(|j| j.elastic()) {
         let shape = (j.trainer, j.class);
         let want = i64::from(j.max);
-        let extended = j
-            .class
-            .and_then(|c| eligibility.constraints(c))
-            .map(|c| &c.extended)
-            .filter(|e| !e.is_empty());
         let cap = match full.get(&shape) {
             Some(&cap) => cap,
             None => {
+                let extended = j
+                    .class
+                    .and_then(|c| eligibility.constraints(c))
+                    .map(|c| &c.extended)
+                    .filter(|e| !e.is_empty());
                 let mut held = 0i64;
-                for (scanned, (id, room)) in rooms(j.class).enumerate() {
+                for (scanned, (id, room, pods)) in rooms(j.class).enumerate() {
                     // A long scan may be for a trainer no node of the class can hold: the
                     // class's largest node says so at once (found once per class).
                     if scanned == QUICK_SCAN {
                         let largest = largest.entry(j.class).or_insert_with(|| {
                             rooms(j.class)
-                                .map(|(_, room)| room)
+                                .map(|(_, room, _)| room)
                                 .fold(Resources::ZERO, Resources::max)
                         });
                         if !j.trainer.fits_in(largest) {
                             break;
                         }
                     }
-                    let mut fit = j.trainer.fit_count(&room).min(state.pod_limit(id));
+                    let mut fit = j.trainer.fit_count(&room).min(pods);
                     if let Some(extended) = extended {
                         fit = fit.min(allocatable_count(state, id, extended));
                     }

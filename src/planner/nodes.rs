@@ -39,6 +39,29 @@ struct Batch {
     class_into: Vec<u128>,
 }
 
+/// A node's free room and pod slots as [`NodeIndex`] keeps them, side by side (an update reads
+/// and writes both).
+#[derive(Debug, Clone, Copy, Default)]
+struct Room {
+    free: Resources,
+    /// Free pod slots; below zero on a node holding more pods than its limit.
+    slots: i32,
+    /// A schedulable node's: the index holds nothing for other ids.
+    schedulable: bool,
+}
+
+impl Room {
+    /// `slots` moved by `n`, within the field.
+    fn add_slots(&mut self, n: i64) {
+        self.slots = clamp_slots(i64::from(self.slots).saturating_add(n));
+    }
+}
+
+/// A count of pod slots as [`Room::slots`] holds it.
+fn clamp_slots(n: i64) -> i32 {
+    n.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
 /// Schedulable nodes by free resources; placements and releases update it in O(log n).
 ///
 /// Besides CPU, memory and GPU, a node takes only as many pods as it has free pod slots, and
@@ -51,10 +74,8 @@ pub struct NodeIndex<'s> {
     state: &'s ClusterState,
     /// Which nodes each trainer class may use (kube-scheduler's static filters).
     eligibility: &'s Eligibility,
-    /// Free resources by node id; `None` for ids that are not schedulable nodes.
-    free: Vec<Option<Resources>>,
-    /// Free pod slots by node id (see [`ClusterState::free_pod_slots`]), less those taken since.
-    slots: Vec<i64>,
+    /// Free resources and pod slots (see [`ClusterState::free_pod_slots`]) by node id.
+    rooms: Vec<Room>,
     /// Other resources taken (positive) or given back (negative) since the index was built, by
     /// node and resource name.
     extended_taken: HashMap<(NodeId, &'s str), i64, RandomState>,
@@ -115,8 +136,7 @@ impl<'s> NodeIndex<'s> {
         let mut index = NodeIndex {
             state,
             eligibility: state.eligibility(),
-            free: vec![None; bound],
-            slots: vec![0; bound],
+            rooms: vec![Room::default(); bound],
             extended_taken: HashMap::default(),
             rank: vec![u32::MAX; bound],
             by_rank: Vec::with_capacity(bound),
@@ -136,9 +156,12 @@ impl<'s> NodeIndex<'s> {
             index.rank[id as usize] = rank;
             if slot.schedulable() {
                 let free = slot.free();
-                let slots = state.free_pod_slots(id);
-                index.free[id as usize] = Some(free);
-                index.slots[id as usize] = slots;
+                let slots = slot.free_pods();
+                index.rooms[id as usize] = Room {
+                    free,
+                    slots: clamp_slots(slots),
+                    schedulable: true,
+                };
                 if index.searchable(free, slots) {
                     entries.push(entry(free, rank));
                 }
@@ -162,18 +185,23 @@ impl<'s> NodeIndex<'s> {
 
     /// How many nodes trainers of `class` may use (`None`: every node id).
     pub fn allowed_count(&self, class: Option<PodClassId>) -> usize {
-        class.map_or(self.free.len(), |c| self.eligibility.eligible_count(c))
+        class.map_or(self.rooms.len(), |c| self.eligibility.eligible_count(c))
     }
 
     /// Free resources of a schedulable node.
     pub fn free(&self, id: NodeId) -> Option<Resources> {
-        self.free.get(id as usize).copied().flatten()
+        self.rooms
+            .get(id as usize)
+            .filter(|r| r.schedulable)
+            .map(|r| r.free)
     }
 
     /// Free pod slots of a schedulable node (0 for other ids; below 0 on a node holding more
     /// pods than its limit).
     pub fn slots(&self, id: NodeId) -> i64 {
-        self.slots.get(id as usize).copied().unwrap_or(0)
+        self.rooms
+            .get(id as usize)
+            .map_or(0, |r| i64::from(r.slots))
     }
 
     /// The other resources each trainer of `class` requests; `None` when it requests none.
@@ -201,9 +229,10 @@ impl<'s> NodeIndex<'s> {
             .unwrap_or(i64::MAX)
     }
 
-    /// How many pods of `need` requesting `extended` each node `id` takes: its free room, free
-    /// pod slots and free other resources, whichever holds the fewest; 0 unless one fits.
-    fn count_on(&self, id: NodeId, need: Resources, extended: Option<&'s Extended>) -> i64 {
+    /// How many trainers of `need` and `class` node `id` takes now (see [`NodeIndex::fits`]);
+    /// whether the class may use the node is not checked.
+    #[cfg(test)]
+    pub fn fit_count(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> i64 {
         let Some(free) = self.free(id) else {
             return 0;
         };
@@ -211,27 +240,27 @@ impl<'s> NodeIndex<'s> {
             return 0;
         }
         let mut n = need.fit_count(&free).min(self.slots(id));
-        if let Some(extended) = extended {
+        if let Some(extended) = self.extended_of(class) {
             n = n.min(self.extended_count(id, extended));
         }
         n.max(0)
     }
 
-    /// How many trainers of `need` and `class` node `id` takes now (see [`NodeIndex::fits`]);
-    /// whether the class may use the node is not checked.
-    pub fn fit_count(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> i64 {
-        self.count_on(id, need, self.extended_of(class))
-    }
-
     /// Whether one more trainer of `need` and `class` fits node `id`: its free room, a free pod
     /// slot, and the other resources the class requests. Whether the class may use the node is
     /// not checked ([`NodeIndex::allowed`]).
+    #[inline]
     pub fn fits(&self, id: NodeId, need: Resources, class: Option<PodClassId>) -> bool {
-        self.fit_count(id, need, class) > 0
+        self.free(id).is_some_and(|free| need.fits_in(&free))
+            && self.slots(id) > 0
+            && self
+                .extended_of(class)
+                .is_none_or(|extended| self.extended_count(id, extended) > 0)
     }
 
     /// [`NodeIndex::fits`] once `m` trainers of `give` and class `give_class` have left node
     /// `id` (their room, pod slots and other resources back).
+    #[inline]
     pub fn fits_after(
         &self,
         id: NodeId,
@@ -245,9 +274,20 @@ impl<'s> NodeIndex<'s> {
         if !need.fits_in(&(free + give.times(m))) || self.slots(id).saturating_add(m) < 1 {
             return false;
         }
-        let Some(extended) = self.extended_of(class) else {
-            return true;
-        };
+        match self.extended_of(class) {
+            None => true,
+            Some(extended) => self.extended_fits_after(id, extended, give_class, m),
+        }
+    }
+
+    /// Whether node `id` has `extended` free once `m` trainers of `give_class` have left it.
+    fn extended_fits_after(
+        &self,
+        id: NodeId,
+        extended: &'s Extended,
+        give_class: Option<PodClassId>,
+        m: i64,
+    ) -> bool {
         let given = self.extended_of(give_class);
         extended.iter().all(|(name, amount)| {
             let back = given
@@ -268,7 +308,8 @@ impl<'s> NodeIndex<'s> {
 
     /// The free room of all schedulable nodes together, counting no node below zero.
     pub fn total_free(&self) -> Resources {
-        self.free.iter().flatten().fold(Resources::ZERO, |acc, f| {
+        let free = self.rooms.iter().filter(|r| r.schedulable).map(|r| &r.free);
+        free.fold(Resources::ZERO, |acc, f| {
             acc + Resources::new(f.cpu_milli.max(0), f.memory.max(0), f.gpu.max(0))
         })
     }
@@ -323,14 +364,11 @@ impl<'s> NodeIndex<'s> {
         let rank = self.rank(id);
         let floor = self.floor;
         let member = self.member.get(id as usize).copied().unwrap_or(0);
-        if let (Some(Some(free)), Some(slots)) = (
-            self.free.get_mut(id as usize),
-            self.slots.get_mut(id as usize),
-        ) {
-            let old = searchable(floor, *free, *slots).then(|| entry(*free, rank));
-            *free += need.times(n);
-            *slots = slots.saturating_add(n);
-            let new = searchable(floor, *free, *slots).then(|| entry(*free, rank));
+        if let Some(room) = self.rooms.get_mut(id as usize).filter(|r| r.schedulable) {
+            let old = searchable(floor, room.free, room.slots).then(|| entry(room.free, rank));
+            room.free += need.times(n);
+            room.add_slots(n);
+            let new = searchable(floor, room.free, room.slots).then(|| entry(room.free, rank));
             let moved = |set: &mut SortedBlocks| {
                 if let Some(old) = old {
                     set.remove(old);
@@ -489,7 +527,13 @@ impl<'s> NodeIndex<'s> {
         let mut fits = BestFits::new(self, need, class, extended);
         while left > 0 {
             let Some(node) = fits.next() else { break };
-            let n = self.count_on(node, need, extended).min(left).max(1);
+            // The scan found the need fits: as many as the room, slots and other resources take.
+            let room = self.rooms.get(node as usize).copied().unwrap_or_default();
+            let mut n = need.fit_count(&room.free).min(i64::from(room.slots));
+            if let Some(extended) = extended {
+                n = n.min(self.extended_count(node, extended));
+            }
+            let n = n.min(left).max(1);
             chunks.push((node, n));
             left -= n;
         }
@@ -504,17 +548,14 @@ impl<'s> NodeIndex<'s> {
         for &(node, n) in &chunks[first..] {
             let rank = self.rank(node);
             members |= self.member.get(node as usize).copied().unwrap_or(0);
-            if let (Some(Some(free)), Some(slots)) = (
-                self.free.get_mut(node as usize),
-                self.slots.get_mut(node as usize),
-            ) {
-                if searchable(floor, *free, *slots) {
-                    batch.out.push(entry(*free, rank));
+            if let Some(room) = self.rooms.get_mut(node as usize).filter(|r| r.schedulable) {
+                if searchable(floor, room.free, room.slots) {
+                    batch.out.push(entry(room.free, rank));
                 }
-                *free -= need.times(n);
-                *slots = slots.saturating_sub(n);
-                if searchable(floor, *free, *slots) {
-                    batch.into.push(entry(*free, rank));
+                room.free -= need.times(n);
+                room.add_slots(-n);
+                if searchable(floor, room.free, room.slots) {
+                    batch.into.push(entry(room.free, rank));
                 }
             }
             if let Some(extended) = extended {
@@ -719,7 +760,8 @@ impl NeedBounds {
 
 /// Whether a node with `free` room and `slots` free pod slots is in the search sets: it has a
 /// pod slot and at least `floor` free.
-fn searchable(floor: Resources, free: Resources, slots: i64) -> bool {
+fn searchable(floor: Resources, free: Resources, slots: impl Into<i64>) -> bool {
+    let slots: i64 = slots.into();
     slots > 0 && floor.fits_in(&free)
 }
 

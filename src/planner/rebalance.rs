@@ -121,13 +121,23 @@ fn take_one(
                 return false;
             }
             *budget -= 1;
-            if !index.allowed(class, node) || index.free(node).is_none() {
+            if !index.allowed(class, node) {
                 continue;
+            }
+            let Some(mut room) = index.free(node) else {
+                continue;
+            };
+            let may_take =
+                |k: i32| k < have as i32 && jobs[d].share_at(jobs[d].planned - k - 1) > floor;
+            // The room first (cheap), then the pod slots and other resources too.
+            let mut k = 0;
+            while !want.fits_in(&room) && may_take(k) {
+                k += 1;
+                room += give;
             }
             let fits =
                 |k: i32| index.fits_after(node, (want, class), (give, give_class), i64::from(k));
-            let mut k = 0;
-            while !fits(k) && k < have as i32 && jobs[d].share_at(jobs[d].planned - k - 1) > floor {
+            while want.fits_in(&room) && !fits(k) && may_take(k) {
                 k += 1;
             }
             if !fits(k) {

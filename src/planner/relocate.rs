@@ -142,14 +142,22 @@ fn relocate_for(
             if !repairs.spend(1) {
                 return false;
             }
-            if !index.allowed(class, node) || index.free(node).is_none() {
+            if !index.allowed(class, node) {
                 continue;
+            }
+            let Some(mut room) = index.free(node) else {
+                continue;
+            };
+            // The room first (cheap), then the pod slots and other resources too.
+            let mut moving = 0;
+            while !want.fits_in(&room) && moving < count {
+                moving += 1;
+                room += shape;
             }
             let fits = |moving: u32| {
                 index.fits_after(node, (want, class), (shape, shape_class), i64::from(moving))
             };
-            let mut moving = 0;
-            while !fits(moving) && moving < count {
+            while want.fits_in(&room) && !fits(moving) && moving < count {
                 moving += 1;
             }
             // A move attempt costs index updates and a search: it counts for more.
