@@ -135,6 +135,54 @@ fn trainers_of<'a>(all: &'a [Value], job: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// Waits until pod `name` of [`NS`] runs; its node.
+async fn until_running(emulator: &Emulator, replica: &mut Replica, name: &str) -> String {
+    poll(
+        WITHIN,
+        EVERY,
+        &format!("{name} Running"),
+        alive(replica),
+        || async {
+            let all = pods(emulator).await;
+            match all.iter().find(|p| name_of(p) == name) {
+                Some(p) if running(p) => Ok(node_of(p).unwrap_or("").to_string()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+}
+
+/// Creates `grower` (1-CPU trainers, 1..8) and waits until its 8 trainers run: the 2 × 4-CPU
+/// cluster full.
+async fn grow_to_the_whole_cluster(emulator: &Emulator, replica: &mut Replica) {
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("grower", "1", 1, 8, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "grower at 8 Running",
+        alive(replica),
+        || async { running_trainers(emulator, "grower", 8).await },
+    )
+    .await;
+}
+
+/// `Ok` when `want` trainers of `job` run, else how many do.
+async fn running_trainers(emulator: &Emulator, job: &str, want: usize) -> Result<(), String> {
+    let all = pods(emulator).await;
+    let up = trainers_of(&all, job)
+        .into_iter()
+        .filter(|p| running(p))
+        .count();
+    (up == want).then_some(()).ok_or(format!("{up} Running"))
+}
+
 /// A terminating pod still holds its host port: a trainer wanting the same port waits, pending
 /// with the reason, and is bound once the old pod is gone; the kubelet rejects nothing.
 #[tokio::test(flavor = "multi_thread")]
@@ -160,20 +208,7 @@ async fn a_terminating_pods_host_port_is_not_given_to_a_trainer() {
     });
     e2e::create(&client, "pods", &donor).await;
     let pods_api = e2e::api_in(&client, "v1", "Pod", "pods", Some(NS));
-    poll(
-        WITHIN,
-        EVERY,
-        "the donor Running",
-        alive(&mut replica),
-        || async {
-            let all = pods(&emulator).await;
-            match all.iter().find(|p| name_of(p) == "donor") {
-                Some(p) if running(p) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    until_running(&emulator, &mut replica, "donor").await;
     pods_api
         .delete("donor", &Default::default())
         .await
@@ -257,27 +292,7 @@ async fn a_jobs_master_and_pservers_are_admitted_with_its_gang_on_a_full_cluster
     let dir = e2e::Workdir::new("admission-pservers");
     let (emulator, mut replica) = start(dir.path(), &[node("n1", 4), node("n2", 4)]);
     let client = emulator.admin().await;
-    e2e::create(
-        &client,
-        "trainingjobs",
-        &training_job("grower", "1", 1, 8, json!({})),
-    )
-    .await;
-    poll(
-        WITHIN,
-        EVERY,
-        "grower at 8 Running",
-        alive(&mut replica),
-        || async {
-            let all = pods(&emulator).await;
-            let up = trainers_of(&all, "grower")
-                .into_iter()
-                .filter(|p| running(p))
-                .count();
-            (up == 8).then_some(()).ok_or(format!("{up} Running"))
-        },
-    )
-    .await;
+    grow_to_the_whole_cluster(&emulator, &mut replica).await;
     let one_cpu = json!({"requests": {"cpu": "1", "memory": "1Gi"},
                          "limits": {"cpu": "1", "memory": "1Gi"}});
     let ps = training_job(
@@ -390,35 +405,12 @@ async fn a_suspended_trainer_job_holds_no_room() {
     )
     .await
     .unwrap_or_else(|e| panic!("suspending waiting-trainer: {e}"));
-    e2e::create(
-        &client,
-        "trainingjobs",
-        &training_job("grower", "1", 1, 8, json!({})),
-    )
-    .await;
-    poll(
-        WITHIN,
-        EVERY,
-        "grower at 8 Running",
-        alive(&mut replica),
-        || async {
-            let all = pods(&emulator).await;
-            let up = trainers_of(&all, "grower")
-                .into_iter()
-                .filter(|p| running(p))
-                .count();
-            (up == 8).then_some(()).ok_or(format!("{up} Running"))
-        },
-    )
-    .await;
+    grow_to_the_whole_cluster(&emulator, &mut replica).await;
     // Several passes later: grower keeps all 8, the suspended Job is untouched.
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let all = pods(&emulator).await;
-    let up = trainers_of(&all, "grower")
-        .into_iter()
-        .filter(|p| running(p))
-        .count();
-    assert_eq!(up, 8, "grower shrank for a suspended gang");
+    if let Err(up) = running_trainers(&emulator, "grower", 8).await {
+        panic!("grower shrank for a suspended gang: {up}");
+    }
     let waiting = jobs
         .get("waiting-trainer")
         .await
@@ -489,20 +481,7 @@ async fn a_gated_pod_waits_with_its_reason_and_is_bound_once_ungated() {
         )
         .await
         .unwrap_or_else(|e| panic!("removing the gates: {e}"));
-    poll(
-        WITHIN,
-        EVERY,
-        "the ungated pod Running",
-        alive(&mut replica),
-        || async {
-            let all = pods(&emulator).await;
-            match all.iter().find(|p| name_of(p) == "gated") {
-                Some(p) if running(p) => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    until_running(&emulator, &mut replica, "gated").await;
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
     emulator.stop();
 }
@@ -531,20 +510,7 @@ async fn a_pod_with_a_sidecar_is_bound_where_both_fit() {
         },
     });
     e2e::create(&client, "pods", &pod).await;
-    let node = poll(
-        WITHIN,
-        EVERY,
-        "the pod Running",
-        alive(&mut replica),
-        || async {
-            let all = pods(&emulator).await;
-            match all.iter().find(|p| name_of(p) == "with-sidecar") {
-                Some(p) if running(p) => Ok(node_of(p).unwrap_or("").to_string()),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await;
+    let node = until_running(&emulator, &mut replica, "with-sidecar").await;
     assert_eq!(node, "n2", "4 CPUs with the sidecar: only n2 holds them");
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
     emulator.stop();

@@ -154,6 +154,13 @@ fn assert_binds(state: &ClusterState, plan: &ScalePlan) {
         for p in &job.placements {
             take(p.node, job.trainer, other.clone(), i64::from(p.trainers));
         }
+        // Trainers the plan removes from a node give their room back (the Job controller
+        // deletes them; the bind waits for them to go).
+        for r in &job.removals {
+            if let Some(node) = r.node {
+                take(node, job.trainer, other.clone(), -i64::from(r.trainers));
+            }
+        }
     }
     for placed in &plan.support {
         let pod = state
@@ -415,6 +422,54 @@ fn pending_masters_and_pservers_get_room_before_growth() {
         .map(|key| plan.job(key).map_or(0, |j| j.target))
         .sum();
     assert_eq!(grown, 2 + 1 + 2);
+}
+
+#[test]
+fn a_full_cluster_gives_room_back_for_a_new_jobs_master_and_pservers() {
+    // a and b, 4 cores each, all taken by old's 8 trainers (min 1). New's master and two
+    // pservers are pending: old shrinks so they get room, as a starving gang's trainers would.
+    let mut state = ClusterState::new();
+    for name in ["a", "b"] {
+        state
+            .apply_node(&node(name, "4", &[], false))
+            .expect("node");
+    }
+    let old = job(&mut state, "old", (1, 8), 8);
+    for index in 0..8 {
+        let on = if index < 4 { "a" } else { "b" };
+        state
+            .apply_pod(&trainer("old", index, Some(on), &[]))
+            .expect("trainer");
+    }
+    let new = job(&mut state, "new", (1, 2), 1);
+    state
+        .apply_pod(&trainer("new", 0, None, &[]))
+        .expect("trainer");
+    for (name, role) in [
+        ("new-master", "paddle-job-master"),
+        ("new-pserver-a", "paddle-job-pserver"),
+        ("new-pserver-b", "paddle-job-pserver"),
+    ] {
+        let spec = PodSpec {
+            labels: json!({ role: "new" }),
+            created: "2026-01-01T00:00:00Z",
+            ..PodSpec::default()
+        };
+        state.apply_pod(&pod(name, spec)).expect("support pod");
+    }
+    let plan = plan(&state, &config(Policy::Fulfillment));
+    assert_binds(&state, &plan);
+    assert!(
+        plan.support.iter().all(|s| s.node.is_some()),
+        "{:?}",
+        plan.support
+    );
+    let old_plan = plan.job(&old).expect("old planned");
+    let new_plan = plan.job(&new).expect("new planned");
+    // 8 cores: 3 for the master and pservers, 5 for trainers (new's gang first; then fair
+    // shares: new at 2 of 1..2 and old at 3 of 1..8 leave the least served best off).
+    assert_eq!((old_plan.target, new_plan.target), (3, 2), "{plan:?}");
+    assert_eq!(old_plan.reason, Reason::Reclaimed);
 }
 
 #[test]

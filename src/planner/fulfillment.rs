@@ -55,7 +55,8 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(state, &mut jobs, &mut index);
     // Pending masters and pservers get room before any trainer is placed.
-    let support = support::place(&support_pods, &mut index);
+    let mut support = support::place(&support_pods, &mut index);
+    support::reclaim(&mut support, &support_pods, &mut jobs, &mut index, &cooling);
     place_cooling_pending(&mut jobs, &mut index, &cooling);
     let mut repairs = Repairs::budget(PASS_REPAIR_BUDGET);
     let mut moves_budget = PASS_MOVE_CHECKS;

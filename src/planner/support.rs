@@ -3,6 +3,10 @@
 
 use std::cmp::Reverse;
 
+use ordered_float::OrderedFloat;
+
+use super::Reason;
+use super::candidates::Candidate;
 use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId, PodInfo};
@@ -49,4 +53,67 @@ pub fn place<'s>(pods: &[PendingPod<'s>], index: &mut NodeIndex<'s>) -> Vec<Supp
             }
         })
         .collect()
+}
+
+/// Frees room for the pods [`place`] found none for, in order: trainers of donor jobs (elastic,
+/// above their min, not cooling, not the pod's own job, of no higher priority than it) shrink one
+/// at a time, most fulfilled first, until the pod fits a node; when it never does, every shrink
+/// for it is undone. A job's master and pservers are part of its admission: without them its
+/// trainers run for nothing.
+pub fn reclaim<'s>(
+    placements: &mut [SupportPlacement],
+    pods: &[PendingPod<'s>],
+    jobs: &mut [Candidate<'s>],
+    index: &mut NodeIndex<'s>,
+    cooling: &[bool],
+) {
+    for (placement, &(_, pod)) in placements.iter_mut().zip(pods) {
+        if placement.node.is_some() {
+            continue;
+        }
+        let owner = pod.owner.as_ref().map(|(job, _)| job);
+        let priority = owner
+            .and_then(|key| jobs.iter().find(|j| j.key == key))
+            .map_or(pod.priority, |j| j.priority);
+        let extended = Some(&pod.extended).filter(|e| !e.is_empty());
+        let mut shrunk = Vec::new();
+        let node = loop {
+            if let Some(node) = index.best_fit_pod(pod.requests, extended) {
+                break Some(node);
+            }
+            let donor = (0..jobs.len())
+                .filter(|&d| {
+                    let j = &jobs[d];
+                    Some(j.key) != owner
+                        && !cooling[d]
+                        && j.elastic()
+                        && j.priority <= priority
+                        && j.planned > j.min
+                })
+                .max_by(|&a, &b| {
+                    let (ja, jb) = (&jobs[a], &jobs[b]);
+                    OrderedFloat(ja.share_at(ja.planned))
+                        .cmp(&OrderedFloat(jb.share_at(jb.planned)))
+                        .then_with(|| jb.order_key().cmp(&ja.order_key()))
+                });
+            match donor.and_then(|d| jobs[d].shrink(index).map(|s| (d, s))) {
+                Some(step) => shrunk.push(step),
+                None => break None,
+            }
+        };
+        match node {
+            Some(node) => {
+                index.take_pod(node, pod.requests, extended);
+                placement.node = Some(node);
+                for (d, _) in &shrunk {
+                    jobs[*d].reason = Some(Reason::Reclaimed);
+                }
+            }
+            None => {
+                for (d, step) in shrunk.into_iter().rev() {
+                    jobs[d].unshrink(index, step);
+                }
+            }
+        }
+    }
 }
