@@ -887,6 +887,10 @@ impl ClusterState {
             return;
         }
         self.job_slot_mut(key).trainer_job_suspended = suspended;
+        // A suspended job holds no room: what was reserved for its positions goes back.
+        if suspended {
+            self.unreserve_from(key, 0);
+        }
         self.drop_job_if_empty(key);
     }
 
@@ -1285,8 +1289,11 @@ mod tests {
         let key = JobKey::new("ns", "j");
         let trainer = Resources::new(1000, 1, 0);
         state.set_training_job(key.clone(), Some(job_info(2, 4, trainer, 0)));
-        // Kueue holds it suspended: no room, no resize, and a reason.
+        state.apply_batch_job(&trainer_job(2, Some(false), false));
+        state.reserve(&key, 0, "a", trainer, i64::MAX, false);
+        // Kueue holds it suspended: no room (the reservation goes back), no resize, a reason.
         state.apply_batch_job(&trainer_job(2, Some(true), false));
+        assert_eq!(state.reservations().count(), 0);
         assert_eq!(
             state.jobs().count(),
             0,
