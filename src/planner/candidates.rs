@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use foldhash::fast::RandomState;
 use litemap::LiteMap;
+use ordered_float::OrderedFloat;
 
 use super::nodes::NodeIndex;
 use super::{JobPlan, NodeCount, Reason, Removal};
@@ -202,6 +203,14 @@ impl<'a> Candidate<'a> {
     /// The tie-break order: higher priority, then older, then namespace/name.
     pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
         (Reverse(self.priority), self.created, self.rank)
+    }
+
+    /// Which of two jobs gives up a trainer first, as the greater: the more fulfilled at its
+    /// planned size, then the later in [`Candidate::order_key`]'s order.
+    pub fn gives_before(&self, other: &Candidate) -> std::cmp::Ordering {
+        OrderedFloat(self.share_at(self.planned))
+            .cmp(&OrderedFloat(other.share_at(other.planned)))
+            .then_with(|| other.order_key().cmp(&self.order_key()))
     }
 
     /// Records one trainer placed on `node`.

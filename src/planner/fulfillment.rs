@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
-use ordered_float::OrderedFloat;
 
 use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates, cap_fair_maxes, cap_useful_maxes};
@@ -212,11 +211,7 @@ fn relieve_overload(state: &ClusterState, jobs: &mut [Candidate], index: &mut No
                 .iter()
                 .enumerate()
                 .filter(|(_, j)| j.on_node.contains_key(&node) && j.planned > j.min)
-                .max_by(|(_, a), (_, b)| {
-                    OrderedFloat(a.share_at(a.planned))
-                        .cmp(&OrderedFloat(b.share_at(b.planned)))
-                        .then_with(|| b.order_key().cmp(&a.order_key()))
-                })
+                .max_by(|(_, a), (_, b)| a.gives_before(b))
                 .map(|(i, _)| i);
             let Some(v) = victim else { break };
             let j = &mut jobs[v];

@@ -3,8 +3,6 @@
 
 use std::cmp::Reverse;
 
-use ordered_float::OrderedFloat;
-
 use super::Reason;
 use super::candidates::{Candidate, Shrunk};
 use super::nodes::NodeIndex;
@@ -92,12 +90,7 @@ fn reclaim_for(
                             .chain(jobs[d].placed.keys())
                             .any(|n| index.allowed(class, *n)))
             })
-            .max_by(|&a, &b| {
-                let (ja, jb) = (&jobs[a], &jobs[b]);
-                OrderedFloat(ja.share_at(ja.planned))
-                    .cmp(&OrderedFloat(jb.share_at(jb.planned)))
-                    .then_with(|| jb.order_key().cmp(&ja.order_key()))
-            })
+            .max_by(|&a, &b| jobs[a].gives_before(&jobs[b]))
             .and_then(|d| {
                 // A trainer handed out earlier in this pass goes first, from the node where it
                 // helps most: it is not running yet. Else the donor shrinks from its top.

@@ -3,8 +3,6 @@
 
 use std::cmp::Reverse;
 
-use ordered_float::OrderedFloat;
-
 use super::Reason;
 use super::candidates::Candidate;
 use super::nodes::NodeIndex;
@@ -90,12 +88,7 @@ pub fn reclaim<'s>(
                         && j.priority <= priority
                         && j.planned > j.min
                 })
-                .max_by(|&a, &b| {
-                    let (ja, jb) = (&jobs[a], &jobs[b]);
-                    OrderedFloat(ja.share_at(ja.planned))
-                        .cmp(&OrderedFloat(jb.share_at(jb.planned)))
-                        .then_with(|| jb.order_key().cmp(&ja.order_key()))
-                });
+                .max_by(|&a, &b| jobs[a].gives_before(&jobs[b]));
             match donor.and_then(|d| jobs[d].shrink(index).map(|s| (d, s))) {
                 Some(step) => shrunk.push(step),
                 None => break None,
