@@ -253,6 +253,7 @@ import collections
 import copy
 import datetime
 import decimal
+import hashlib
 import itertools
 import json
 import os
@@ -1391,6 +1392,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(WATCH_VERSIONS)
         if path == BINDINGS_PATH:
             return aiohttp.web.json_response(BINDINGS)
+        if path == KUEUE_PATH:
+            return kueue_answer(self)
         if path == SERVE_PYTORCH_PATH:
             for key, info in PYTORCH_RESOURCES.items():
                 self.resources[key] = info
@@ -1472,6 +1475,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
         if not meta.get("name"):
             return status_response(422, "Invalid", "metadata.name: Required value: name or "
                                    "generateName is required")
+        refused = kueue_admission(request.resource.plural, request.resource.group, body)
+        if refused is not None:
+            return refused
         key = f"{request.resource.group}/{request.resource.version}/{request.resource.plural}" \
             if request.resource.group else f"{request.resource.version}/{request.resource.plural}"
         if live(self, key, meta.get("namespace"), meta["name"]) is not None:
@@ -1563,6 +1569,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
                         meta.pop(key, None)
                 meta["generation"] = old_meta.get("generation", 1) + (
                     new.get("spec") != current.get("spec"))
+                refused = kueue_admission(attrs.resource, attrs.group, new, current)
+                if refused is not None:
+                    return refused
             if without_version(new) == without_version(current):
                 return aiohttp.web.json_response(current)
             stamp(new)
@@ -1865,6 +1874,18 @@ def scheduled_condition():
             "lastTransitionTime": now()}
 
 
+def scheduling_gated(pod):
+    """Whether a pod has scheduling gates (`spec.schedulingGates` not empty)."""
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+def gated_condition():
+    """kube-scheduler's condition on a pod it may not schedule yet."""
+    return {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+            "lastProbeTime": None, "lastTransitionTime": now()}
+
+
 def unschedulable_condition(message):
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": message, "lastProbeTime": None, "lastTransitionTime": now()}
@@ -1898,10 +1919,11 @@ class Controllers:
     """The ReplicaSet and Job controllers, the scheduler and the kubelet, as little as the tests
     need."""
 
-    def __init__(self, emulator, url, period):
+    def __init__(self, emulator, url, period, kueue=None):
         self.emulator = emulator
         self.url = url
         self.period = period
+        self.kueue = kueue  # a KueueController (`--kueue`), or None
         self.scheduler = None  # Placement: kube-scheduler's view, this round
         self.kubelet = None  # Placement: what the kubelets admitted, this round
 
@@ -1946,7 +1968,9 @@ class Controllers:
             if name in names:
                 continue
             pod = pod_from(owner, name, index)
-            if played(pod):
+            if played(pod) and scheduling_gated(pod):
+                pod["status"]["conditions"] = [gated_condition()]
+            elif played(pod):
                 node, why = self.scheduler.place(pod)
                 if node is None:
                     pod["status"]["conditions"] = [unschedulable_condition(why)]
@@ -1967,9 +1991,18 @@ class Controllers:
                           if c.get("type") != "PodScheduled"]
             node = bound_node(pod)
             if node is None and played(pod) and not terminal(pod):
+                if scheduling_gated(pod):  # kube-scheduler leaves it until its gates go
+                    unready += 1
+                    continue
                 # kube-scheduler retries an unschedulable pod.
-                node, _why = self.scheduler.place(pod)
+                node, why = self.scheduler.place(pod)
                 if node is None:
+                    if any(c.get("reason") == "SchedulingGated" for c in
+                           (pod.get("status") or {}).get("conditions") or []):
+                        await self.call(session, "PATCH",
+                                        f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                        {"status": {"conditions": conditions +
+                                                    [unschedulable_condition(why)]}})
                     unready += 1
                     continue
                 binding = {"apiVersion": "v1", "kind": "Binding",
@@ -2057,6 +2090,8 @@ class Controllers:
             live_jobs.add(job["metadata"]["uid"])
         for uid in set(FAILURES.seen) - live_jobs:
             del FAILURES.seen[uid]
+        if self.kueue is not None:
+            await self.kueue.reconcile(self, session)
 
     async def sync_job(self, session, job, mine, names):
         name, ns, uid = job["metadata"]["name"], job["metadata"]["namespace"], job["metadata"]["uid"]
@@ -2135,6 +2170,1189 @@ class Controllers:
         if {k: current.get(k) for k in status} != status:
             await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
                             {"status": status})
+
+
+# ---------------------------------------------------------------------------------------------
+# Kueue (`--kueue`): its API, its webhooks on Jobs, its Job integration (workload slices), its
+# scheduler (quota, cohorts, borrowing) and its elastic-job ungater. Module docstring: "Kueue".
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_RESOURCES = {
+    f"{KUEUE_API}/resourceflavors": dict(
+        namespaced=False, kind="ResourceFlavor", singular="resourceflavor",
+        shortnames={"flavor", "flavors", "rf"}),
+    f"{KUEUE_API}/clusterqueues": dict(
+        namespaced=False, kind="ClusterQueue", subresources={"status"}, singular="clusterqueue",
+        shortnames={"cq"}),
+    f"{KUEUE_API}/localqueues": dict(
+        namespaced=True, kind="LocalQueue", subresources={"status"}, singular="localqueue",
+        shortnames={"queue", "queues", "lq"}),
+    f"{KUEUE_API}/workloads": dict(
+        namespaced=True, kind="Workload", subresources={"status"}, singular="workload",
+        shortnames={"wl"}),
+}
+for _info in KUEUE_RESOURCES.values():
+    _info["verbs"] = {"create", "delete", "deletecollection", "get", "list", "patch", "update",
+                      "watch"}
+
+KUEUE_PATH = "/_harness/kueue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_ELASTIC = "kueue.x-k8s.io/elastic-job"  # the Job annotation, and the pods' scheduling gate
+KUEUE_SLICE_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+KUEUE_SLICE_NAME = "kueue.x-k8s.io/workload-slice-name"
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+KUEUE_PODSET = "main"
+KUEUE_SEQ = {}  # Workload uid -> its place in the queues (creation order, as first seen)
+_kueue_seq = itertools.count()
+
+
+def kueue_served():
+    """Whether the Kueue API is served (`--kueue`): its webhooks then apply too."""
+    return (KUEUE_GROUP, KUEUE_VERSION, "workloads") in SERVED
+
+
+def serve_kueue(emulator):
+    for key, info in KUEUE_RESOURCES.items():
+        emulator.resources[key] = info
+        SERVED[resource_key(key)] = info
+
+
+def kueue_amount(resource, value):
+    """An amount as a Kubernetes quantity string: whole amounts plain (bytes of memory-like
+    resources with the largest binary suffix dividing them), others in millis (or nanos)."""
+    value = decimal.Decimal(value)
+    if value == value.to_integral_value():
+        n = int(value)
+        if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+                if n > 0 and n % _SUFFIXES[suffix] == 0:
+                    return f"{n // _SUFFIXES[suffix]}{suffix}"
+        return str(n)
+    millis = value * 1000
+    if millis == millis.to_integral_value():
+        return f"{int(millis)}m"
+    return f"{int((value * 10 ** 9).to_integral_value(rounding=decimal.ROUND_CEILING))}n"
+
+
+def _meta(obj):
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _spec(obj):
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def obj_key(obj):
+    meta = _meta(obj)
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def kueue_queue_name(obj):
+    """The LocalQueue a Job names (label `kueue.x-k8s.io/queue-name`), or None."""
+    return (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL) or None
+
+
+def kueue_elastic(obj):
+    """Whether an object is an elastic job (annotation `kueue.x-k8s.io/elastic-job: "true"`)."""
+    return (_meta(obj).get("annotations") or {}).get(KUEUE_ELASTIC) == "true"
+
+
+def job_suspended(job):
+    return bool(_spec(job).get("suspend"))
+
+
+def job_parallelism(job):
+    value = _spec(job).get("parallelism", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"job {obj_key(job)}: spec.parallelism: not a count: {value!r}")
+    return value
+
+
+def job_pod_count(job):
+    """The pods a Job runs at once, as Kueue counts its pod set: min(parallelism, completions)."""
+    count = job_parallelism(job)
+    completions = _spec(job).get("completions")
+    if completions is None:
+        return count
+    if not isinstance(completions, int) or isinstance(completions, bool) or completions < 0:
+        raise ValueError(f"job {obj_key(job)}: spec.completions: not a count: {completions!r}")
+    return min(count, completions)
+
+
+def kueue_gated(pod):
+    return any(isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC
+               for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+# The webhooks Kueue installs for Jobs (pkg/controller/jobs/job/job_webhook.go).
+
+def kueue_default_job(job):
+    """Kueue's mutating webhook on a Job create (`mjob.kb.io`): a Job naming a LocalQueue is
+    created suspended, and an elastic one gets the `kueue.x-k8s.io/elastic-job` scheduling gate
+    in its pod template (so every pod starts gated until the ungater lets it go)."""
+    if not kueue_queue_name(job) or not isinstance(job.get("spec"), dict):
+        return
+    spec = job["spec"]
+    spec["suspend"] = True
+    if not kueue_elastic(job):
+        return
+    template = spec.setdefault("template", {})
+    pod_spec = template.setdefault("spec", {}) if isinstance(template, dict) else None
+    if not isinstance(pod_spec, dict):
+        return
+    gates = pod_spec.get("schedulingGates")
+    gates = gates if isinstance(gates, list) else []
+    if not any(isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC for g in gates):
+        gates.append({"name": KUEUE_ELASTIC})
+    pod_spec["schedulingGates"] = gates
+
+
+def kueue_job_errors(old, new):
+    """What Kueue's validating webhook on Jobs (`vjob.kb.io`) refuses of a create (`old` None)
+    or an update: the field errors, as `field.Error` prints them."""
+    errors = []
+    annotations = _meta(new).get("annotations") or {}
+    if KUEUE_MIN_PARALLELISM in annotations and kueue_elastic(new):
+        errors.append(f'metadata.annotations[{KUEUE_MIN_PARALLELISM}]: Invalid value: '
+                      f'"{annotations[KUEUE_MIN_PARALLELISM]}": partial admission and elastic job '
+                      "cannot be used together")
+    if old is None:
+        return errors
+    if kueue_elastic(old) != kueue_elastic(new):
+        errors.append(f"metadata.annotations[{KUEUE_ELASTIC}]: Invalid value: "
+                      f"{str(kueue_elastic(new)).lower()}: field is immutable")
+    if not job_suspended(new) and kueue_queue_name(old) != kueue_queue_name(new):
+        errors.append(f'metadata.labels[{KUEUE_QUEUE_LABEL}]: Invalid value: '
+                      f'"{kueue_queue_name(new) or ""}": field is immutable')
+    if KUEUE_MIN_PARALLELISM in (_meta(old).get("annotations") or {}) and not job_suspended(old) \
+            and _spec(old).get("parallelism", 1) != _spec(new).get("parallelism", 1):
+        errors.append("spec.parallelism: Forbidden: cannot change when partial admission is "
+                      "enabled and the job is not suspended")
+    return errors
+
+
+def webhook_denied(webhook, errors):
+    """The API server's answer when a validating webhook denies a request: 403 Forbidden with
+    the webhook's message (controller-runtime denies a field-error list as Forbidden)."""
+    reason = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    return status_response(403, "Forbidden",
+                           f'admission webhook "{webhook}" denied the request: {reason}')
+
+
+# The Kueue objects' schema (and Kueue's own webhooks), checked on create and update.
+
+CQ_SPEC_FIELDS = {"resourceGroups", "cohortName", "queueingStrategy", "namespaceSelector",
+                  "flavorFungibility", "preemption", "admissionChecksStrategy", "stopPolicy",
+                  "fairSharing", "admissionScope", "concurrentAdmissionPolicy"}
+
+
+def _quantity_error(value, field):
+    """A field error for a quantity that does not parse or is negative, else None."""
+    try:
+        if quantity(value, field) < 0:
+            return f"{field}: Invalid value: {json.dumps(value)}: must be greater than or equal to 0"
+    except ValueError:
+        return f"{field}: Invalid value: {json.dumps(value)}: must be a quantity"
+    return None
+
+
+def kueue_unknown_field(kind, obj):
+    """The first unknown top-level `spec` field of a ClusterQueue (`spec.cohort`, v1beta1's
+    name for `cohortName`, above all), or None."""
+    if kind != "ClusterQueue":
+        return None
+    for key in _spec(obj):
+        if key not in CQ_SPEC_FIELDS:
+            return f"spec.{key}"
+    return None
+
+
+def kueue_object_errors(kind, obj, old=None):
+    """The field errors the API server (the CRD's schema, Kueue's webhooks) finds in a Kueue
+    object written by a client: a ClusterQueue's resource groups and quotas, a LocalQueue's
+    `clusterQueue` (immutable), a Workload's pod sets."""
+    errors = []
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return ["spec: Invalid value: must be an object"]
+    spec = spec or {}
+    if kind == "ClusterQueue":
+        cohort = spec.get("cohortName")
+        if cohort is not None and not isinstance(cohort, str):
+            errors.append(f"spec.cohortName: Invalid value: {json.dumps(cohort)}: must be a string")
+        strategy = spec.get("queueingStrategy")
+        if strategy is not None and strategy not in ("StrictFIFO", "BestEffortFIFO"):
+            errors.append(f'spec.queueingStrategy: Unsupported value: {json.dumps(strategy)}: '
+                          'supported values: "BestEffortFIFO", "StrictFIFO"')
+        selector = spec.get("namespaceSelector")
+        if selector is not None and not isinstance(selector, dict):
+            errors.append("spec.namespaceSelector: Invalid value: must be a label selector")
+        groups = spec.get("resourceGroups") or []
+        if not isinstance(groups, list):
+            return errors + ["spec.resourceGroups: Invalid value: must be a list"]
+        seen = set()
+        for g, group in enumerate(groups):
+            at = f"spec.resourceGroups[{g}]"
+            if not isinstance(group, dict):
+                errors.append(f"{at}: Invalid value: must be an object")
+                continue
+            covered = group.get("coveredResources")
+            if not isinstance(covered, list) or not covered or \
+                    not all(isinstance(r, str) and r for r in covered):
+                errors.append(f"{at}.coveredResources: Required value: a non-empty list of "
+                              "resource names")
+                continue
+            for r in covered:
+                if r in seen:
+                    errors.append(f'{at}.coveredResources: Duplicate value: "{r}"')
+                seen.add(r)
+            flavors = group.get("flavors")
+            if not isinstance(flavors, list) or not flavors:
+                errors.append(f"{at}.flavors: Required value: a non-empty list")
+                continue
+            for f, flavor in enumerate(flavors):
+                fat = f"{at}.flavors[{f}]"
+                if not isinstance(flavor, dict) or not isinstance(flavor.get("name"), str) \
+                        or not flavor["name"]:
+                    errors.append(f"{fat}.name: Required value")
+                    continue
+                resources = flavor.get("resources")
+                if not isinstance(resources, list) or \
+                        [r.get("name") if isinstance(r, dict) else None for r in resources] != covered:
+                    errors.append(f"{fat}.resources: Invalid value: must list the coveredResources "
+                                  f"{covered} in the same order")
+                    continue
+                for r, res in enumerate(resources):
+                    rat = f"{fat}.resources[{r}]"
+                    if "nominalQuota" not in res:
+                        errors.append(f"{rat}.nominalQuota: Required value")
+                    else:
+                        errors.append(_quantity_error(res["nominalQuota"], f"{rat}.nominalQuota"))
+                    for limit in ("borrowingLimit", "lendingLimit"):
+                        if res.get(limit) is None:
+                            continue
+                        errors.append(_quantity_error(res[limit], f"{rat}.{limit}"))
+                        if not cohort:
+                            errors.append(f"{rat}.{limit}: Invalid value: {json.dumps(res[limit])}: "
+                                          "must be nil when cohort is empty")
+    elif kind == "LocalQueue":
+        cq = spec.get("clusterQueue")
+        if not isinstance(cq, str) or not cq:
+            errors.append("spec.clusterQueue: Required value")
+        elif old is not None and _spec(old).get("clusterQueue") != cq:
+            errors.append(f'spec.clusterQueue: Invalid value: "{cq}": field is immutable')
+    elif kind == "Workload":
+        pod_sets = spec.get("podSets")
+        if not isinstance(pod_sets, list) or not pod_sets:
+            errors.append("spec.podSets: Required value: at least one pod set")
+        else:
+            for i, ps in enumerate(pod_sets):
+                at = f"spec.podSets[{i}]"
+                if not isinstance(ps, dict):
+                    errors.append(f"{at}: Invalid value: must be an object")
+                    continue
+                if not isinstance(ps.get("name", KUEUE_PODSET), str):
+                    errors.append(f"{at}.name: Invalid value: must be a string")
+                count = ps.get("count")
+                if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                    errors.append(f"{at}.count: Invalid value: {json.dumps(count)}: must be a "
+                                  "non-negative integer")
+                if not isinstance(ps.get("template"), dict):
+                    errors.append(f"{at}.template: Required value")
+        queue = spec.get("queueName")
+        if queue is not None and not isinstance(queue, str):
+            errors.append(f"spec.queueName: Invalid value: {json.dumps(queue)}: must be a string")
+    elif kind == "ResourceFlavor":
+        labels = spec.get("nodeLabels")
+        if labels is not None and (not isinstance(labels, dict) or
+                                   not all(isinstance(v, str) for v in labels.values())):
+            errors.append("spec.nodeLabels: Invalid value: must map label keys to strings")
+        tolerations = spec.get("tolerations")
+        if tolerations is not None and not isinstance(tolerations, list):
+            errors.append("spec.tolerations: Invalid value: must be a list")
+    return [e for e in errors if e]
+
+
+def kueue_admission(kind_plural, group, obj, old=None):
+    """The API server's admission of a client's create (`old` None) or update of a Job or a
+    Kueue object while Kueue is served: mutates a created Job (Kueue's defaulting webhook) and
+    answers the refusal (a response), or None when the write may proceed."""
+    if not kueue_served():
+        return None
+    if group == "batch" and kind_plural == "jobs":
+        if old is None:
+            kueue_default_job(obj)
+        errors = kueue_job_errors(old, obj)
+        return webhook_denied("vjob.kb.io", errors) if errors else None
+    if group != KUEUE_GROUP:
+        return None
+    info = SERVED.get((KUEUE_GROUP, KUEUE_VERSION, kind_plural)) or {}
+    kind = info.get("kind", kind_plural)
+    unknown = kueue_unknown_field(kind, obj)
+    if unknown is not None:
+        hint = " (v1beta2 names it spec.cohortName)" if unknown == "spec.cohort" else ""
+        return bad_request(f'strict decoding error: unknown field "{unknown}"{hint}')
+    errors = kueue_object_errors(kind, obj, old)
+    if not errors:
+        return None
+    name = _meta(obj).get("name")
+    summary = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    causes = [{"reason": "FieldValueInvalid", "field": e.split(":", 1)[0],
+               "message": e.split(": ", 1)[1] if ": " in e else e} for e in errors]
+    return status_response(422, "Invalid", f'{kind}.{KUEUE_GROUP} "{name}" is invalid: {summary}',
+                           {"name": name, "group": KUEUE_GROUP, "kind": kind, "causes": causes})
+
+
+# Workloads: names, counts, states.
+
+def kueue_workload_name(job, extra=""):
+    """Kueue's Workload name for a Job: `job-<name>-<5 hex of sha1(kind, group, name, uid[,
+    extra])>` (the Job's generation as `extra` for an elastic Job: each slice its own name)."""
+    meta = _meta(job)
+    digest = hashlib.sha1()
+    parts = ["Job", "batch", meta.get("name", ""), meta.get("uid", "")] + ([extra] if extra else [])
+    digest.update("\n".join(parts).encode())
+    prefix = f"job-{meta.get('name', '')}"[:253 - 1 - 5]
+    return f"{prefix}-{digest.hexdigest()[:5]}"
+
+
+def wl_pod_sets(wl):
+    pod_sets = _spec(wl).get("podSets")
+    return [ps for ps in pod_sets if isinstance(ps, dict)] if isinstance(pod_sets, list) else []
+
+
+def wl_count(wl):
+    """The count of the Workload's `main` pod set (or of its first one)."""
+    pod_sets = wl_pod_sets(wl)
+    main = next((ps for ps in pod_sets if ps.get("name") == KUEUE_PODSET), None)
+    main = main or (pod_sets[0] if pod_sets else {})
+    count = main.get("count", 0)
+    return count if isinstance(count, int) else 0
+
+
+def wl_admission(wl):
+    admission = (wl.get("status") or {}).get("admission")
+    return admission if isinstance(admission, dict) else None
+
+
+def wl_reserved(wl):
+    """Whether the Workload holds quota: admitted (the harness plays no admission checks, so a
+    reservation is an admission) and not finished."""
+    return wl_admission(wl) is not None and condition_true(wl, "QuotaReserved") and \
+        not condition_true(wl, "Finished")
+
+
+def wl_admitted_count(wl):
+    admission = wl_admission(wl) or {}
+    for psa in admission.get("podSetAssignments") or []:
+        if isinstance(psa, dict) and isinstance(psa.get("count"), int):
+            return psa["count"]
+    return wl_count(wl) if admission else None
+
+
+def kueue_order(wl):
+    """A Workload's place in its queue, after priority: creation order (as the harness saw it)."""
+    meta = _meta(wl)
+    priority = _spec(wl).get("priority")
+    priority = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+    return (-priority, KUEUE_SEQ.get(meta.get("uid"), float("inf")),
+            meta.get("creationTimestamp") or "", meta.get("name") or "")
+
+
+def kueue_new_workload(job, count, priorities, replaces=None):
+    """The Workload Kueue creates for a Job (one pod set `main` of `count` pods of its template,
+    a controller reference to it): for an elastic Job, a slice, replacing `replaces` if given."""
+    meta = _meta(job)
+    elastic = kueue_elastic(job)
+    name = kueue_workload_name(job, str(meta.get("generation", 1)) if elastic else "")
+    template = copy.deepcopy(_spec(job).get("template") or {})
+    class_name = (template.get("spec") or {}).get("priorityClassName")
+    spec = {"queueName": kueue_queue_name(job),
+            "podSets": [{"name": KUEUE_PODSET, "count": count, "template": template}],
+            "priority": priorities.get(class_name, 0) if class_name else 0, "active": True}
+    if class_name and class_name in priorities:
+        spec["priorityClassRef"] = {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                    "name": class_name}
+    annotations = {}
+    if elastic:
+        annotations[KUEUE_ELASTIC] = "true"
+        if replaces is None:
+            annotations[KUEUE_SLICE_NAME] = name
+        else:
+            annotations[KUEUE_SLICE_FOR] = obj_key(replaces)
+            annotations[KUEUE_SLICE_NAME] = (_meta(replaces).get("annotations") or {}).get(
+                KUEUE_SLICE_NAME) or _meta(replaces).get("name")
+    out_meta = {"name": name, "namespace": meta.get("namespace"),
+                "labels": {KUEUE_JOB_UID: meta.get("uid")},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                     "name": meta.get("name"), "uid": meta.get("uid"),
+                                     "controller": True, "blockOwnerDeletion": True}]}
+    if annotations:
+        out_meta["annotations"] = annotations
+    return {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": out_meta, "spec": spec}
+
+
+def kueue_normalize_slices(wls):
+    """workloadslicing.normalizeActiveSlices over a Job's unfinished Workloads (oldest first):
+    the one to keep in step with the Job (a pending replacement, else the newest admitted, else
+    the newest) and the others to finish, `[(wl, reason, message)]`."""
+    replacements = {}
+    for wl in wls:
+        key = (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR)
+        if key and (key not in replacements or
+                    (not wl_reserved(replacements[key]) and wl_reserved(wl))):
+            replacements[key] = wl
+    latest_reserved = pending = latest = None
+    for wl in wls:
+        latest = wl
+        if not wl_reserved(wl):
+            continue
+        replacement = replacements.get(obj_key(wl))
+        if replacement is not None and wl_reserved(replacement):
+            continue
+        latest_reserved = wl
+    if latest_reserved is not None:
+        replacement = replacements.get(obj_key(latest_reserved))
+        if replacement is not None and not wl_reserved(replacement):
+            pending = replacement
+    selected = pending or latest_reserved or latest
+    finishing = []
+    for wl in wls:
+        if wl is selected or wl is latest_reserved:
+            continue
+        if obj_key(wl) in replacements:
+            finishing.append((wl, "WorkloadSliceReplaced",
+                              "Replaced to accommodate a new workload slice"))
+        else:
+            finishing.append((wl, "OutOfSync", "The workload slice is out of sync with its parent job"))
+    return selected, finishing
+
+
+def kueue_plan_job(job, wls, priorities):
+    """What Kueue's Job reconciler does to a Job's Workloads (`wls`: its unfinished ones, oldest
+    first), as a list of actions: `("create", workload)`, `("count", wl, n)` (the pod count
+    changed in place), `("finish", wl, reason, message)`, `("delete", wl)`, `("stop", wl or None,
+    message)` (suspend the Job). Elastic Jobs follow EnsureWorkloadSlices: a scale-up of an
+    admitted Workload is a new slice, a scale-down (or any change while not admitted) updates it
+    in place; other Jobs keep one Workload matching their count, else are stopped and requeued."""
+    complete, failed = job_complete(job), job_failed(job)
+    if complete or failed:
+        kind = "Complete" if complete else "Failed"
+        message = next((c.get("message") or "" for c in (job.get("status") or {}).get("conditions")
+                        or [] if c.get("type") == kind), "")
+        reason = "Succeeded" if complete else "Failed"
+        return [("finish", wl, reason, message) for wl in wls]
+    count = job_pod_count(job)
+    if kueue_elastic(job):
+        if not wls:
+            return [("create", kueue_new_workload(job, count, priorities))]
+        selected, finishing = (wls[0], []) if len(wls) == 1 else kueue_normalize_slices(wls)
+        actions = [("finish", wl, reason, message) for wl, reason, message in finishing]
+        have = wl_count(selected)
+        if have == count:
+            return actions
+        if not wl_reserved(selected) or count < have:
+            return actions + [("count", selected, count)]
+        return actions + [("create", kueue_new_workload(job, count, priorities, replaces=selected))]
+    match = next((wl for wl in wls if wl_count(wl) == count), None)
+    others = [wl for wl in wls if wl is not match]
+    if match is None and others and job_suspended(job) and not wl_reserved(others[0]):
+        return [("count", others[0], count)] + [("delete", wl) for wl in others[1:]]
+    actions = []
+    if match is None and not job_suspended(job):
+        actions.append(("stop", others[0] if len(others) == 1 else None,
+                        "No matching Workload; restoring pod templates according to existent "
+                        "Workload" if len(others) == 1 else "Missing Workload"))
+    actions += [("delete", wl) for wl in others]
+    if match is None and not others:
+        actions.append(("create", kueue_new_workload(job, count, priorities)))
+    return actions
+
+
+def kueue_active_slice(wls):
+    """The newest admitted Workload of a Job (FindLatestActiveWorkload), or None."""
+    return next((wl for wl in reversed(wls) if wl_reserved(wl)), None)
+
+
+def kueue_plan_run(job, wls):
+    """Whether Kueue starts or stops a Job after scheduling: `("start", wl)` when it is
+    suspended and a Workload of it is admitted, `("stop", wl, message)` when a non-elastic Job
+    runs without an admitted Workload, else None (elastic Jobs wait on their pods' gates)."""
+    if job_complete(job) or job_failed(job):
+        return None
+    active = kueue_active_slice(wls)
+    if job_suspended(job):
+        return ("start", active) if active is not None else None
+    if active is None and not kueue_elastic(job):
+        return ("stop", wls[-1] if wls else None, "Not admitted by cluster queue")
+    return None
+
+
+def kueue_ungate(active, pods):
+    """The names of the gated pods the elastic-job ungater lets go: as many as the admitted
+    count leaves room for beyond the pods already ungated (terminated pods aside), lowest names
+    first."""
+    granted = wl_admitted_count(active) or 0
+    live = [p for p in pods if not terminal(p)]
+    gated = sorted(p["metadata"]["name"] for p in live if kueue_gated(p))
+    room = granted - (len(live) - len(gated))
+    return gated[:max(room, 0)]
+
+
+# Quota and the scheduler.
+
+def selector_matches(selector, labels):
+    """A LabelSelector (`matchLabels`, `matchExpressions`) against labels; None matches nothing."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(expression_matches(e, labels) for e in selector.get("matchExpressions") or [])
+
+
+class KueueQuota:
+    """The ClusterQueues' quota (nominal, borrowing limits, cohorts) and what the admitted
+    Workloads use of it, per (ClusterQueue, flavor, resource): Kueue's cache snapshot. A
+    ClusterQueue without a cohort has its nominal quota; in a cohort it may use up to
+    `nominalQuota + borrowingLimit` (no limit when unset) of what the cohort's nominal quotas
+    leave unused."""
+
+    def __init__(self):
+        self.nominal = {}  # (cq, flavor, resource) -> Decimal
+        self.borrowing = {}  # (cq, flavor, resource) -> Decimal or None
+        self.groups = {}  # cq -> [(covered resources, flavor names)]
+        self.cohort = {}  # cq -> cohort name or None
+        self.strict = {}  # cq -> StrictFIFO
+        self.usage = collections.defaultdict(decimal.Decimal)
+
+    def add_queue(self, cq):
+        """Adds a ClusterQueue's spec; a ValueError names the field it cannot use."""
+        name = _meta(cq).get("name")
+        spec = _spec(cq)
+        groups = []
+        for g, group in enumerate(spec.get("resourceGroups") or []):
+            covered = list(group.get("coveredResources") or [])
+            flavors = []
+            for f, flavor in enumerate(group.get("flavors") or []):
+                flavors.append(flavor["name"])
+                for r, res in enumerate(flavor.get("resources") or []):
+                    at = (f"clusterqueue {name}: spec.resourceGroups[{g}].flavors[{f}]"
+                          f".resources[{r}]")
+                    key = (name, flavor["name"], res["name"])
+                    self.nominal[key] = quantity(res.get("nominalQuota", 0), f"{at}.nominalQuota")
+                    limit = res.get("borrowingLimit")
+                    self.borrowing[key] = None if limit is None else \
+                        quantity(limit, f"{at}.borrowingLimit")
+            groups.append((covered, flavors))
+        self.groups[name] = groups
+        self.cohort[name] = spec.get("cohortName") or None
+        self.strict[name] = spec.get("queueingStrategy") == "StrictFIFO"
+
+    def members(self, cq):
+        cohort = self.cohort.get(cq)
+        return [q for q, c in self.cohort.items() if c == cohort] if cohort else [cq]
+
+    def covers(self, cq, resource):
+        return any(resource in covered for covered, _ in self.groups.get(cq, []))
+
+    def add(self, cq, usage, sign=1):
+        """Adds (or with `sign` -1 removes) `{(flavor, resource): amount}` to a queue's usage."""
+        for (flavor, resource), amount in usage.items():
+            self.usage[cq, flavor, resource] += sign * amount
+
+    def capacity(self, cq, flavor, resource):
+        """The most the queue could ever use (Kueue's PotentialAvailable)."""
+        nominal = self.nominal.get((cq, flavor, resource), decimal.Decimal(0))
+        if not self.cohort.get(cq):
+            return nominal
+        pool = sum((self.nominal.get((m, flavor, resource), decimal.Decimal(0))
+                    for m in self.members(cq)), decimal.Decimal(0))
+        limit = self.borrowing.get((cq, flavor, resource))
+        return pool if limit is None else min(pool, nominal + limit)
+
+    def available(self, cq, flavor, resource):
+        """What the queue may still use now."""
+        used = self.usage[cq, flavor, resource]
+        nominal = self.nominal.get((cq, flavor, resource), decimal.Decimal(0))
+        if not self.cohort.get(cq):
+            return nominal - used
+        members = self.members(cq)
+        unused = sum((self.nominal.get((m, flavor, resource), decimal.Decimal(0)) -
+                      self.usage[m, flavor, resource] for m in members), decimal.Decimal(0))
+        limit = self.borrowing.get((cq, flavor, resource))
+        return unused if limit is None else min(unused, nominal + limit - used)
+
+    def assign(self, cq, pod_sets, replaced=None):
+        """Kueue's flavor assignment of `pod_sets` (`[(name, count, per-pod requests)]`) in
+        `cq`: for each resource group, the first flavor (the replaced slice's flavor for a
+        replacement) where every requested resource of the group fits. `replaced` is the
+        replaced slice's `(flavors {pod set: {resource: flavor}}, usage {(flavor, resource):
+        amount})`, whose usage makes room for its replacement. Returns `(assignments, usage)`
+        (podSetAssignments and `{(flavor, resource): amount}`) or `(None, (reason, message))`."""
+        kept_flavors, old_usage = replaced if replaced is not None else ({}, {})
+        assumed = collections.defaultdict(decimal.Decimal)
+        assignments = []
+        for name, count, per_pod in pod_sets:
+            total = {r: v * count for r, v in per_pod.items() if r != "pods"}
+            if self.covers(cq, "pods"):
+                total["pods"] = decimal.Decimal(count)
+            total = {r: v for r, v in total.items() if v}
+            for r in sorted(total):
+                if not self.covers(cq, r):
+                    return None, ("NoMatchingFlavor", f"couldn't assign flavors to pod set "
+                                  f"{name}: resource {r} unavailable in ClusterQueue")
+            flavors = {}
+            for covered, group_flavors in self.groups.get(cq, []):
+                need = {r: total[r] for r in covered if r in total}
+                if not need:
+                    continue
+                kept = {(kept_flavors.get(name) or {}).get(r) for r in need} - {None}
+                candidates = sorted(kept) if len(kept) == 1 and kept <= set(group_flavors) \
+                    else group_flavors
+                problems, exceeds, chosen = [], 0, None
+                for flavor in candidates:
+                    misses = []
+                    for r, amount in need.items():
+                        ask = assumed[flavor, r] + amount
+                        if ask > self.capacity(cq, flavor, r):
+                            misses.append(("ExceedsMaxQuota", (
+                                f"insufficient quota for {r} in flavor {flavor}, previously "
+                                f"considered podsets requests ({kueue_amount(r, assumed[flavor, r])}) "
+                                f"+ current podset request ({kueue_amount(r, amount)}) > maximum "
+                                f"capacity ({kueue_amount(r, self.capacity(cq, flavor, r))})")))
+                            continue
+                        more = ask - old_usage.get((flavor, r), 0) - self.available(cq, flavor, r)
+                        if more > 0:
+                            misses.append(("WaitingForQuota", f"insufficient unused quota for {r} "
+                                           f"in flavor {flavor}, {kueue_amount(r, more)} more needed"))
+                    if not misses:
+                        chosen = flavor
+                        break
+                    exceeds += all(reason == "ExceedsMaxQuota" for reason, _ in misses)
+                    problems += [message for _, message in misses]
+                if chosen is None:
+                    reason = "ExceedsMaxQuota" if exceeds == len(candidates) else "WaitingForQuota"
+                    return None, (reason, f"couldn't assign flavors to pod set {name}: " +
+                                  ", ".join(problems))
+                for r, amount in need.items():
+                    flavors[r] = chosen
+                    assumed[chosen, r] += amount
+            assignments.append({
+                "name": name, "flavors": flavors, "count": count,
+                "resourceUsage": {r: kueue_amount(r, v) for r, v in sorted(total.items())},
+            })
+        usage = {k: v for k, v in assumed.items() if v}
+        return assignments, usage
+
+
+def kueue_pod_sets(wl):
+    """`[(name, count, per-pod requests)]` of a Workload; a ValueError names the field."""
+    out = []
+    for i, ps in enumerate(wl_pod_sets(wl)):
+        template = ps.get("template") if isinstance(ps.get("template"), dict) else {}
+        try:
+            per_pod = pod_requests({"metadata": {"name": obj_key(wl)}, "spec": template.get("spec")
+                                    if isinstance(template.get("spec"), dict) else {}})
+        except ValueError as e:
+            raise ValueError(f"workload {obj_key(wl)}: spec.podSets[{i}].template: {e}") from None
+        count = ps.get("count", 0)
+        out.append((ps.get("name", KUEUE_PODSET), count if isinstance(count, int) else 0, per_pod))
+    return out
+
+
+def admission_usage(wl):
+    """`{(flavor, resource): amount}` an admitted Workload holds, from its admission."""
+    usage = collections.defaultdict(decimal.Decimal)
+    for i, psa in enumerate((wl_admission(wl) or {}).get("podSetAssignments") or []):
+        flavors = psa.get("flavors") or {}
+        for r, amount in (psa.get("resourceUsage") or {}).items():
+            if r in flavors:
+                usage[flavors[r], r] += quantity(
+                    amount, f"workload {obj_key(wl)}: status.admission.podSetAssignments[{i}]"
+                    f".resourceUsage.{r}")
+    return dict(usage)
+
+
+def admission_flavors(wl):
+    return {psa.get("name"): dict(psa.get("flavors") or {})
+            for psa in (wl_admission(wl) or {}).get("podSetAssignments") or []}
+
+
+class KueueView:
+    """Kueue's view of the cluster at one moment: flavors, queues, Workloads and the quota they
+    hold. Built from lists of stored objects; does no I/O (the self-test builds it by hand)."""
+
+    def __init__(self, flavors, cqs, lqs, workloads):
+        self.flavors = {_meta(f).get("name"): f for f in flavors}
+        self.cqs = {_meta(q).get("name"): q for q in cqs}
+        self.lqs = {(_meta(q).get("namespace"), _meta(q).get("name")): q for q in lqs}
+        self.workloads = sorted(workloads, key=kueue_order)
+        self.by_key = {obj_key(wl): wl for wl in self.workloads}
+        self.quota = KueueQuota()
+        self.broken = {}  # cq -> why its spec cannot be used
+        for name, cq in self.cqs.items():
+            try:
+                self.quota.add_queue(cq)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                self.broken[name] = f"clusterqueue {name}: spec: {e}"
+        self.held = {}  # workload key -> (cq, usage)
+        for wl in self.workloads:
+            if not wl_reserved(wl):
+                continue
+            cq = (wl_admission(wl) or {}).get("clusterQueue")
+            try:
+                usage = admission_usage(wl)
+            except ValueError as e:
+                print(f"kueue: {e}", file=sys.stderr, flush=True)
+                continue
+            self.held[obj_key(wl)] = (cq, usage)
+            self.quota.add(cq, usage)
+
+    def missing_flavors(self, cq):
+        return sorted({f for _, flavors in self.quota.groups.get(cq, []) for f in flavors}
+                      - set(self.flavors))
+
+    def inactive(self, cq):
+        """Why a ClusterQueue admits nothing (`(reason, message)`), or None when it is active."""
+        if cq in self.broken:
+            return "Unknown", f"Can't admit new workloads: {self.broken[cq]}."
+        stop = _spec(self.cqs[cq]).get("stopPolicy")
+        if stop not in (None, "None"):
+            return "Stopped", "Can't admit new workloads: is stopped."
+        missing = self.missing_flavors(cq)
+        if missing:
+            return "FlavorNotFound", ("Can't admit new workloads: references missing "
+                                      f"ResourceFlavor(s): {','.join(missing)}.")
+        return None
+
+    def queue_of(self, wl):
+        """The ClusterQueue a Workload goes to, or `(None, (reason, message))` why none takes it."""
+        ns = _meta(wl).get("namespace")
+        lq_name = _spec(wl).get("queueName")
+        lq = self.lqs.get((ns, lq_name))
+        if lq is None:
+            return None, ("Misconfigured", f"LocalQueue {lq_name} doesn't exist")
+        cq = _spec(lq).get("clusterQueue")
+        if cq not in self.cqs:
+            return None, ("Misconfigured", f"ClusterQueue {cq} doesn't exist")
+        if self.inactive(cq) is not None:
+            return None, ("Suspended", f"ClusterQueue {cq} is inactive")
+        selector = _spec(self.cqs[cq]).get("namespaceSelector")
+        if not selector_matches(selector, {"kubernetes.io/metadata.name": ns}):
+            return None, ("Misconfigured", "workload namespace doesn't match ClusterQueue selector")
+        return cq, None
+
+    def pending(self):
+        """The Workloads waiting for quota, in queue order (priority, then creation)."""
+        return [wl for wl in self.workloads
+                if wl_admission(wl) is None and not condition_true(wl, "Finished")
+                and _spec(wl).get("active", True) is not False and _spec(wl).get("queueName")]
+
+    def replaced_by(self, wl):
+        """The admitted slice a pending Workload replaces (its `workload-slice-replacement-for`
+        annotation), or None."""
+        key = (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR)
+        old = self.by_key.get(key) if key else None
+        return old if old is not None and obj_key(old) in self.held else None
+
+    def schedule(self):
+        """One scheduling pass: every pending Workload, in order, is admitted when it fits (its
+        usage then counts for the next ones; a replacement frees its old slice's), else stays
+        pending with Kueue's reason; a StrictFIFO queue admits nothing past its first Workload
+        that does not fit. Returns `[("admit", wl, cq, assignments, replaced or None) |
+        ("pending", wl, reason, message) | ("wait", wl)]`."""
+        out, blocked = [], set()
+        for wl in self.pending():
+            cq, why = self.queue_of(wl)
+            if cq is None:
+                out.append(("pending", wl, *why))
+                continue
+            if cq in blocked:
+                out.append(("wait", wl))
+                continue
+            try:
+                pod_sets = kueue_pod_sets(wl)
+            except ValueError as e:
+                out.append(("pending", wl, "Misconfigured", str(e)))
+                continue
+            old = self.replaced_by(wl)
+            replaced = None
+            if old is not None:
+                old_cq, old_usage = self.held[obj_key(old)]
+                replaced = (admission_flavors(old), old_usage if old_cq == cq else {})
+            assignments, result = self.quota.assign(cq, pod_sets, replaced)
+            if assignments is None:
+                out.append(("pending", wl, *result))
+                if self.quota.strict.get(cq):
+                    blocked.add(cq)
+                continue
+            if old is not None:
+                old_cq, old_usage = self.held.pop(obj_key(old))
+                self.quota.add(old_cq, old_usage, -1)
+            self.quota.add(cq, result)
+            self.held[obj_key(wl)] = (cq, result)
+            out.append(("admit", wl, cq, assignments, old))
+        return out
+
+    def cq_counts(self, cq):
+        """`(admitted, pending)` Workload keys of a ClusterQueue, in queue order."""
+        admitted = [k for k, (q, _) in self.held.items() if q == cq]
+        pending = [obj_key(wl) for wl in self.pending() if self.target(wl) == cq]
+        return admitted, pending
+
+    def target(self, wl):
+        """The ClusterQueue a Workload's LocalQueue points to, or None."""
+        lq = self.lqs.get((_meta(wl).get("namespace"), _spec(wl).get("queueName")))
+        return _spec(lq).get("clusterQueue") if lq is not None else None
+
+    def cq_status(self, cq, current):
+        """The ClusterQueue's status: Active, flavorsReservation/flavorsUsage (every flavor and
+        resource of its spec, `borrowed` beyond nominal) and the Workload counts."""
+        status = copy.deepcopy(current or {})
+        why = self.inactive(cq)
+        set_condition(status, {
+            "type": "Active", "status": "False" if why else "True",
+            "reason": why[0] if why else "Ready",
+            "message": why[1] if why else "Can admit new workloads",
+            "observedGeneration": _meta(self.cqs[cq]).get("generation", 1),
+            "lastTransitionTime": now()})
+        usage = []
+        for covered, flavors in self.quota.groups.get(cq, []):
+            for flavor in flavors:
+                resources = []
+                for r in covered:
+                    total = self.quota.usage[cq, flavor, r]
+                    nominal = self.quota.nominal.get((cq, flavor, r), decimal.Decimal(0))
+                    resources.append({"name": r, "total": kueue_amount(r, total),
+                                      "borrowed": kueue_amount(r, max(total - nominal, 0))})
+                usage.append({"name": flavor, "resources": resources})
+        admitted, pending = self.cq_counts(cq)
+        status.update(flavorsReservation=usage, flavorsUsage=copy.deepcopy(usage),
+                      pendingWorkloads=len(pending), reservingWorkloads=len(admitted),
+                      admittedWorkloads=len(admitted))
+        return status
+
+    def lq_status(self, key, current):
+        """A LocalQueue's Workload counts."""
+        status = copy.deepcopy(current or {})
+        mine = {obj_key(wl) for wl in self.workloads
+                if (_meta(wl).get("namespace"), _spec(wl).get("queueName")) == key}
+        admitted = len(mine & set(self.held))
+        pending = sum(obj_key(wl) in mine for wl in self.pending())
+        status.update(pendingWorkloads=pending, reservingWorkloads=admitted,
+                      admittedWorkloads=admitted)
+        return status
+
+    def summary(self):
+        """The JSON of `GET /_harness/kueue` (module docstring)."""
+        queues = {}
+        for cq in sorted(self.cqs):
+            nominal, usage, borrowed = {}, {}, {}
+            for covered, flavors in self.quota.groups.get(cq, []):
+                for flavor in flavors:
+                    for r in covered:
+                        n = self.quota.nominal.get((cq, flavor, r), decimal.Decimal(0))
+                        u = self.quota.usage[cq, flavor, r]
+                        nominal.setdefault(flavor, {})[r] = kueue_amount(r, n)
+                        usage.setdefault(flavor, {})[r] = kueue_amount(r, u)
+                        borrowed.setdefault(flavor, {})[r] = kueue_amount(r, max(u - n, 0))
+            admitted, pending = self.cq_counts(cq)
+            why = self.inactive(cq)
+            queues[cq] = {"cohort": self.quota.cohort.get(cq), "active": why is None,
+                          "inactive": why[1] if why else None,
+                          "queueingStrategy": _spec(self.cqs[cq]).get("queueingStrategy",
+                                                                      "BestEffortFIFO"),
+                          "nominal": nominal, "usage": usage, "borrowed": borrowed,
+                          "admitted": admitted, "pending": pending}
+        workloads = {}
+        for wl in self.workloads:
+            owner = next((r for r in _meta(wl).get("ownerReferences") or []
+                          if isinstance(r, dict) and r.get("controller")), None)
+            finished = next((c for c in (wl.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "Finished" and c.get("status") == "True"), None)
+            reserved = next((c for c in (wl.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "QuotaReserved"), None)
+            admission = wl_admission(wl)
+            workloads[obj_key(wl)] = {
+                "owner": owner.get("name") if owner else None,
+                "ownerKind": owner.get("kind") if owner else None,
+                "queue": _spec(wl).get("queueName"),
+                "clusterQueue": (admission or {}).get("clusterQueue"),
+                "count": wl_count(wl),
+                "admitted": wl_reserved(wl),
+                "admittedCount": wl_admitted_count(wl) if admission else None,
+                "flavors": admission_flavors(wl).get(KUEUE_PODSET, {}),
+                "finished": finished.get("reason") if finished else None,
+                "sliceOf": (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR),
+                "pending": reserved.get("message") if reserved is not None and
+                reserved.get("status") == "False" else None,
+            }
+        return {"clusterQueues": queues, "workloads": workloads}
+
+
+def kueue_condition(kind, status, reason, message, wl):
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "observedGeneration": _meta(wl).get("generation", 1), "lastTransitionTime": now()}
+
+
+def kueue_store(emulator):
+    """The stored objects Kueue looks at: `{"flavors", "cqs", "lqs", "workloads", "jobs"
+    (naming a LocalQueue), "job_uids" (every live Job), "pods" (by controller uid),
+    "priorities" (PriorityClass name -> value)}`. Workloads first seen get their queue place."""
+    store = {k: [] for k in ("flavors", "cqs", "lqs", "workloads", "jobs")}
+    store.update(job_uids=set(), pods=collections.defaultdict(list), priorities={})
+    kinds = {(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors"): "flavors",
+             (KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"): "cqs",
+             (KUEUE_GROUP, KUEUE_VERSION, "localqueues"): "lqs",
+             (KUEUE_GROUP, KUEUE_VERSION, "workloads"): "workloads"}
+    for (res, _ns, _name), obj in list(emulator.objects.items()):
+        if obj.deleted:
+            continue
+        raw = obj.raw
+        res = (res.group or "", res.version, res.plural)
+        if res in kinds:
+            store[kinds[res]].append(raw)
+        elif res == ("batch", "v1", "jobs"):
+            store["job_uids"].add(_meta(raw).get("uid"))
+            if kueue_queue_name(raw):
+                store["jobs"].append(raw)
+        elif res == ("", "v1", "pods"):
+            uid = controller_uid(raw)
+            if uid is not None:
+                store["pods"][uid].append(raw)
+        elif res == ("scheduling.k8s.io", "v1", "priorityclasses") and isinstance(raw.get("value"), int):
+            store["priorities"][_meta(raw).get("name")] = raw["value"]
+    unseen = [wl for wl in store["workloads"] if _meta(wl).get("uid") not in KUEUE_SEQ]
+    def created(wl):
+        version = str(_meta(wl).get("resourceVersion") or "")
+        return (_meta(wl).get("creationTimestamp") or "", int(version) if version.isdigit() else 0)
+
+    for wl in sorted(unseen, key=created):
+        KUEUE_SEQ[_meta(wl).get("uid")] = next(_kueue_seq)
+    return store
+
+
+def kueue_answer(emulator):
+    """`GET /_harness/kueue`."""
+    if not kueue_served():
+        return status_response(404, "NotFound", "Kueue is not served (start with --kueue)")
+    store = kueue_store(emulator)
+    return aiohttp.web.json_response(
+        KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"]).summary())
+
+
+class KueueController:
+    """Kueue's controllers, one pass per round of the fake controllers, writing through the API
+    as `admin`: the Job reconciler (Workloads, slices), the garbage collector of Workloads
+    whose Job is gone, the scheduler, the Job starter, the elastic-job ungater and the queues'
+    status."""
+
+    def __init__(self, emulator):
+        self.emulator = emulator
+
+    @staticmethod
+    def wl_path(wl, sub=""):
+        meta = _meta(wl)
+        return (f"/apis/{KUEUE_API}/namespaces/{meta.get('namespace')}/workloads/"
+                f"{meta.get('name')}{'/' + sub if sub else ''}")
+
+    @staticmethod
+    def job_path(job):
+        meta = _meta(job)
+        return f"/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta.get('name')}"
+
+    async def put_status(self, ctl, session, wl, status):
+        body = {"apiVersion": KUEUE_API, "kind": "Workload",
+                "metadata": {"name": _meta(wl).get("name"), "namespace": _meta(wl).get("namespace")},
+                "status": status}
+        await ctl.call(session, "PUT", self.wl_path(wl, "status"), body)
+
+    async def finish(self, ctl, session, wl, reason, message):
+        status = copy.deepcopy(wl.get("status") or {})
+        set_condition(status, kueue_condition("Finished", "True", reason, message, wl))
+        await self.put_status(ctl, session, wl, status)
+
+    async def set_count(self, ctl, session, wl, count):
+        """An in-place count change: the pod set's count and, when admitted, its admission."""
+        pod_sets = copy.deepcopy(wl_pod_sets(wl))
+        for ps in pod_sets:
+            if ps.get("name", KUEUE_PODSET) == KUEUE_PODSET:
+                ps["count"] = count
+        await ctl.call(session, "PATCH", self.wl_path(wl), {"spec": {"podSets": pod_sets}})
+        if not wl_reserved(wl):
+            return
+        status = copy.deepcopy(wl["status"])
+        per_pod = dict(kueue_pod_sets(wl)[0][2]) if wl_pod_sets(wl) else {}
+        per_pod["pods"] = decimal.Decimal(1)
+        for psa in status["admission"].get("podSetAssignments") or []:
+            if psa.get("name") == KUEUE_PODSET:
+                psa["count"] = count
+                psa["resourceUsage"] = {r: kueue_amount(r, per_pod.get(r, 0) * count)
+                                        for r in psa.get("resourceUsage") or {}}
+        await self.put_status(ctl, session, wl, status)
+
+    async def stop(self, ctl, session, job, wl):
+        """Suspends a Job, its pod template's node selector and tolerations restored from the
+        Workload's (what admission added goes)."""
+        spec = {"suspend": True}
+        if wl is not None and wl_pod_sets(wl):
+            original = (wl_pod_sets(wl)[0].get("template") or {}).get("spec") or {}
+            current = (_spec(job).get("template") or {}).get("spec") or {}
+            selector = {k: None for k in current.get("nodeSelector") or {}}
+            selector.update(original.get("nodeSelector") or {})
+            template = {}
+            if selector != dict(current.get("nodeSelector") or {}):
+                template["nodeSelector"] = selector or None
+            if original.get("tolerations") != current.get("tolerations"):
+                template["tolerations"] = original.get("tolerations")
+            if template:
+                spec["template"] = {"spec": template}
+        await ctl.call(session, "PATCH", self.job_path(job), {"spec": spec})
+
+    async def start(self, ctl, session, job, wl, flavors):
+        """Unsuspends a Job, its pod template given the node labels (as a node selector) and
+        tolerations of the flavors its Workload was admitted with."""
+        spec = {"suspend": False}
+        current = (_spec(job).get("template") or {}).get("spec") or {}
+        selector, tolerations = dict(current.get("nodeSelector") or {}), \
+            list(current.get("tolerations") or [])
+        for name in sorted(set(admission_flavors(wl).get(KUEUE_PODSET, {}).values())):
+            flavor_spec = _spec(flavors.get(name) or {})
+            selector.update(flavor_spec.get("nodeLabels") or {})
+            tolerations += [t for t in flavor_spec.get("tolerations") or [] if t not in tolerations]
+        template = {}
+        if selector != (current.get("nodeSelector") or {}):
+            template["nodeSelector"] = selector
+        if tolerations != list(current.get("tolerations") or []):
+            template["tolerations"] = tolerations
+        if template:
+            spec["template"] = {"spec": template}
+        await ctl.call(session, "PATCH", self.job_path(job), {"spec": spec})
+
+    async def reconcile(self, ctl, session):
+        # The Job reconciler, and the garbage collector for Workloads of Jobs that are gone.
+        store = kueue_store(self.emulator)
+        owned = collections.defaultdict(list)
+        for wl in sorted(store["workloads"], key=kueue_order):
+            uid = controller_uid(wl)
+            if uid is not None and not condition_true(wl, "Finished"):
+                owned[uid].append(wl)
+        for job in store["jobs"]:
+            try:
+                actions = kueue_plan_job(job, owned[_meta(job).get("uid")], store["priorities"])
+                for action in actions:
+                    await self.apply(ctl, session, job, action)
+            except (ValueError, RuntimeError) as e:
+                print(f"kueue: job {obj_key(job)}: {e}", file=sys.stderr, flush=True)
+        for wl in store["workloads"]:
+            owner = next((r for r in _meta(wl).get("ownerReferences") or []
+                          if isinstance(r, dict) and r.get("kind") == "Job"
+                          and r.get("apiVersion") == "batch/v1"), None)
+            if owner is not None and owner.get("uid") not in store["job_uids"]:
+                await ctl.call(session, "DELETE", self.wl_path(wl))
+
+        # The scheduler.
+        store = kueue_store(self.emulator)
+        view = KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"])
+        for decision in view.schedule():
+            try:
+                await self.decide(ctl, session, decision)
+            except RuntimeError as e:
+                print(f"kueue: workload {obj_key(decision[1])}: {e}", file=sys.stderr, flush=True)
+
+        # Jobs start (or stop) with their Workloads' admission; the ungater lets admitted pods go.
+        store = kueue_store(self.emulator)
+        flavors = {_meta(f).get("name"): f for f in store["flavors"]}
+        owned = collections.defaultdict(list)
+        for wl in sorted(store["workloads"], key=kueue_order):
+            uid = controller_uid(wl)
+            if uid is not None and not condition_true(wl, "Finished"):
+                owned[uid].append(wl)
+        for job in store["jobs"]:
+            uid = _meta(job).get("uid")
+            try:
+                run = kueue_plan_run(job, owned[uid])
+                if run is not None and run[0] == "start":
+                    await self.start(ctl, session, job, run[1], flavors)
+                elif run is not None:
+                    await self.stop(ctl, session, job, run[1])
+                active = kueue_active_slice(owned[uid])
+                if kueue_elastic(job) and active is not None and not job_suspended(job):
+                    for name in kueue_ungate(active, store["pods"][uid]):
+                        pod = next(p for p in store["pods"][uid] if p["metadata"]["name"] == name)
+                        gates = [g for g in pod["spec"]["schedulingGates"]
+                                 if not (isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC)]
+                        await ctl.call(session, "PATCH",
+                                       f"/api/v1/namespaces/{_meta(job).get('namespace')}/pods/{name}",
+                                       {"spec": {"schedulingGates": gates or None}})
+            except RuntimeError as e:
+                print(f"kueue: job {obj_key(job)}: {e}", file=sys.stderr, flush=True)
+
+        # The queues' status.
+        view = KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"])
+        for name, cq in view.cqs.items():
+            status = view.cq_status(name, cq.get("status"))
+            if status != cq.get("status"):
+                await ctl.call(session, "PUT", f"/apis/{KUEUE_API}/clusterqueues/{name}/status",
+                               {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+                                "metadata": {"name": name}, "status": status})
+        for (ns, name), lq in view.lqs.items():
+            status = view.lq_status((ns, name), lq.get("status"))
+            if status != lq.get("status"):
+                await ctl.call(session, "PUT",
+                               f"/apis/{KUEUE_API}/namespaces/{ns}/localqueues/{name}/status",
+                               {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                                "metadata": {"name": name, "namespace": ns}, "status": status})
+
+    async def apply(self, ctl, session, job, action):
+        """One action of kueue_plan_job."""
+        kind = action[0]
+        if kind == "create":
+            wl = action[1]
+            await ctl.call(session, "POST",
+                           f"/apis/{KUEUE_API}/namespaces/{wl['metadata']['namespace']}/workloads",
+                           wl, allowed=(404, 409))
+        elif kind == "count":
+            await self.set_count(ctl, session, action[1], action[2])
+        elif kind == "finish":
+            await self.finish(ctl, session, action[1], action[2], action[3])
+        elif kind == "delete":
+            await ctl.call(session, "DELETE", self.wl_path(action[1]))
+        elif kind == "stop":
+            await self.stop(ctl, session, job, action[1])
+
+    async def decide(self, ctl, session, decision):
+        """Writes one decision of KueueView.schedule."""
+        kind, wl = decision[0], decision[1]
+        if kind == "wait":
+            return
+        status = copy.deepcopy(wl.get("status") or {})
+        if kind == "pending":
+            _, _, reason, message = decision
+            set_condition(status, kueue_condition("QuotaReserved", "False", reason, message, wl))
+            set_condition(status, kueue_condition("Admitted", "False", "NoReservation",
+                                                  "The workload has no reservation", wl))
+            if status != (wl.get("status") or {}):
+                await self.put_status(ctl, session, wl, status)
+            return
+        _, _, cq, assignments, replaced = decision
+        status["admission"] = {"clusterQueue": cq, "podSetAssignments": assignments}
+        set_condition(status, kueue_condition("QuotaReserved", "True", "QuotaReserved",
+                                              f"Quota reserved in ClusterQueue {cq}", wl))
+        set_condition(status, kueue_condition("Admitted", "True", "Admitted",
+                                              "The workload is admitted", wl))
+        await self.put_status(ctl, session, wl, status)
+        if replaced is not None:
+            await self.finish(ctl, session, replaced, "WorkloadSliceReplaced", (
+                f"Replaced to accommodate a workload (UID: {_meta(wl).get('uid')}, JobUID: "
+                f"{(_meta(wl).get('labels') or {}).get(KUEUE_JOB_UID, '')}) due to workload "
+                "slice aggregation"))
 
 
 KUBECONFIG = """apiVersion: v1
@@ -2517,6 +3735,9 @@ def parse_args(argv):
     parser.add_argument("--pytorch-crds", action="store_true",
                         help="also serve pytorchtrainingjobs (batch.tensorstack.dev/v1beta1) "
                              "and pytorchjobs (kubeflow.org/v1)")
+    parser.add_argument("--kueue", action="store_true",
+                        help="also serve Kueue (kueue.x-k8s.io/v1beta2) and play its webhooks "
+                             "and controllers")
     parser.add_argument("--rbac", action="append", metavar="FILE",
                         help="enforce the RBAC objects of FILE (repeatable) instead of deploy/'s")
     parser.add_argument("--no-rbac", action="store_true", help="authorize every request")
@@ -2556,13 +3777,17 @@ async def main():
     emulator = StampingEmulator()
     emulator.rbac = rbac
     seed(emulator, nodes, args.pytorch_crds)
+    if args.kueue:
+        serve_kueue(emulator)
     headers = {"User-Agent": HARNESS_AGENT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
         write_kubeconfigs(args.kubeconfig, url)
         tasks = []
         if args.controllers:
-            tasks.append(asyncio.create_task(Controllers(emulator, url, args.period).run(session)))
+            kueue = KueueController(emulator) if args.kueue else None
+            tasks.append(asyncio.create_task(
+                Controllers(emulator, url, args.period, kueue).run(session)))
         print(f"READY {url}", flush=True)
         stdin_closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await asyncio.wait([stdin_closed], timeout=args.lifetime)
