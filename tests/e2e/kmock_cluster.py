@@ -3355,6 +3355,269 @@ class KueueController:
                 "slice aggregation"))
 
 
+def kueue_self_test(check):
+    """`--self-test` checks of the Kueue model: quantities, quota arithmetic (fits, borrowing,
+    the cohort's limit), flavor assignment, admission order, workload slices, the webhooks, the
+    schema checks and the ungater."""
+    d = decimal.Decimal
+    check([kueue_amount("cpu", d("2.5")), kueue_amount("cpu", 3), kueue_amount("memory", 2 ** 31),
+           kueue_amount("memory", 1000), kueue_amount("nvidia.com/gpu", 4)] ==
+          ["2500m", "3", "2Gi", "1000", "4"], "kueue amounts")
+
+    def cq(name, cpu, cohort=None, borrowing=None, flavors=("f",), strategy=None, covered=("cpu",),
+           selector=None):
+        def resources(flavor):
+            out = []
+            for r in covered:
+                res = {"name": r, "nominalQuota": cpu if r == "cpu" else "100"}
+                if borrowing is not None and r == "cpu":
+                    res["borrowingLimit"] = borrowing
+                out.append(res)
+            return out
+        spec = {"namespaceSelector": {} if selector is None else selector, "resourceGroups": [
+            {"coveredResources": list(covered),
+             "flavors": [{"name": f, "resources": resources(f)} for f in flavors]}]}
+        if cohort:
+            spec["cohortName"] = cohort
+        if strategy:
+            spec["queueingStrategy"] = strategy
+        return {"metadata": {"name": name, "generation": 1}, "spec": spec}
+
+    def quota(*queues):
+        q = KueueQuota()
+        for queue in queues:
+            q.add_queue(queue)
+        return q
+
+    def cpus(n, per="1", count=1):
+        return [(KUEUE_PODSET, count * n, {"cpu": quantity(per, "per-pod cpu"), "pods": d(1)})]
+
+    def fits(result):
+        return result[0] is not None
+
+    def refused(result):
+        """`(reason, message)` of a refused assignment, or `("fits", "")`."""
+        return result[1] if result[0] is None else ("fits", "")
+
+    # Without a cohort: the nominal quota, waiting (how much more) and beyond it for good.
+    q = quota(cq("a", "4"))
+    assignments, usage = q.assign("a", cpus(2))
+    check(assignments == [{"name": "main", "flavors": {"cpu": "f"}, "count": 2,
+                           "resourceUsage": {"cpu": "2"}}] and usage == {("f", "cpu"): 2},
+          f"kueue: 2 CPUs fit in 4: {assignments} {usage}")
+    q.add("a", usage)
+    why = refused(q.assign("a", cpus(3)))
+    check(why == ("WaitingForQuota", "couldn't assign flavors to pod set main: insufficient "
+                  "unused quota for cpu in flavor f, 1 more needed"), f"kueue: waiting: {why}")
+    why = refused(q.assign("a", cpus(5)))
+    check(why[0] == "ExceedsMaxQuota" and "> maximum capacity (4)" in why[1],
+          f"kueue: beyond nominal without a cohort: {why}")
+    check(fits(q.assign("a", cpus(4, per="500m"))), "kueue: 4 half CPUs fit in the 2 left")
+
+    # A cohort: borrowing up to nominal + borrowingLimit, within what the others leave unused.
+    q = quota(cq("a", "4", "team", borrowing="2"), cq("b", "4", "team"), cq("solo", "4"))
+    check(fits(q.assign("a", cpus(6))), "kueue: a borrows 2 of b's idle quota")
+    why = refused(q.assign("a", cpus(7)))
+    check(why[0] == "ExceedsMaxQuota" and "maximum capacity (6)" in why[1],
+          f"kueue: the borrowing limit caps a at 6: {why}")
+    q.add("b", {("f", "cpu"): d(3)})
+    why = refused(q.assign("a", cpus(6)))
+    check(why[0] == "WaitingForQuota" and why[1].endswith("1 more needed"),
+          f"kueue: b's use leaves a 5: {why}")
+    check(fits(q.assign("b", cpus(5))), "kueue: b (no limit) borrows a's unused quota")
+    why = refused(q.assign("b", cpus(6)))
+    check(why[0] == "WaitingForQuota" and why[1].endswith("1 more needed"),
+          f"kueue: the cohort's unused quota limits b: {why}")
+    why = refused(q.assign("b", cpus(9)))
+    check(why[0] == "ExceedsMaxQuota" and "maximum capacity (8)" in why[1],
+          f"kueue: the cohort's total nominal caps b: {why}")
+    check(not fits(q.assign("solo", cpus(5))) and q.capacity("solo", "f", "cpu") == 4,
+          "kueue: a queue outside the cohort borrows nothing")
+
+    # Flavors in order; resources the queue does not cover; `pods` when covered.
+    q = quota(cq("m", "2", flavors=("small", "big"), covered=("cpu", "pods")))
+    q.add("m", {("small", "cpu"): d(2)})
+    assignments, usage = q.assign("m", cpus(2))
+    check(assignments[0]["flavors"] == {"cpu": "big", "pods": "big"} and
+          usage == {("big", "cpu"): 2, ("big", "pods"): 2}, f"kueue: the next flavor: {usage}")
+    why = refused(quota(cq("c", "8")).assign(
+        "c", [(KUEUE_PODSET, 1, {"cpu": d(1), "memory": d(2 ** 30), "pods": d(1)})]))
+    check(why == ("NoMatchingFlavor", "couldn't assign flavors to pod set main: resource memory "
+                  "unavailable in ClusterQueue"), f"kueue: an uncovered resource: {why}")
+
+    # Admission order: priority, then creation; BestEffortFIFO passes a Workload that does not
+    # fit, StrictFIFO stops at it.
+    def workload(name, cpu, count=1, queue="lq", ns="ml", priority=0, admitted_in=None,
+                 annotations=None, seq=None):
+        uid = f"uid-{ns}-{name}"
+        KUEUE_SEQ[uid] = seq if seq is not None else next(_kueue_seq)
+        wl = {"metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1,
+                           "annotations": annotations or {}},
+              "spec": {"queueName": queue, "priority": priority, "podSets": [
+                  {"name": KUEUE_PODSET, "count": count, "template": {"spec": {"containers": [
+                      {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}}
+        if admitted_in is not None:
+            total = quantity(cpu, "cpu") * count
+            wl["status"] = {"admission": {"clusterQueue": admitted_in, "podSetAssignments": [
+                {"name": KUEUE_PODSET, "flavors": {"cpu": "f"}, "count": count,
+                 "resourceUsage": {"cpu": kueue_amount("cpu", total)}}]},
+                "conditions": [{"type": "QuotaReserved", "status": "True"},
+                               {"type": "Admitted", "status": "True"}]}
+        return wl
+
+    flavor = {"metadata": {"name": "f"}}
+
+    def lq(name="lq", target="q", ns="ml"):
+        return {"metadata": {"name": name, "namespace": ns}, "spec": {"clusterQueue": target}}
+
+    def decisions(view):
+        return [(x[0], _meta(x[1])["name"]) for x in view.schedule()]
+
+    w1, w2, w3 = workload("w1", "1"), workload("w2", "2"), workload("w3", "1")
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [w3, w2, w1]))
+    check(got == [("admit", "w1"), ("pending", "w2"), ("admit", "w3")],
+          f"kueue: BestEffortFIFO: {got}")
+    got = decisions(KueueView([flavor], [cq("q", "2", strategy="StrictFIFO")], [lq()], [w1, w2, w3]))
+    check(got == [("admit", "w1"), ("pending", "w2"), ("wait", "w3")], f"kueue: StrictFIFO: {got}")
+    urgent = workload("urgent", "2", priority=1000)
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [w1, urgent]))
+    check(got == [("admit", "urgent"), ("pending", "w1")], f"kueue: priority first: {got}")
+    view = KueueView([flavor], [cq("q", "2", selector={"matchLabels": {
+        "kubernetes.io/metadata.name": "other"}})], [lq()], [w1])
+    check(view.schedule()[0][2:] == ("Misconfigured", "workload namespace doesn't match "
+                                     "ClusterQueue selector"), "kueue: the namespace selector")
+    view = KueueView([], [cq("q", "2")], [lq(), lq("lost", "gone")], [w1, workload("w4", "1",
+                                                                                  queue="lost")])
+    got = [x[2:] for x in view.schedule()]
+    check(got == [("Suspended", "ClusterQueue q is inactive"),
+                  ("Misconfigured", "ClusterQueue gone doesn't exist")] and
+          view.inactive("q") == ("FlavorNotFound", "Can't admit new workloads: references missing "
+                                 "ResourceFlavor(s): f."), f"kueue: inactive queues: {got}")
+
+    # Workload slices: a replacement needs quota only for the increase, and replaces its slice.
+    old = workload("old", "1", count=2, admitted_in="q")
+    other = workload("other", "1", admitted_in="q")
+    bigger = workload("bigger", "1", count=4, annotations={KUEUE_SLICE_FOR: "ml/old"})
+    view = KueueView([flavor], [cq("q", "4")], [lq()], [old, other, bigger])
+    got = view.schedule()
+    check(got[0][0] == "pending" and got[0][3].endswith("1 more needed"),
+          f"kueue: a slice of 4 over 2 needs 2 more of 1 left: {got}")
+    bigger["spec"]["podSets"][0]["count"] = 3
+    view = KueueView([flavor], [cq("q", "4")], [lq()], [old, other, bigger])
+    got = view.schedule()
+    check(got[0][0] == "admit" and got[0][4] is old and view.quota.usage["q", "f", "cpu"] == 4 and
+          sorted(view.held) == ["ml/bigger", "ml/other"],
+          f"kueue: the slice of 3 replaces the one of 2: {got}")
+
+    def job(parallelism, elastic=True, suspend=False, conditions=None, generation=1):
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ml", "uid": "uid-j", "generation": generation,
+                             "labels": {KUEUE_QUEUE_LABEL: "lq"},
+                             "annotations": {KUEUE_ELASTIC: "true"} if elastic else {}},
+                "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": suspend,
+                         "template": {"spec": {"priorityClassName": "high", "containers": [
+                             {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "status": {"conditions": conditions or []}}
+
+    plan = kueue_plan_job(job(2), [], {"high": 1000})
+    created = plan[0][1] if plan and plan[0][0] == "create" else {}
+    check(len(plan) == 1 and re.fullmatch(r"job-j-[0-9a-f]{5}", _meta(created).get("name", "")) and
+          wl_count(created) == 2 and _spec(created).get("priority") == 1000 and
+          _meta(created)["annotations"] == {KUEUE_ELASTIC: "true",
+                                            KUEUE_SLICE_NAME: _meta(created)["name"]} and
+          _meta(created)["ownerReferences"][0]["uid"] == "uid-j", f"kueue: a Job's first Workload: {plan}")
+    first = workload("job-j-aaaaa", "1", count=2, admitted_in="q",
+                     annotations={KUEUE_ELASTIC: "true", KUEUE_SLICE_NAME: "job-j-aaaaa"})
+    plan = kueue_plan_job(job(4, generation=2), [first], {})
+    check([a[0] for a in plan] == ["create"] and wl_count(plan[0][1]) == 4 and
+          _meta(plan[0][1])["annotations"][KUEUE_SLICE_FOR] == "ml/job-j-aaaaa" and
+          _meta(plan[0][1])["annotations"][KUEUE_SLICE_NAME] == "job-j-aaaaa" and
+          _meta(plan[0][1])["name"] != _meta(created)["name"], f"kueue: a scale-up slice: {plan}")
+    check(kueue_plan_job(job(1), [first], {}) == [("count", first, 1)],
+          "kueue: a scale-down changes the admitted Workload in place")
+    pending = workload("job-j-bbbbb", "1", count=4, annotations={KUEUE_SLICE_FOR: "ml/job-j-aaaaa"})
+    check(kueue_plan_job(job(4), [first, pending], {}) == [], "kueue: a pending slice in step")
+    check(kueue_plan_job(job(3), [first, pending], {}) == [("count", pending, 3)],
+          "kueue: a pending slice follows the Job")
+    admitted = workload("job-j-bbbbb", "1", count=4, admitted_in="q",
+                        annotations={KUEUE_SLICE_FOR: "ml/job-j-aaaaa"})
+    plan = kueue_plan_job(job(4), [first, admitted], {})
+    check(plan == [("finish", first, "WorkloadSliceReplaced",
+                    "Replaced to accommodate a new workload slice")],
+          f"kueue: two admitted slices: the old one finishes: {plan}")
+    check(kueue_plan_run(job(2, suspend=True), [first]) == ("start", first) and
+          kueue_plan_run(job(4), [first, pending]) is None, "kueue: an elastic Job starts, waits")
+    fixed = workload("job-j-ccccc", "1", count=1, admitted_in="q")
+    plan = kueue_plan_job(job(2, elastic=False), [fixed], {})
+    check([a[0] for a in plan] == ["stop", "delete"] and plan[0][1] is fixed,
+          f"kueue: a non-elastic Job resized while admitted is stopped and requeued: {plan}")
+    check([a[0] for a in kueue_plan_job(job(2, elastic=False, suspend=True), [], {})] == ["create"],
+          "kueue: requeued with a new Workload")
+    check(kueue_plan_run(job(2, elastic=False), [workload("p", "1")])[0] == "stop",
+          "kueue: a non-elastic Job runs only admitted")
+    done = job(2, conditions=[{"type": "Complete", "status": "True", "message": "done"}])
+    check(kueue_plan_job(done, [first], {}) == [("finish", first, "Succeeded", "done")],
+          "kueue: a finished Job finishes its Workloads")
+    base = kueue_workload_name(job(2))
+    check(base == kueue_workload_name(job(2)) and base != kueue_workload_name(job(2), "2") and
+          base == "job-j-" + hashlib.sha1(b"Job\nbatch\nj\nuid-j").hexdigest()[:5],
+          f"kueue: workload names: {base}")
+
+    # The ungater: as many gated pods as the admitted count leaves room for, lowest names first.
+    def pod(name, gated_pod=False, phase="Running"):
+        return {"metadata": {"name": name}, "status": {"phase": phase},
+                "spec": {"schedulingGates": [{"name": KUEUE_ELASTIC}] if gated_pod else []}}
+    pods = [pod("j-0"), pod("j-3", True), pod("j-1", True), pod("j-2", True),
+            pod("j-9", phase="Failed")]
+    active = workload("a", "1", count=3, admitted_in="q")
+    check(kueue_ungate(active, pods) == ["j-1", "j-2"], "kueue: ungating within the admitted count")
+
+    # The webhooks and the schema.
+    created = job(2)
+    kueue_default_job(created)
+    check(created["spec"]["suspend"] is True and
+          created["spec"]["template"]["spec"]["schedulingGates"] == [{"name": KUEUE_ELASTIC}],
+          "kueue: the Job webhook suspends and gates")
+    unqueued = job(2)
+    unqueued["metadata"]["labels"] = {}
+    kueue_default_job(unqueued)
+    check(unqueued["spec"]["suspend"] is False, "kueue: a Job naming no queue is left alone")
+    partial = job(1, elastic=False)
+    partial["metadata"]["annotations"] = {KUEUE_MIN_PARALLELISM: "1"}
+    resized = copy.deepcopy(partial)
+    resized["spec"]["parallelism"] = 2
+    moved = job(2)
+    moved["metadata"]["labels"][KUEUE_QUEUE_LABEL] = "other"
+    check(kueue_job_errors(partial, resized) == [
+        "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the "
+        "job is not suspended"] and kueue_job_errors(job(2), job(2, elastic=False)) == [
+        f"metadata.annotations[{KUEUE_ELASTIC}]: Invalid value: false: field is immutable"] and
+        kueue_job_errors(job(2), moved) == [
+        f'metadata.labels[{KUEUE_QUEUE_LABEL}]: Invalid value: "other": field is immutable'] and
+        kueue_job_errors(job(2), job(5)) == [], "kueue: the Job validating webhook")
+    bad = cq("bad", "lots", borrowing="1")
+    errors = kueue_object_errors("ClusterQueue", bad)
+    check(errors == ['spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: '
+                     '"lots": must be a quantity',
+                     'spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid '
+                     'value: "1": must be nil when cohort is empty'], f"kueue: schema: {errors}")
+    check(kueue_object_errors("LocalQueue", {"spec": {}}) == ["spec.clusterQueue: Required value"]
+          and kueue_object_errors("LocalQueue", lq("x", "b"), lq("x", "a")) ==
+          ['spec.clusterQueue: Invalid value: "b": field is immutable'] and
+          kueue_unknown_field("ClusterQueue", {"spec": {"cohort": "t"}}) == "spec.cohort",
+          "kueue: LocalQueue and unknown fields")
+
+    sa = USERS[SA_TOKEN]
+    deploy = Rbac.from_files(default_rbac_files())
+    for method, path, allowed in [
+        ("GET", f"/apis/{KUEUE_API}/workloads", True),
+        ("GET", f"/apis/{KUEUE_API}/clusterqueues/q", True),
+        ("PATCH", f"/apis/{KUEUE_API}/namespaces/ml/workloads/w", False),
+    ]:
+        check(deploy.allows(sa, request_attributes(method, path, {})) == allowed,
+              f"kueue RBAC: the service account {method} {path}: want allowed={allowed}")
+
+
 KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters:
@@ -3706,6 +3969,8 @@ def self_test():
     check(labels_match(label_requirements("a=1,b in (x, y),!c,d,e!=2"),
                        {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
+
+    kueue_self_test(check)
 
     for failure in failures:
         print(f"FAIL {failure}")
