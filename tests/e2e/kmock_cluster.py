@@ -7,7 +7,7 @@ at it, prints `READY <url>` and serves until stdin closes or `--lifetime` second
 never outlives a crashed test). The test itself applies the TrainingJob. Bad input (an RBAC file,
 a `--nodes` file) is one line on stderr naming the file, object and field, and exit status 2,
 before READY (conflicting flags: argparse's usage error, status 2 too). `--self-test` checks the RBAC evaluation, the request
-classification and the fit without a server (exit status 0 when every check passes).
+classification, the fit and the Kueue model without a server (exit status 0 when every check passes).
 
 Nodes: `node-1` by default, its allocatable (and capacity) set by `--node-cpu` (16),
 `--node-memory` (64Gi), `--node-pods` (110), `--node-gpu` (`nvidia.com/gpu`, none) and its name
@@ -153,7 +153,9 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   nowhere is created Pending (no `nodeName`) with `PodScheduled=False`, reason `Unschedulable`,
   message as kube-scheduler's (`0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had
   untolerated taint {dedicated: big}.`), and is tried again every round (bound through
-  `pods/binding`, then started). Pods created by clients are not scheduled by the harness.
+  `pods/binding`, then started). A pod with `spec.schedulingGates` (its template's) is created
+  Pending with `PodScheduled=False`, reason `SchedulingGated`, and left alone until its gates
+  are gone (then tried as above). Pods created by clients are not scheduled by the harness.
   A pod whose template names any other scheduler (`trainscale`) is created pending: no
   `nodeName`, phase `Pending`, no conditions, for that scheduler to bind through `pods/binding`;
 - the kubelet: once such a pod is bound, the next round admits it as the kubelet does, against
@@ -245,6 +247,106 @@ given out; from then on a watch from an older resourceVersion (not `""` or `"0"`
 `ERROR` event whose object is the API server's 410 Status (`reason: Expired`, `message: too old
 resource version: <rv> (<compacted>)`) and ends, so the client lists again. Lists are not
 affected.
+
+Kueue (`--kueue`, off by default). The API also serves `kueue.x-k8s.io/v1beta2` resourceflavors
+and clusterqueues (cluster-scoped), localqueues and workloads (namespaced), discovery included,
+with a `status` subresource for clusterqueues, localqueues and workloads; tests create the
+flavors and queues through the API (admin token). A client's write of them is checked as the
+CRD schema and Kueue's webhooks check it: 422 Invalid naming the field (a ClusterQueue's
+`resourceGroups`: non-empty `coveredResources`, each flavor listing them in order,
+`nominalQuota` a non-negative quantity, `borrowingLimit` and `lendingLimit` only with a
+`cohortName`; `queueingStrategy`; a LocalQueue's `clusterQueue`, required and immutable; a
+Workload's `podSets`); an unknown field of a ClusterQueue's spec answers 400 `strict decoding
+error: unknown field "spec.cohort"` (v1beta2 names it `cohortName`), as under
+`fieldValidation=Strict`. Kueue's webhooks on batch/v1 Jobs apply to every client:
+- on create, a Job labelled `kueue.x-k8s.io/queue-name` is stored with `spec.suspend: true`
+  (tests may create it suspended or not), and an elastic one (annotation
+  `kueue.x-k8s.io/elastic-job: "true"`) also with the scheduling gate
+  `kueue.x-k8s.io/elastic-job` in its pod template, so every pod of it starts gated;
+- refused with 403 Forbidden, `admission webhook "vjob.kb.io" denied the request: <field
+  error>` (how the API server answers a validating webhook's denial): the elastic annotation
+  together with `kueue.x-k8s.io/job-min-parallelism`; a change of the elastic annotation; a
+  change of the queue label of a Job not suspended; a change of `spec.parallelism` of a Job
+  with `job-min-parallelism` not suspended (`spec.parallelism: Forbidden: cannot change when
+  partial admission is enabled and the job is not suspended`). A plain (non-elastic) Job's
+  parallelism may change: Kueue does not refuse it, its Job reconciler requeues the Job.
+Kueue's controllers play in the rounds of the fake controllers (after the Job controller), as
+`admin`, for every Job labelled with a queue name (the Job controller above creates pods only
+for those labelled `trainscale.io/job`):
+- the Job reconciler: one Workload per Job, `job-<job>-<5 hex>` (sha1 of kind, group, name,
+  uid and, for an elastic Job, its generation, as Kueue names them), label
+  `kueue.x-k8s.io/job-uid`, a controller ownerReference to the Job (its uid), `spec.queueName`,
+  `spec.podSets: [{name: main, count: min(parallelism, completions), template}]`,
+  `spec.priority` (the value of the template's PriorityClass, with `priorityClassRef`); an
+  elastic Job's carry the annotations `kueue.x-k8s.io/elastic-job` and
+  `kueue.x-k8s.io/workload-slice-name` (the first slice's name). An elastic Job
+  (EnsureWorkloadSlices): a parallelism increase while its Workload is admitted creates a new
+  slice (annotation `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<old slice>`, count the
+  new one), pending until the quota allows the increase; a decrease, or a change while not
+  admitted, updates the count in place (`spec.podSets` and, admitted,
+  `status.admission.podSetAssignments[].count` and `resourceUsage`: the quota comes back at
+  once); of two admitted slices the older finishes `WorkloadSliceReplaced`, other strays
+  `OutOfSync`. Another Job whose Workload's count no longer matches (its parallelism changed)
+  has that Workload deleted and, running, is suspended (its template's node selector and
+  tolerations restored), then requeued with a new Workload (the same name) and resumed when it
+  is admitted. A Job `Complete` or `Failed` finishes its Workloads (`Finished=True`, reason
+  `Succeeded` or `Failed`, the Job condition's message); a deleted Job's Workloads are deleted
+  (the garbage collector's part, played for Workloads only);
+- the scheduler: the pending Workloads (no `status.admission`, not finished, `spec.active` not
+  false), by `spec.priority` then creation, each admitted when its ClusterQueue (its
+  LocalQueue's) has the quota: for each resource group covering a requested resource, the first
+  flavor (a replacement slice keeps its old slice's) where count × the pod's requests (as the
+  scheduler adds them; `pods` only when covered) fit what the queue may use now: without a
+  cohort `nominalQuota - usage`; in a cohort (`spec.cohortName`) what the cohort's nominal quota
+  leaves unused (the members' nominalQuota minus their usage, summed), capped by `nominalQuota +
+  borrowingLimit - usage` when the limit is set. A replacement slice needs room only for its
+  increase. Admission writes `status.admission {clusterQueue, podSetAssignments: [{name,
+  flavors, count, resourceUsage}]}` and the conditions `QuotaReserved` (reason `QuotaReserved`,
+  `Quota reserved in ClusterQueue <cq>`) and `Admitted` (`Admitted`) True; the replaced slice
+  gets `Finished=True`, reason `WorkloadSliceReplaced`. A Workload that does not fit gets
+  `QuotaReserved=False` with Kueue's reason and message: `WaitingForQuota` (`couldn't assign
+  flavors to pod set main: insufficient unused quota for cpu in flavor F, 2 more needed`),
+  `ExceedsMaxQuota` (`... > maximum capacity (8)`: more than the queue could ever use),
+  `NoMatchingFlavor` (`resource memory unavailable in ClusterQueue`), `Misconfigured`
+  (`LocalQueue L doesn't exist`, `ClusterQueue C doesn't exist`, `workload namespace doesn't
+  match ClusterQueue selector`) or `Suspended` (`ClusterQueue C is inactive`), and
+  `Admitted=False` (`NoReservation`). An admitted Workload whose `spec.active` turns false is
+  evicted (`Evicted=True`, reason `Deactivated`, `The workload is deactivated`; its admission
+  and quota released, `QuotaReserved=False`) and its Job suspended; set true again, it queues
+  again. A `StrictFIFO` queue admits nothing past its first Workload that does not fit;
+  `BestEffortFIFO` (the default) goes on. As in Kueue, a ClusterQueue without
+  `namespaceSelector` admits nothing: give `namespaceSelector: {}` (a selector is matched
+  against the namespace's `kubernetes.io/metadata.name` label only). A ClusterQueue naming a
+  flavor that does not exist, or with a `stopPolicy`, is inactive;
+- the Job starter: a suspended Job whose newest Workload is admitted is unsuspended (its pod
+  template given the assigned flavors' node labels, as node selector, and tolerations), also
+  after a client suspended it (Kueue owns `suspend`: stop a Job by deactivating its Workload,
+  or delete it); a running Job with a deactivated Workload, or non-elastic without an admitted
+  one, is suspended;
+- the elastic-job ungater: an elastic Job's gated pods are ungated (a patch removing the gate)
+  up to the count its newest admitted slice grants, less the pods already ungated (Succeeded
+  and Failed ones aside), lowest names first; the others stay gated, Pending;
+- the queues' status: a ClusterQueue's `Active` condition (`Ready`; `FlavorNotFound`,
+  `Stopped`), `flavorsReservation` and `flavorsUsage` (each flavor and resource of its spec:
+  `total`, `borrowed` beyond nominal), `pendingWorkloads`, `reservingWorkloads` and
+  `admittedWorkloads`; a LocalQueue's three counts.
+Where it simplifies: no preemption (nor reclaim within a cohort), no fair sharing, no
+`lendingLimit` (checked, not applied), no Cohort objects, no admission checks (a quota
+reservation is the admission), no partial admission (`job-min-parallelism` is only checked:
+admission is all or nothing), no PartialScaleUp, no waitForPodsReady, no `resource-in-use`
+finalizer, no flavor fungibility (the first flavor that fits, borrowing or not), no other job
+kinds than batch/v1 Jobs; a Workload a test creates itself is scheduled too. Amounts are
+quantity strings: whole ones plain (`3`), fractions in millis (`1500m`), memory with the largest
+binary suffix (`2Gi`). `GET /_harness/kueue` (404 without `--kueue`) answers `{"clusterQueues":
+{"<cq>": {"cohort", "active", "inactive" (why, or null), "queueingStrategy", "nominal",
+"usage", "borrowed" (each `{"<flavor>": {"<resource>": "<amount>"}}`), "admitted", "pending"
+(`["<ns>/<workload>"]`)}}, "workloads": {"<ns>/<workload>": {"owner" (its controller's name, or
+null), "ownerKind", "queue", "clusterQueue" (of its admission, or null), "count" (its spec's),
+"active" (`spec.active`), "admitted" (holds quota now), "admittedCount" (its admission's, or null), "flavors"
+(`{"<resource>": "<flavor>"}`), "finished" (the Finished reason, or null), "sliceOf" (the
+`"<ns>/<workload>"` it replaces, or null), "pending" (the QuotaReserved=False message, or
+null)}}}`. The daemon's requests for Kueue's objects go through RBAC like any
+(deploy/components/kueue/rbac.yaml). `tests/e2e/kueue_check.py` drives all this live.
 """
 
 import argparse
@@ -2680,11 +2782,15 @@ def kueue_active_slice(wls):
 
 
 def kueue_plan_run(job, wls):
-    """Whether Kueue starts or stops a Job after scheduling: `("start", wl)` when it is
-    suspended and a Workload of it is admitted, `("stop", wl, message)` when a non-elastic Job
-    runs without an admitted Workload, else None (elastic Jobs wait on their pods' gates)."""
+    """Whether Kueue starts or stops a Job after scheduling: `("stop", wl, message)` when it
+    runs with a deactivated Workload (`spec.active: false`), or, not elastic, without an admitted
+    one; `("start", wl)` when it is suspended and a Workload of it is admitted; else None
+    (elastic Jobs wait on their pods' gates)."""
     if job_complete(job) or job_failed(job):
         return None
+    inactive = next((wl for wl in wls if _spec(wl).get("active", True) is False), None)
+    if inactive is not None:
+        return None if job_suspended(job) else ("stop", inactive, "The workload is deactivated")
     active = kueue_active_slice(wls)
     if job_suspended(job):
         return ("start", active) if active is not None else None
@@ -2965,9 +3071,15 @@ class KueueView:
         """One scheduling pass: every pending Workload, in order, is admitted when it fits (its
         usage then counts for the next ones; a replacement frees its old slice's), else stays
         pending with Kueue's reason; a StrictFIFO queue admits nothing past its first Workload
-        that does not fit. Returns `[("admit", wl, cq, assignments, replaced or None) |
-        ("pending", wl, reason, message) | ("wait", wl)]`."""
+        that does not fit. An admitted Workload whose `spec.active` is false is evicted first
+        (its quota freed). Returns `[("evict", wl) | ("admit", wl, cq, assignments, replaced or
+        None) | ("pending", wl, reason, message) | ("wait", wl)]`."""
         out, blocked = [], set()
+        for wl in self.workloads:
+            if obj_key(wl) in self.held and _spec(wl).get("active", True) is False:
+                cq, usage = self.held.pop(obj_key(wl))
+                self.quota.add(cq, usage, -1)
+                out.append(("evict", wl))
         for wl in self.pending():
             cq, why = self.queue_of(wl)
             if cq is None:
@@ -3085,6 +3197,7 @@ class KueueView:
                 "queue": _spec(wl).get("queueName"),
                 "clusterQueue": (admission or {}).get("clusterQueue"),
                 "count": wl_count(wl),
+                "active": _spec(wl).get("active", True) is not False,
                 "admitted": wl_reserved(wl),
                 "admittedCount": wl_admitted_count(wl) if admission else None,
                 "flavors": admission_flavors(wl).get(KUEUE_PODSET, {}),
@@ -3333,6 +3446,16 @@ class KueueController:
         if kind == "wait":
             return
         status = copy.deepcopy(wl.get("status") or {})
+        if kind == "evict":
+            status.pop("admission", None)
+            message = "The workload is deactivated"
+            set_condition(status, kueue_condition("Evicted", "True", "Deactivated", message, wl))
+            set_condition(status, kueue_condition("QuotaReserved", "False", "PendingEvaluation",
+                                                  message, wl))
+            set_condition(status, kueue_condition("Admitted", "False", "NoReservation",
+                                                  "The workload has no reservation", wl))
+            await self.put_status(ctl, session, wl, status)
+            return
         if kind == "pending":
             _, _, reason, message = decision
             set_condition(status, kueue_condition("QuotaReserved", "False", reason, message, wl))
@@ -3343,6 +3466,8 @@ class KueueController:
             return
         _, _, cq, assignments, replaced = decision
         status["admission"] = {"clusterQueue": cq, "podSetAssignments": assignments}
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if c.get("type") != "Evicted"]
         set_condition(status, kueue_condition("QuotaReserved", "True", "QuotaReserved",
                                               f"Quota reserved in ClusterQueue {cq}", wl))
         set_condition(status, kueue_condition("Admitted", "True", "Admitted",
@@ -3494,6 +3619,12 @@ def kueue_self_test(check):
           view.inactive("q") == ("FlavorNotFound", "Can't admit new workloads: references missing "
                                  "ResourceFlavor(s): f."), f"kueue: inactive queues: {got}")
 
+    idle = workload("idle", "2", admitted_in="q")
+    idle["spec"]["active"] = False
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [idle, w1]))
+    check(got == [("evict", "idle"), ("admit", "w1")],
+          f"kueue: a deactivated Workload is evicted, its quota freed: {got}")
+
     # Workload slices: a replacement needs quota only for the increase, and replaces its slice.
     old = workload("old", "1", count=2, admitted_in="q")
     other = workload("other", "1", admitted_in="q")
@@ -3555,6 +3686,9 @@ def kueue_self_test(check):
           "kueue: requeued with a new Workload")
     check(kueue_plan_run(job(2, elastic=False), [workload("p", "1")])[0] == "stop",
           "kueue: a non-elastic Job runs only admitted")
+    check(kueue_plan_run(job(2), [idle])[:2] == ("stop", idle) and
+          kueue_plan_run(job(2, suspend=True), [idle]) is None,
+          "kueue: a deactivated Workload stops its Job, which stays stopped")
     done = job(2, conditions=[{"type": "Complete", "status": "True", "message": "done"}])
     check(kueue_plan_job(done, [first], {}) == [("finish", first, "Succeeded", "done")],
           "kueue: a finished Job finishes its Workloads")
@@ -4007,7 +4141,7 @@ def parse_args(argv):
                         help="enforce the RBAC objects of FILE (repeatable) instead of deploy/'s")
     parser.add_argument("--no-rbac", action="store_true", help="authorize every request")
     parser.add_argument("--self-test", action="store_true",
-                        help="check the RBAC evaluation and the fit, then exit")
+                        help="check the RBAC evaluation, the fit and the Kueue model, then exit")
     args = parser.parse_args(argv)
     if args.self_test:
         return args

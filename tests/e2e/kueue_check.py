@@ -8,7 +8,8 @@ admin: creates a ResourceFlavor, two ClusterQueues in one cohort (`cq-a`: 4 CPUs
 - a scale-up beyond the quota the cohort leaves is a pending slice (its new pods gated) until a
   Job of the other queue is deleted (its Workload goes with it), then admitted (borrowing), the
   old slice finished `WorkloadSliceReplaced` and the pods ungated; a scale-down updates the
-  admitted count in place and gives the quota back;
+  admitted count in place and gives the quota back; deactivating the Workload stops the Job,
+  activating it resumes it;
 - a non-elastic Job whose parallelism changes while admitted is suspended, requeued with a new
   Workload and resumed; one with `job-min-parallelism` may not change it (403 from the webhook);
 - a bad ClusterQueue is refused (422, `spec.cohort` 400); the daemon's service account may read
@@ -200,6 +201,18 @@ def scenario(c, check):
     check(s["workloads"][new_key]["count"] == 1 and s["workloads"][new_key]["admittedCount"] == 1
           and s["workloads"][new_key]["admitted"], f"in-place count: {s['workloads'][new_key]}")
     wait_for("el's extra pods gone", lambda: len(c.pods("el")) == 1)
+
+    # Deactivating the Workload stops the Job (Kueue would undo a plain suspend) and frees the
+    # quota; activating it again resumes the Job.
+    wl_name = new_key.split("/")[1]
+    c.ok("PATCH", f"{KUEUE}/namespaces/{NS}/workloads/{wl_name}", {"spec": {"active": False}})
+    wait_for("el stopped", lambda: c.job("el")["spec"]["suspend"] is True and not c.pods("el"))
+    s = c.summary()
+    check(not s["workloads"][new_key]["admitted"] and not s["workloads"][new_key]["active"] and
+          s["clusterQueues"]["cq-a"]["usage"] == {"default-flavor": {"cpu": "0"}},
+          f"deactivated: {s['workloads'][new_key]}")
+    c.ok("PATCH", f"{KUEUE}/namespaces/{NS}/workloads/{wl_name}", {"spec": {"active": True}})
+    wait_for("el resumed", lambda: len(running(c.pods("el"))) == 1)
 
     # A non-elastic Job changed while admitted: suspended, requeued, resumed at the new count.
     c.ok("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", job_body("fixed", "lq-b", 1, False))
