@@ -14,6 +14,7 @@
 //!   node grows; first fit in name order with taints and node selectors; suspend and resume; a
 //!   pod bound by another scheduler where it does not fit ends Failed `OutOfcpu` and counts.
 //! - [`the_harness_self_test_passes`]: `kmock_cluster.py --self-test`.
+//! - [`the_kueue_model_passes_its_live_check`]: `kueue_check.py`, the emulator's Kueue model over HTTP.
 //!
 //! Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
 
@@ -1002,4 +1003,32 @@ fn the_harness_self_test_passes() {
         .expect("a summary line");
     assert_eq!(passed, total, "{stdout}");
     assert!(total.parse::<u32>().is_ok_and(|n| n > 50), "{stdout}");
+}
+
+#[test]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+fn the_kueue_model_passes_its_live_check() {
+    require_kmock();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kueue_check.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .output()
+        .expect("python3 runs the Kueue check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let (passed, total) = last
+        .strip_prefix("kueue check: ")
+        .and_then(|rest| rest.split_once(" checks passed"))
+        .and_then(|(counts, _)| counts.split_once(" of "))
+        .expect("a summary line");
+    assert_eq!(passed, total, "{stdout}");
+    assert!(total.parse::<u32>().is_ok_and(|n| n > 20), "{stdout}");
 }
