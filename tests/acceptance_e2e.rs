@@ -282,6 +282,9 @@ fn generated_job(i: usize, podgroups: bool) -> Value {
                 })
             }
         }
+        Kind::BatchJob | Kind::JobSet => {
+            unreachable!("generated jobs cycle through the first four kinds")
+        }
     }
 }
 

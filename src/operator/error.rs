@@ -66,6 +66,10 @@ pub fn rename_problem(kind: JobKind, problem: FieldError) -> FieldError {
     match kind {
         JobKind::PaddleJob => paddle_job_problem(problem),
         // The operator creates only the paddlepaddle.org kinds.
-        JobKind::TrainingJob | JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => problem,
+        JobKind::TrainingJob
+        | JobKind::PyTorchTrainingJob
+        | JobKind::PyTorchJob
+        | JobKind::BatchJob
+        | JobKind::JobSet => problem,
     }
 }
