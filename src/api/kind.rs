@@ -32,7 +32,8 @@ pub enum JobKind {
     PyTorchJob,
     /// A `batch/v1` Job that opts in with the `trainscale.io/min-replicas` and `max-replicas`
     /// annotations (an elastic Job); sized, never created. Its objects come with the Job watch
-    /// that also carries the trainer Jobs.
+    /// that also carries the trainer Jobs. Serialized as `kind:` writes it, `Job`.
+    #[serde(rename = "Job")]
     BatchJob,
     /// `jobset.x-k8s.io/v1alpha2` JobSet with one elastic replicated Job; sized, never created.
     JobSet,
