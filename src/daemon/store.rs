@@ -1,6 +1,6 @@
 //! The daemon's view of the cluster: `ClusterState` fed event by event from the watch streams,
 //! plus the few facts the actuator needs that the planner does not (object names, uids,
-//! resourceVersions, trainer pod names).
+//! resourceVersions, where a job object keeps its size).
 //!
 //! Watch restarts are absorbed here: an `Init` starts collecting the keys re-listed for that kind,
 //! and `InitDone` deletes every object of the kind that was not re-listed.
