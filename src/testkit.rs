@@ -116,6 +116,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: None,
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             left -= req;
@@ -178,6 +179,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: Some(t as u32),
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             placed += 1;
@@ -360,6 +362,7 @@ pub fn trainer_pod(
         index,
         extended: Default::default(),
         priority: 0,
+        claim: None,
     }
 }
 

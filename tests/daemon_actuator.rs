@@ -64,6 +64,7 @@ fn rescale(name: &str, current: i32, target: i32, indexed: bool) -> Rescale {
             parallelism: Some(current),
             at_zero: false,
         }),
+        size_at: None,
         current,
         target,
         reason: if target > current {
