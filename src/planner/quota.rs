@@ -261,6 +261,13 @@ pub fn raise_quota(
                 j.quota_note = None;
             }
         } else {
+            // Not stopped by quota (its trainers found no node): it says so, not the quota.
+            if matches!(
+                j.quota_note.as_deref(),
+                Some(KueueNote::QuotaExhausted { .. })
+            ) {
+                j.quota_note = None;
+            }
             j.quota_max = held(j).min(j.quota_max);
         }
     }
@@ -371,9 +378,15 @@ pub fn describe(state: &ClusterState, room: &QuotaRoom, job: &JobPlan, note: &Ku
                 String::new()
             };
             let s = room.standing(q, fr);
+            let unused = (s.nominal - s.used).max(0);
             let borrow = match room.cohort(q) {
+                // Its unused quota is borrowed by the others.
+                Some(cohort) if unused > s.available.max(0) => format!(
+                    ", {} lent to cohort {cohort}",
+                    show(resource, unused - s.available.max(0))
+                ),
                 Some(cohort) => {
-                    let more = (s.available - (s.nominal - s.used).max(0)).max(0);
+                    let more = (s.available - unused).max(0);
                     format!(
                         ", may borrow {} more in cohort {cohort}",
                         show(resource, more)

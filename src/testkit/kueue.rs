@@ -135,8 +135,8 @@ fn times(q: &str, n: i32) -> String {
     format!("{}{unit}", value * i64::from(n))
 }
 
-/// An elastic Kubeflow PyTorchJob `namespace/name` in LocalQueue `queue` (none: unlabelled), of
-/// `replicas` workers (`min..=max`) requesting `cpu`, `memory` and `gpu` each.
+/// An elastic, running Kubeflow PyTorchJob `namespace/name` in LocalQueue `queue` (none:
+/// unlabelled), of `replicas` workers (`min..=max`) requesting `cpu`, `memory` and `gpu` each.
 #[allow(clippy::too_many_arguments)]
 pub fn pytorch_job_json(
     namespace: &str,
@@ -158,6 +158,7 @@ pub fn pytorch_job_json(
                      "containers": [{"name": "pytorch", "resources": {
                          "requests": {"cpu": cpu, "memory": memory},
                          "limits": {"nvidia.com/gpu": gpu}}}]}}}}},
+        "status": {"conditions": [{"type": "Running", "status": "True"}]},
     })
 }
 
