@@ -328,3 +328,75 @@ fn without_kueue_objects_the_plan_is_unchanged() {
         assert_eq!(summary(&plain), summary(&labelled), "{policy:?}");
     }
 }
+
+#[test]
+fn plan_on_a_dump_sizes_kueue_jobs_within_their_quota() {
+    // tests/fixtures/kueue-dump.json: three nodes of 8 GPUs; ClusterQueues team-a (8 GPUs) and
+    // team-b (2) in cohort research; PyTorchJobs alpha and beta (team-a) and gamma (team-b) at 2
+    // workers, admitted; delta (team-b) waiting for quota; free, not Kueue's.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainscale"))
+        .args([
+            "plan",
+            "--snapshot",
+            "tests/fixtures/kueue-dump.json",
+            "--output",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let job = |name: &str| {
+        plan["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not planned: {stdout}"))
+            .clone()
+    };
+    // 10 GPUs in the cohort, 6 in use: alpha, beta, gamma take turns (name order on ties);
+    // gamma borrows the one team-a does not use.
+    for (name, target, cq) in [
+        ("alpha", 4, "team-a"),
+        ("beta", 3, "team-a"),
+        ("gamma", 3, "team-b"),
+    ] {
+        let j = job(name);
+        assert_eq!(j["target"], target, "{name}: {j}");
+        assert_eq!(j["reason"], "quota_exhausted", "{name}");
+        assert_eq!(
+            j["kueue"],
+            json!({"kind": "quota_exhausted", "cluster_queue": cq, "flavor": "a100",
+                   "resource": "nvidia.com/gpu"})
+        );
+    }
+    assert_eq!(
+        job("gamma")["message"],
+        "grows 2 → 3, then ClusterQueue team-b: nvidia.com/gpu quota exhausted (3 of 2 used, \
+         may borrow 0 more in cohort research; a worker needs 1)"
+    );
+    assert_eq!(
+        job("alpha")["message"],
+        "grows 2 → 4, then ClusterQueue team-a: nvidia.com/gpu quota exhausted (7 of 8 used, \
+         1 lent to cohort research; a worker needs 1)"
+    );
+    // Not Kueue's: only the nodes hold it.
+    assert_eq!(
+        (job("free")["target"].clone(), job("free")["reason"].clone()),
+        (json!(4), json!("scale_up"))
+    );
+    assert!(job("free").get("kueue").is_none());
+    assert_eq!(
+        plan["left_alone"],
+        json!([{"kind": "PyTorchJob", "namespace": "ml", "name": "delta",
+                "field": "status.admission of its Workload",
+                "message": "not admitted by Kueue (ClusterQueue team-b): its Workload waits for quota"}])
+    );
+}

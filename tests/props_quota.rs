@@ -147,7 +147,11 @@ fn build(case: &Case) -> ClusterState {
             request,
         );
         s.apply_job(&job).unwrap();
-        let per_pod = [("cpu", cpu.as_str()), ("memory", "1Gi"), ("nvidia.com/gpu", gpu.as_str())];
+        let per_pod = [
+            ("cpu", cpu.as_str()),
+            ("memory", "1Gi"),
+            ("nvidia.com/gpu", gpu.as_str()),
+        ];
         let Some(cq) = queue else {
             if j.bound {
                 bind_workers(&mut s, &key(i), "n0", 0, j.current as usize, request);
