@@ -6,6 +6,7 @@ pub mod guard;
 mod job;
 mod jobset;
 mod kind;
+pub mod kueue;
 pub mod manifest;
 pub mod note;
 mod paddlejob;
