@@ -16,6 +16,7 @@ use kube::runtime::watcher::Event;
 
 use kube::api::DynamicObject;
 
+use crate::api::kueue::{ClusterQueue, KueueKind, LocalQueue, ResourceFlavor, Workload};
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, JobObject, SizeAt, decode_dynamic, priority_field};
 use crate::cluster::objects::{read_trainer_job, suspended_by_others, trainer_constraints};
@@ -38,11 +39,13 @@ pub enum Kind {
     ForeignPod,
     /// The objects of a job kind with a watch of its own ([`JobKind::has_own_watch`]).
     JobObject(JobKind),
+    /// Kueue's quota and admission objects, watched once discovery finds Kueue.
+    Kueue(KueueKind),
 }
 
 /// The kinds before the job kinds (`Kind::JobObject`).
 const FIXED_KINDS: usize = 5;
-const KINDS: usize = FIXED_KINDS + JobKind::COUNT;
+const KINDS: usize = FIXED_KINDS + JobKind::COUNT + KueueKind::COUNT;
 
 impl Kind {
     /// The resource its watch lists, as readiness and the cache metrics name it.
@@ -54,6 +57,7 @@ impl Kind {
             Kind::PriorityClass => "priorityclasses",
             Kind::ForeignPod => "pods (bound, other namespaces)",
             Kind::JobObject(kind) => kind.plural(),
+            Kind::Kueue(kind) => kind.plural(),
         }
     }
 
@@ -66,6 +70,10 @@ impl Kind {
             Kind::PriorityClass => "priorityclass",
             Kind::ForeignPod => "foreignpod",
             Kind::JobObject(kind) => kind.flag_name(),
+            Kind::Kueue(KueueKind::ResourceFlavor) => "resourceflavor",
+            Kind::Kueue(KueueKind::ClusterQueue) => "clusterqueue",
+            Kind::Kueue(KueueKind::LocalQueue) => "localqueue",
+            Kind::Kueue(KueueKind::Workload) => "workload",
         }
     }
 
@@ -95,6 +103,7 @@ impl Kind {
             Kind::PriorityClass => 3,
             Kind::ForeignPod => 4,
             Kind::JobObject(kind) => FIXED_KINDS + kind as usize,
+            Kind::Kueue(kind) => FIXED_KINDS + JobKind::COUNT + kind as usize,
         }
     }
 }
@@ -114,6 +123,8 @@ pub enum WatchEvent {
     /// An object of a job kind with a watch of its own, decoded by the store through the kind's
     /// registered adapter.
     JobObject(JobKind, Event<DynamicObject>),
+    /// A Kueue object, decoded by the store into its typed form.
+    Kueue(KueueKind, Event<DynamicObject>),
 }
 
 impl WatchEvent {
@@ -133,6 +144,7 @@ impl WatchEvent {
             WatchEvent::PriorityClass(e) => (Kind::PriorityClass, of(e)),
             WatchEvent::ForeignPod(e) => (Kind::ForeignPod, of(e)),
             WatchEvent::JobObject(kind, e) => (Kind::JobObject(*kind), of(e)),
+            WatchEvent::Kueue(kind, e) => (Kind::Kueue(*kind), of(e)),
         }
     }
 
@@ -171,6 +183,8 @@ pub struct TrainerJobRef {
     pub parallelism: Option<i32>,
     /// Held at zero trainers: growing it must lift the suspension trainscale set.
     pub at_zero: bool,
+    /// Its `kueue.x-k8s.io/queue-name` label (the operator's `--kueue`).
+    pub queue: Option<String>,
 }
 
 /// What the daemon keeps of a job object besides its planning view.
@@ -234,6 +248,8 @@ pub struct Store {
     restarts: u64,
     /// Unbound pods and bound host ports, for the scheduler role.
     scheduling: SchedulingPods,
+    /// The Kueue objects held, by kind (`KueueKind as usize`).
+    kueue_objects: [BTreeSet<ObjKey>; KueueKind::COUNT],
 }
 
 impl Store {
@@ -258,6 +274,11 @@ impl Store {
                 !(kind.has_own_watch() && kinds.contains(&kind));
         }
         self.elastic_jobs = kinds.contains(&JobKind::BatchJob);
+        // Kueue is optional: its kinds are watched once discovery finds them, and re-list like
+        // a restarted watch then (passes wait for the list, readiness does not drop).
+        for kind in KueueKind::ALL {
+            self.synced[Kind::Kueue(kind).index()] = true;
+        }
     }
 
     /// An empty store of one namespace: besides its pods, it needs the pods of other namespaces
@@ -369,6 +390,9 @@ impl Store {
             WatchEvent::JobObject(kind, e) => {
                 self.handle_kind(Kind::JobObject(kind), e, |s, o| s.apply_object(kind, o))
             }
+            WatchEvent::Kueue(kind, e) => {
+                self.handle_kind(Kind::Kueue(kind), e, |s, o| s.apply_kueue(kind, &o))
+            }
         }
     }
 
@@ -451,6 +475,10 @@ impl Store {
                 .map(|n| (String::new(), n.clone()))
                 .collect(),
             Kind::JobObject(job_kind) => self.job_object_keys(job_kind),
+            Kind::Kueue(kueue_kind) => self.kueue_objects[kueue_kind as usize]
+                .iter()
+                .cloned()
+                .collect(),
         }
     }
 
@@ -491,6 +519,60 @@ impl Store {
                     name.as_str(),
                 ));
             }
+            Kind::Kueue(kueue_kind) => self.delete_kueue(kueue_kind, namespace, name),
+        }
+    }
+
+    /// Applies a Kueue object; one that does not decode is skipped with a warning naming the
+    /// field (an earlier version of it is forgotten: what it said may no longer hold).
+    fn apply_kueue(&mut self, kind: KueueKind, object: &DynamicObject) {
+        let key = key_of(object);
+        let value = match serde_json::to_value(object) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(kind = kind.as_str(), name = %key.1, error = %e, "skipping a Kueue object that does not serialize");
+                return;
+            }
+        };
+        fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(value)
+                .map_err(|e| format!("{}: {}", e.path(), e.inner()))
+        }
+        let applied = match kind {
+            KueueKind::ResourceFlavor => decode::<ResourceFlavor>(value).and_then(|o| {
+                self.state
+                    .apply_resource_flavor(&o)
+                    .map_err(|e| e.to_string())
+            }),
+            KueueKind::ClusterQueue => decode::<ClusterQueue>(value).and_then(|o| {
+                self.state
+                    .apply_cluster_queue(&o)
+                    .map_err(|e| e.to_string())
+            }),
+            KueueKind::LocalQueue => decode::<LocalQueue>(value)
+                .and_then(|o| self.state.apply_local_queue(&o).map_err(|e| e.to_string())),
+            KueueKind::Workload => decode::<Workload>(value)
+                .and_then(|o| self.state.apply_workload(&o).map_err(|e| e.to_string())),
+        };
+        match applied {
+            Ok(()) => {
+                self.kueue_objects[kind as usize].insert(key);
+            }
+            Err(error) => {
+                tracing::warn!(kind = kind.as_str(), namespace = %key.0, name = %key.1, %error, "skipping a malformed Kueue object");
+                self.delete_kueue(kind, &key.0, &key.1);
+            }
+        }
+    }
+
+    /// Forgets a Kueue object.
+    fn delete_kueue(&mut self, kind: KueueKind, namespace: &str, name: &str) {
+        self.kueue_objects[kind as usize].remove(&(namespace.to_string(), name.to_string()));
+        match kind {
+            KueueKind::ResourceFlavor => self.state.delete_resource_flavor(name),
+            KueueKind::ClusterQueue => self.state.delete_cluster_queue(name),
+            KueueKind::LocalQueue => self.state.delete_local_queue(namespace, name),
+            KueueKind::Workload => self.state.delete_workload(namespace, name),
         }
     }
 
@@ -559,6 +641,10 @@ impl Store {
                 indexed,
                 parallelism,
                 at_zero: crate::api::trainer_job::at_zero_trainers(job),
+                queue: job
+                    .labels()
+                    .get(crate::api::kueue::QUEUE_NAME_LABEL)
+                    .cloned(),
             };
             self.batch_jobs_of
                 .entry(key.clone())
@@ -612,6 +698,15 @@ impl Store {
             .and_then(|set| set.iter().next())
             .is_some_and(|first| self.suspended_batch_jobs.contains(first));
         self.state.set_trainer_job_suspended(key, suspended);
+        let queue = self
+            .trainer_job(key)
+            .map(|r| (r.name.clone(), r.queue.clone()));
+        self.state.set_trainer_job_queue(
+            key,
+            queue
+                .as_ref()
+                .map(|(name, label)| (name.as_str(), label.as_deref())),
+        );
         self.state.set_trainer_job(key.clone(), parallelism);
     }
 

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::store::{Kind, WatchEvent};
 use crate::api::JobKind;
+use crate::api::kueue::{KUEUE_API_VERSION, KueueKind};
 
 /// First wait before a failed watch is started afresh.
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
@@ -57,10 +58,16 @@ impl KindSelection {
 /// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
 /// server counts as not serving it.
 pub async fn served(client: &Client, kind: JobKind) -> bool {
-    match client.list_api_group_resources(kind.api_version()).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == kind.plural()),
+    served_resource(client, kind.api_version(), kind.plural()).await
+}
+
+/// Whether the API server serves `plural` in `api_version` (group/version); an unreachable
+/// server counts as not serving it.
+pub async fn served_resource(client: &Client, api_version: &str, plural: &str) -> bool {
+    match client.list_api_group_resources(api_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
         Err(e) => {
-            tracing::debug!(kind = kind.as_str(), error = %e, "discovery: not served");
+            tracing::debug!(api_version, plural, error = %e, "discovery: not served");
             false
         }
     }
@@ -165,9 +172,12 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
     for (kind, served) in job_kinds.filter(|(k, _)| k.has_own_watch()) {
         let gate = kinds.discovered(kind).then(|| Discovered {
             client: client.clone(),
-            kind,
+            api_version: kind.api_version(),
+            plural: kind.plural(),
+            name: kind.as_str(),
             recheck: kinds.recheck,
             served,
+            look_up_now: false,
         });
         let (c, n) = (client.clone(), ns.clone());
         let resource = kind.api_resource();
@@ -183,6 +193,38 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
                 };
                 watcher(api, config())
                     .modify(|job| job.managed_fields_mut().clear())
+                    .boxed()
+            },
+        ));
+    }
+    // Kueue's quota and admissions: read wherever its CRDs are served, looked up again while
+    // they are not; a refused watch (no deploy/components/kueue) drops the kind.
+    for kind in KueueKind::ALL {
+        let gate = Discovered {
+            client: client.clone(),
+            api_version: KUEUE_API_VERSION,
+            plural: kind.plural(),
+            name: kind.as_str(),
+            recheck: kinds.recheck,
+            served: false,
+            look_up_now: true,
+        };
+        let (c, n) = (client.clone(), ns.clone());
+        let resource = kind.api_resource();
+        tasks.push(spawn_kind_when(
+            Some(gate),
+            Kind::Kueue(kind),
+            move |e| WatchEvent::Kueue(kind, e),
+            tx.clone(),
+            move || {
+                let api = match n.as_deref() {
+                    Some(ns) if kind.namespaced() => {
+                        Api::<DynamicObject>::namespaced_with(c.clone(), ns, &resource)
+                    }
+                    _ => Api::<DynamicObject>::all_with(c.clone(), &resource),
+                };
+                watcher(api, config())
+                    .modify(|o| o.managed_fields_mut().clear())
                     .boxed()
             },
         ));
@@ -208,10 +250,16 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
 /// up and the kind looked up again, so a kind trainscale may not read never stalls the others.
 struct Discovered {
     client: Client,
-    kind: JobKind,
+    /// What discovery looks for: the group/version and the plural it must list.
+    api_version: &'static str,
+    plural: &'static str,
+    /// The kind, in logs.
+    name: &'static str,
     recheck: Duration,
     /// Served at start: watch at once.
     served: bool,
+    /// Not known to be served: look it up at once rather than after `recheck`.
+    look_up_now: bool,
 }
 
 /// [`spawn_kind`], for a kind discovery found (`gate`) when there is one.
@@ -228,21 +276,25 @@ fn spawn_kind_when<K: Send + 'static>(
             return;
         };
         let mut found = gate.served;
+        let mut wait = !gate.look_up_now;
         loop {
             while !found {
-                tokio::time::sleep(gate.recheck).await;
+                if wait {
+                    tokio::time::sleep(gate.recheck).await;
+                }
+                wait = true;
                 if tx.is_closed() {
                     return;
                 }
-                found = served(&gate.client, gate.kind).await;
+                found = served_resource(&gate.client, gate.api_version, gate.plural).await;
                 if found {
-                    tracing::info!(kind = gate.kind.as_str(), "CRD now served; watching");
+                    tracing::info!(kind = gate.name, "CRD now served; watching");
                 }
             }
             if run_kind(kind, &wrap, &tx, &start, true).await == Ended::ReceiverGone {
                 return;
             }
-            tracing::warn!(kind = gate.kind.as_str(), every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
+            tracing::warn!(kind = gate.name, every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
             found = false;
         }
     })
