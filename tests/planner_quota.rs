@@ -400,3 +400,44 @@ fn plan_on_a_dump_sizes_kueue_jobs_within_their_quota() {
                 "message": "not admitted by Kueue (ClusterQueue team-b): its Workload waits for quota"}])
     );
 }
+
+#[test]
+fn a_resource_the_queue_does_not_cover_stops_growth_and_is_named() {
+    // The queue covers CPU, memory and GPUs; the admitted Workload's pods also request an FPGA
+    // (the queue's coverage changed since): Kueue would admit no scale-up slice.
+    let mut s = cluster(&[gpu_queue("team-a", None, "8", None)]);
+    s.apply_job(&pytorch_job("ml", "a1", (1, 8, 2), Some("team-a"), WORKER))
+        .unwrap();
+    let per_pod: &[(&str, &str)] = &[
+        ("cpu", "1"),
+        ("memory", "4Gi"),
+        ("nvidia.com/gpu", "1"),
+        ("example.com/fpga", "1"),
+    ];
+    let wl = workload(
+        "a1-1",
+        &key("a1"),
+        2,
+        per_pod,
+        Some(("team-a", "default", 2)),
+    );
+    s.apply_workload(&wl).unwrap();
+    bind_workers(&mut s, &key("a1"), "n0", 0, 2, WORKER);
+    let config = PlannerConfig::default();
+    let p = plan(&s, &config);
+    let a1 = p.job(&key("a1")).unwrap();
+    assert_eq!((a1.target, a1.reason), (2, Reason::QuotaExhausted));
+    assert_eq!(
+        a1.kueue.as_deref(),
+        Some(&KueueNote::NotCovered {
+            cluster_queue: "team-a".into(),
+            resource: "example.com/fpga".into(),
+            flavor: None,
+        })
+    );
+    assert_eq!(
+        message(&s, &p, &config, "a1"),
+        "at 2 of max 8: ClusterQueue team-a has no example.com/fpga quota: Kueue admits no more \
+         of its workers, which request example.com/fpga"
+    );
+}

@@ -187,7 +187,9 @@ fn water_fill(
 
 /// Sets every Kueue-managed job's [`Candidate::quota_max`] (and caps its fair max there) by
 /// water-filling the quota of all ClusterQueues; `holding[i]`: job `i` keeps its size this pass
-/// (a cooldown). Costs nothing without Kueue objects.
+/// (a cooldown). Costs nothing without Kueue objects (kept out of line: the pass's hot loops
+/// stay as they are).
+#[inline(never)]
 pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], holding: &[bool]) {
     if !state.quota().active() || jobs.iter().all(|j| j.quota.is_none()) {
         return;
@@ -228,6 +230,7 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], hol
 /// to the jobs quota stopped, water-filled as in [`cap_quota`] from what they have; every other
 /// Kueue-managed job's ceiling comes down to what it has, so the quota is not counted twice.
 /// Returns whether some stopped job may now grow.
+#[inline(never)]
 pub fn raise_quota(
     state: &ClusterState,
     jobs: &mut [Candidate],
