@@ -26,7 +26,8 @@ use ordered_float::OrderedFloat;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use super::metrics::{HeldBy, JobOutcome, TickSample};
+use super::kueue::KueuePlay;
+use super::metrics::{HeldBy, JobOutcome, QueueTicks, TickSample};
 use super::scenario::{Scenario, SchedulerKind};
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
@@ -148,6 +149,10 @@ pub struct Engine<'a> {
     held_by: [f64; HeldBy::COUNT],
     /// Jobs seen so at least once.
     partial_gang_jobs: std::collections::BTreeSet<usize>,
+    /// Kueue's admission, with the scenario's `queues`.
+    kueue: Option<KueuePlay>,
+    /// Per queue, the shares while it had waiting work.
+    queue_ticks: Vec<QueueTicks>,
 }
 
 impl<'a> Engine<'a> {
@@ -244,6 +249,43 @@ impl<'a> Engine<'a> {
                 allocated_gpu_s: 0.0,
             });
         }
+        let (kueue, queue_ticks) = match &scenario.queues {
+            Some(queues) => {
+                let cluster = scenario
+                    .node_pools
+                    .iter()
+                    .fold(Resources::default(), |acc, p| {
+                        let n = i64::from(p.count);
+                        Resources::new(
+                            acc.cpu_milli + p.allocatable.cpu_milli * n,
+                            acc.memory + p.allocatable.memory * n,
+                            acc.gpu + p.allocatable.gpu * n,
+                        )
+                    });
+                let play = KueuePlay::new(
+                    queues.queues.iter().map(|q| (q.gpus, q.borrowing_limit)),
+                    queues.cohort.is_some(),
+                    cluster,
+                    trace.iter().zip(&runs).map(|(t, r)| {
+                        queues
+                            .queue_of(&t.vc)
+                            .map(|q| (q, r.info.trainer, r.info.priority))
+                    }),
+                );
+                let ticks = queues
+                    .queues
+                    .iter()
+                    .map(|q| QueueTicks {
+                        name: q.name.clone(),
+                        nominal_gpus: q.gpus,
+                        cluster_gpus: cluster.gpu,
+                        ..QueueTicks::default()
+                    })
+                    .collect();
+                (Some(play), ticks)
+            }
+            None => (None, Vec::new()),
+        };
         let config = PlannerConfig {
             policy,
             max_load_desired: scenario.max_load_desired,
@@ -275,6 +317,8 @@ impl<'a> Engine<'a> {
             partial_gang_ticks: 0,
             held_by: [0.0; HeldBy::COUNT],
             partial_gang_jobs: Default::default(),
+            kueue,
+            queue_ticks,
         };
         for (i, t) in trace.iter().enumerate() {
             engine.push(t.submit_s, Event::Arrival { job: i });
@@ -370,7 +414,8 @@ impl<'a> Engine<'a> {
             .trace
             .iter()
             .zip(&self.runs)
-            .map(|(t, r)| JobOutcome {
+            .enumerate()
+            .map(|(i, (t, r))| JobOutcome {
                 id: t.id.clone(),
                 req_workers: t.req_workers,
                 req_gpus: t.gpus_per_worker * i64::from(t.req_workers),
@@ -381,6 +426,7 @@ impl<'a> Engine<'a> {
                 work_done_worker_s: r.work_done,
                 allocated_worker_s: r.allocated_worker_s,
                 allocated_gpu_s: r.allocated_gpu_s,
+                queue: self.kueue.as_ref().and_then(|k| k.queue_of(i)),
             })
             .collect();
         RunResult {
@@ -396,6 +442,7 @@ impl<'a> Engine<'a> {
             partial_gang_ticks: self.partial_gang_ticks,
             held_by: self.held_by,
             partial_gang_jobs: self.partial_gang_jobs.len(),
+            queues: self.queue_ticks,
         }
     }
 
@@ -415,10 +462,19 @@ impl<'a> Engine<'a> {
             .set_training_job(key.clone(), Some(run.info.clone()));
         self.world
             .state
-            .set_trainer_job(key, Some(Some(run.parallelism)));
-        // No pod exists yet: nothing bound can go.
-        self.world
-            .scale_to(job, run.parallelism.max(0) as u32, now as i64);
+            .set_trainer_job(key.clone(), Some(Some(run.parallelism)));
+        match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
+            // Kueue suspends the trainer Job until its Workload is admitted: no pods yet.
+            Some(kueue) => {
+                kueue.submit(job, run.parallelism);
+                self.world.state.set_trainer_job_suspended(&key, true);
+            }
+            // No pod exists yet: nothing bound can go.
+            None => {
+                self.world
+                    .scale_to(job, run.parallelism.max(0) as u32, now as i64);
+            }
+        }
         self.active.insert(job);
     }
 
@@ -522,6 +578,9 @@ impl<'a> Engine<'a> {
         self.completed += 1;
         self.account_span(job, now);
         self.active.remove(&job);
+        if let Some(kueue) = self.kueue.as_mut() {
+            kueue.finish(job);
+        }
         self.world.remove_job_pods(job);
         let key = self.world.jobs[job].key.clone();
         self.world.state.set_trainer_job(key.clone(), None);
@@ -551,8 +610,28 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One planner pass, its application, and a scheduling pass. Returns whether anything changed.
+    /// Kueue admits the Workloads that fit: a job's first unsuspends its trainer Job, whose pods
+    /// are created; a scale-up slice ungates the pods it adds. Returns whether any was admitted.
+    fn admit_workloads(&mut self, now: f64) -> bool {
+        let Some(kueue) = self.kueue.as_mut() else {
+            return false;
+        };
+        let admitted = kueue.admit();
+        for a in &admitted {
+            if a.first {
+                let key = self.world.jobs[a.job].key.clone();
+                self.world.state.set_trainer_job_suspended(&key, false);
+            }
+            let pods = a.count.min(self.runs[a.job].parallelism).max(0);
+            self.world.scale_to(a.job, pods as u32, now as i64);
+        }
+        !admitted.is_empty()
+    }
+
+    /// One Kueue admission round, a planner pass, its application, and a scheduling pass.
+    /// Returns whether anything changed.
     fn tick(&mut self, now: f64) -> bool {
+        let admitted = self.admit_workloads(now);
         self.config.now = now as i64;
         let started = Instant::now();
         let plan = planner::plan(&self.world.state, &self.config);
@@ -586,7 +665,7 @@ impl<'a> Engine<'a> {
             .collect();
         drop(plan);
 
-        let mut changed = false;
+        let mut changed = admitted;
         let mut dirty = std::collections::BTreeSet::new();
         let mut placements: HashMap<usize, Vec<(usize, u32)>> = HashMap::new();
         for Decision {
@@ -606,7 +685,12 @@ impl<'a> Engine<'a> {
                 let key = self.world.jobs[job].key.clone();
                 self.world.state.set_training_job(key.clone(), Some(info));
                 self.world.state.set_trainer_job(key, Some(Some(target)));
-                if self.world.scale_to(job, target as u32, now as i64) {
+                // Under Kueue, pods beyond the admitted workers stay gated (not bindable).
+                let pods = match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
+                    Some(kueue) => kueue.resize(job, target),
+                    None => target,
+                };
+                if self.world.scale_to(job, pods.max(0) as u32, now as i64) {
                     dirty.insert(job);
                 }
             }
@@ -666,6 +750,26 @@ impl<'a> Engine<'a> {
                 && !wanting.contains(&info.trainer)
             {
                 wanting.push(info.trainer);
+            }
+        }
+        if let Some(kueue) = &self.kueue {
+            // Per queue: GPUs bound, GPUs wanted, whether a GPU job is below its max.
+            let mut per_queue = vec![(0i64, 0i64, false); kueue.queue_count()];
+            for &j in &self.active {
+                let Some(slot) = kueue.queue_of(j).and_then(|q| per_queue.get_mut(q)) else {
+                    continue;
+                };
+                let info = &self.runs[j].info;
+                let gpus = self.trace[j].gpus_per_worker;
+                let bound = self.world.bound(j) as i32;
+                slot.0 += i64::from(bound) * gpus;
+                slot.1 += i64::from(info.max.max(0)) * gpus;
+                slot.2 |= gpus > 0 && bound < info.max;
+            }
+            for (q, (used, demand, waiting)) in per_queue.into_iter().enumerate() {
+                if waiting && let Some(t) = self.queue_ticks.get_mut(q) {
+                    t.add(used, demand);
+                }
             }
         }
         let mut stranded = 0i64;
