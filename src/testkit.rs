@@ -8,6 +8,8 @@ use crate::planner::ScalePlan;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod kueue;
+
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterShape {

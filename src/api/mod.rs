@@ -5,6 +5,7 @@ mod error;
 pub mod guard;
 mod job;
 mod kind;
+pub mod kueue;
 pub mod manifest;
 pub mod note;
 mod paddlejob;

@@ -1,4 +1,5 @@
-//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`).
+//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`, and Kueue's
+//! `kubectl get resourceflavors,clusterqueues,localqueues,workloads -A -o json`).
 
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use crate::api::manifest::{Document, ManifestError, read_documents};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::kinds::JobAdapter;
+use crate::api::kueue::{ClusterQueue, KUEUE_API_VERSION, LocalQueue, ResourceFlavor, Workload};
 use crate::api::{
     FieldError, JobKey, JobKind, PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob,
 };
@@ -75,6 +77,22 @@ impl ClusterState {
             ("PyTorchJob", "kubeflow.org/v1") => {
                 self.apply_job_document::<PyTorchJob>(doc, JobKind::PyTorchJob)
             }
+            ("ResourceFlavor", KUEUE_API_VERSION) => match doc.decode::<ResourceFlavor>() {
+                Ok(flavor) => warnings.extend(self.apply_resource_flavor(&flavor).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("ClusterQueue", KUEUE_API_VERSION) => match doc.decode::<ClusterQueue>() {
+                Ok(cq) => warnings.extend(self.apply_cluster_queue(&cq).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("LocalQueue", KUEUE_API_VERSION) => match doc.decode::<LocalQueue>() {
+                Ok(lq) => warnings.extend(self.apply_local_queue(&lq).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("Workload", KUEUE_API_VERSION) => match doc.decode::<Workload>() {
+                Ok(wl) => warnings.extend(self.apply_workload(&wl).err()),
+                Err(e) => warnings.push(e),
+            },
             (kind, api) => warnings.push(FieldError::new(
                 doc.object_ref(),
                 "kind",

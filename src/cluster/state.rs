@@ -19,9 +19,11 @@ use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
     suspended_by_others, trainer_constraints,
 };
+use super::quota::{QuotaModel, queue_label};
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
 
+mod kueue;
 mod reservations;
 
 pub use reservations::Reservation;
@@ -291,6 +293,8 @@ pub struct ClusterState {
     /// Live masters and pservers of jobs not bound to a node yet (see
     /// [`ClusterState::pending_support`]).
     pending_support: BTreeSet<(String, String)>,
+    /// Kueue's quota and admissions (see [`ClusterState::quota`]).
+    quota: QuotaModel,
 }
 
 impl ClusterState {
@@ -704,6 +708,7 @@ impl ClusterState {
     pub fn apply_job<A: JobAdapter>(&mut self, job: &A) -> Result<(), Vec<FieldError>> {
         let parsed = job.read(&self.priority_classes);
         let key = job.job_key();
+        self.set_job_queue(&key, queue_label(job.labels()));
         let sized_by_pods = matches!(resize_of(A::KIND), Resize::Field(_));
         if sized_by_pods {
             // The workers' eligibility comes from the job's own worker template.
@@ -787,6 +792,7 @@ impl ClusterState {
     /// Removes a job.
     pub fn delete_job(&mut self, key: &JobKey) {
         self.unreserve_from(key, 0);
+        self.quota.remove_job(key);
         if matches!(resize_of(key.kind), Resize::Field(_)) {
             self.set_trainer_class(key, None);
         }
@@ -876,6 +882,9 @@ impl ClusterState {
         if let Some((key, parallelism)) = read_trainer_job(job) {
             self.set_trainer_class(&key, Some(trainer_constraints(job)));
             self.set_trainer_job_suspended(&key, suspended_by_others(job));
+            let name = job.metadata.name.as_deref().unwrap_or("");
+            let label = job.metadata.labels.as_ref().and_then(queue_label);
+            self.set_trainer_job_queue(&key, Some((name, label)));
             self.set_trainer_job(key, Some(parallelism));
         }
     }
@@ -910,6 +919,7 @@ impl ClusterState {
         if let Some((key, _)) = read_trainer_job(job) {
             self.set_trainer_class(&key, None);
             self.set_trainer_job_suspended(&key, false);
+            self.set_trainer_job_queue(&key, None);
             self.set_trainer_job(key, None);
         }
     }
@@ -960,11 +970,12 @@ impl ClusterState {
     }
 
     /// Jobs without errors, in namespace/name/kind order; not those left alone because their
-    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]).
+    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]) or on Kueue's
+    /// account ([`QuotaModel::held`]).
     pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
         self.jobs
             .iter()
-            .filter(|(_, s)| !s.held_by_suspension())
+            .filter(|(k, s)| !s.held_by_suspension() && self.quota.held(k).is_none())
             .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
     }
 
@@ -975,13 +986,15 @@ impl ClusterState {
             .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
     }
 
-    /// Jobs that are not planned though valid, and why: of the sized-only kinds, and those
-    /// whose trainer Job is suspended by someone else ([`SUSPENDED`]).
+    /// Jobs that are not planned though valid, and why: of the sized-only kinds, those whose
+    /// trainer Job is suspended by someone else ([`SUSPENDED`]), and those Kueue has not
+    /// admitted or is moving ([`QuotaModel::held`]).
     pub fn left_alone_jobs(&self) -> impl Iterator<Item = (&JobKey, &LeftAlone)> + '_ {
         self.jobs.iter().filter_map(|(k, s)| {
             let why = match &s.left_alone {
                 Some(why) => Some(why),
-                None => s.held_by_suspension().then(|| &*SUSPENDED),
+                None if s.held_by_suspension() => Some(&*SUSPENDED),
+                None => s.info.as_ref().and_then(|_| self.quota.held(k)),
             };
             why.map(|why| (k, why))
         })

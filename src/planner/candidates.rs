@@ -9,10 +9,11 @@ use litemap::LiteMap;
 use ordered_float::OrderedFloat;
 
 use super::nodes::NodeIndex;
-use super::{JobPlan, NodeCount, Reason, Removal};
+use super::{JobPlan, KueueNote, NodeCount, Reason, Removal};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::filters::{Extended, PodClassId};
+use crate::cluster::quota::JobKueue;
 use crate::cluster::{ClusterState, JobSlot, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
@@ -32,8 +33,17 @@ pub struct Candidate<'a> {
     pub max: i32,
     /// The max that fairness counts with: max-instance, capped at the trainers of this shape
     /// the cluster's schedulable nodes could hold if empty (see [`cap_fair_maxes`]), so declaring
-    /// a huge max wins nothing. Never below min.
+    /// a huge max wins nothing, and at [`Candidate::quota_max`]. Never below min.
     pub fair_max: i32,
+    /// [`Candidate::fair_max`] before the quota capped it.
+    pub fair_cap: i32,
+    /// The most trainers Kueue's quota lets the job reach in this pass (`planner::quota`):
+    /// never below `current`; `i32::MAX` for a job Kueue does not manage.
+    pub quota_max: i32,
+    /// Kueue's view of the job, when Kueue manages it.
+    pub kueue: Option<&'a JobKueue>,
+    /// What holds the job at `quota_max` (its quota, or an admission it waits for), if anything.
+    pub quota_note: Option<Box<KueueNote>>,
     /// The most trainers worth having (`goodput` with a marginal-speedup threshold: past this
     /// count the next trainer adds less); max-instance otherwise.
     pub useful_max: i32,
@@ -200,6 +210,17 @@ impl<'a> Candidate<'a> {
         self.min < self.max
     }
 
+    /// Whether Kueue admitted less than the job asks (a scale-up waits): it keeps its size.
+    pub fn awaiting(&self) -> bool {
+        self.kueue.is_some_and(|k| k.awaiting(self.current))
+    }
+
+    /// Whether no gang of its min can be admitted: more pods than the nodes hold, or more than
+    /// its quota lets it reach.
+    pub fn gang_blocked(&self) -> bool {
+        self.min_above_cap || self.min > self.quota_max
+    }
+
     /// The tie-break order: higher priority, then older, then namespace/name.
     pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
         (Reverse(self.priority), self.created, self.rank)
@@ -258,11 +279,11 @@ impl<'a> Candidate<'a> {
         }
     }
 
-    /// The most trainers the job may reach in this pass: max-instance, or, once it has shrunk,
-    /// its kept positions (growing back would only undo the shrink: the Job controller cannot
+    /// The most trainers the job may reach in this pass: max-instance (at most its useful max
+    /// and its quota max), or, once it has shrunk, its kept positions (growing back would only undo the shrink: the Job controller cannot
     /// move a trainer).
     pub fn ceiling(&self) -> i32 {
-        let max = self.max.min(self.useful_max);
+        let max = self.max.min(self.useful_max).min(self.quota_max);
         if self.kept < self.current {
             self.kept.min(max)
         } else {
@@ -433,6 +454,9 @@ impl<'a> Candidate<'a> {
             placements,
             removals,
             trainer: self.trainer,
+            kueue: self
+                .quota_note
+                .filter(|_| matches!(reason, Reason::QuotaExhausted | Reason::AwaitingAdmission)),
         }
     }
 }
@@ -563,6 +587,10 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     min: sizes.min,
                     max: sizes.max,
                     fair_max: sizes.max,
+                    fair_cap: sizes.max,
+                    quota_max: i32::MAX,
+                    kueue: state.quota().job(key),
+                    quota_note: None,
                     useful_max: sizes.max,
                     curve: info.speedup.as_deref(),
                     goodput: false,
@@ -676,6 +704,7 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
         };
         if cap < want {
             j.fair_max = (cap.max(i64::from(j.min))) as i32;
+            j.fair_cap = j.fair_max;
         }
     }
 }
