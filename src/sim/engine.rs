@@ -27,7 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
 use super::kueue::KueuePlay;
-use super::metrics::{HeldBy, JobOutcome, QueueTicks, TickSample};
+use super::metrics::{HeldBy, JobOutcome, QueueGpus, QueueTicks, TickSample};
 use super::scenario::{Scenario, SchedulerKind};
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
@@ -36,6 +36,7 @@ use crate::api::priority::resolve_priority;
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
 use crate::cluster::JobInfo;
+use crate::operator::names::trainer_name;
 use crate::planner::{self, PlannerConfig, Policy};
 
 pub use super::metrics::RunResult;
@@ -153,6 +154,8 @@ pub struct Engine<'a> {
     kueue: Option<KueuePlay>,
     /// Per queue, the shares while it had waiting work.
     queue_ticks: Vec<QueueTicks>,
+    /// Per job, the names of its Workloads in the cluster model.
+    workloads: Vec<Vec<String>>,
 }
 
 impl<'a> Engine<'a> {
@@ -263,8 +266,7 @@ impl<'a> Engine<'a> {
                         )
                     });
                 let play = KueuePlay::new(
-                    queues.queues.iter().map(|q| (q.gpus, q.borrowing_limit)),
-                    queues.cohort.is_some(),
+                    queues,
                     cluster,
                     trace.iter().zip(&runs).map(|(t, r)| {
                         queues
@@ -319,7 +321,9 @@ impl<'a> Engine<'a> {
             partial_gang_jobs: Default::default(),
             kueue,
             queue_ticks,
+            workloads: Vec::new(),
         };
+        engine.feed_queues();
         for (i, t) in trace.iter().enumerate() {
             engine.push(t.submit_s, Event::Arrival { job: i });
         }
@@ -328,6 +332,51 @@ impl<'a> Engine<'a> {
         }
         engine.push(0.0, Event::Tick);
         engine
+    }
+
+    /// Puts Kueue's ResourceFlavor, ClusterQueues and LocalQueues into the cluster model.
+    fn feed_queues(&mut self) {
+        let Some(kueue) = &self.kueue else {
+            return;
+        };
+        self.workloads = vec![Vec::new(); self.runs.len()];
+        let (flavor, cqs, lqs) = kueue.queue_objects(NAMESPACE);
+        let state = &mut self.world.state;
+        let mut results = vec![state.apply_resource_flavor(&flavor)];
+        results.extend(cqs.iter().map(|cq| state.apply_cluster_queue(cq)));
+        results.extend(lqs.iter().map(|lq| state.apply_local_queue(lq)));
+        for e in results.into_iter().filter_map(Result::err) {
+            tracing::warn!(error = %e, "simulated Kueue object rejected by the cluster model");
+        }
+    }
+
+    /// Brings the cluster model's Workloads of the jobs whose Workloads changed up to date.
+    fn feed_workloads(&mut self) {
+        let Some(kueue) = self.kueue.as_mut() else {
+            return;
+        };
+        for job in kueue.take_changed() {
+            let name = &self.trace[job].id;
+            let wanted = kueue.workloads(job, name, &trainer_name(name), NAMESPACE);
+            let Some(fed) = self.workloads.get_mut(job) else {
+                continue;
+            };
+            for old in fed.iter() {
+                if !wanted
+                    .iter()
+                    .any(|w| w.metadata.name.as_deref() == Some(old.as_str()))
+                {
+                    self.world.state.delete_workload(NAMESPACE, old);
+                }
+            }
+            fed.clear();
+            for w in &wanted {
+                if let Err(e) = self.world.state.apply_workload(w) {
+                    tracing::warn!(error = %e, "simulated Workload rejected by the cluster model");
+                }
+                fed.extend(w.metadata.name.clone());
+            }
+        }
     }
 
     fn push(&mut self, t: f64, event: Event) {
@@ -442,7 +491,15 @@ impl<'a> Engine<'a> {
             partial_gang_ticks: self.partial_gang_ticks,
             held_by: self.held_by,
             partial_gang_jobs: self.partial_gang_jobs.len(),
-            queues: self.queue_ticks,
+            queues: self
+                .queue_ticks
+                .into_iter()
+                .enumerate()
+                .map(|(q, t)| QueueTicks {
+                    deferred_scale_ups: self.kueue.as_ref().map_or(0, |k| k.deferred_scale_ups(q)),
+                    ..t
+                })
+                .collect(),
         }
     }
 
@@ -464,9 +521,15 @@ impl<'a> Engine<'a> {
             .state
             .set_trainer_job(key.clone(), Some(Some(run.parallelism)));
         match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
-            // Kueue suspends the trainer Job until its Workload is admitted: no pods yet.
+            // The trainer Job carries its queue's label; Kueue suspends it until its Workload is
+            // admitted: no pods yet.
             Some(kueue) => {
-                kueue.submit(job, run.parallelism);
+                kueue.submit(job, run.parallelism, now);
+                let queue = kueue.queue_of(job).and_then(|q| kueue.queue_name(q));
+                let trainer = trainer_name(&key.name);
+                self.world
+                    .state
+                    .set_trainer_job_queue(&key, Some((&trainer, queue)));
                 self.world.state.set_trainer_job_suspended(&key, true);
             }
             // No pod exists yet: nothing bound can go.
@@ -583,6 +646,9 @@ impl<'a> Engine<'a> {
         }
         self.world.remove_job_pods(job);
         let key = self.world.jobs[job].key.clone();
+        if self.kueue.is_some() {
+            self.world.state.set_trainer_job_queue(&key, None);
+        }
         self.world.state.set_trainer_job(key.clone(), None);
         self.world.state.set_training_job(key, None);
     }
@@ -632,6 +698,7 @@ impl<'a> Engine<'a> {
     /// Returns whether anything changed.
     fn tick(&mut self, now: f64) -> bool {
         let admitted = self.admit_workloads(now);
+        self.feed_workloads();
         self.config.now = now as i64;
         let started = Instant::now();
         let plan = planner::plan(&self.world.state, &self.config);
@@ -687,7 +754,7 @@ impl<'a> Engine<'a> {
                 self.world.state.set_trainer_job(key, Some(Some(target)));
                 // Under Kueue, pods beyond the admitted workers stay gated (not bindable).
                 let pods = match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
-                    Some(kueue) => kueue.resize(job, target),
+                    Some(kueue) => kueue.resize(job, target, now),
                     None => target,
                 };
                 if self.world.scale_to(job, pods.max(0) as u32, now as i64) {
@@ -752,6 +819,7 @@ impl<'a> Engine<'a> {
                 wanting.push(info.trainer);
             }
         }
+        let mut queue_gpus = Vec::new();
         if let Some(kueue) = &self.kueue {
             // Per queue: GPUs bound, GPUs wanted, whether a GPU job is below its max.
             let mut per_queue = vec![(0i64, 0i64, false); kueue.queue_count()];
@@ -770,6 +838,10 @@ impl<'a> Engine<'a> {
                 if waiting && let Some(t) = self.queue_ticks.get_mut(q) {
                     t.add(used, demand);
                 }
+                queue_gpus.push(QueueGpus {
+                    bound: used,
+                    admitted: kueue.used_gpus(q),
+                });
             }
         }
         let mut stranded = 0i64;
@@ -808,6 +880,7 @@ impl<'a> Engine<'a> {
             gpus_free_blocked,
             fulfillment_avg: (fulfillment.1 > 0).then(|| fulfillment.0 / f64::from(fulfillment.1)),
             pass_ms: self.pass_ms.last().copied().unwrap_or(0.0),
+            queues: queue_gpus,
         });
     }
 }

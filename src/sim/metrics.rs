@@ -30,6 +30,17 @@ pub struct TickSample {
     pub fulfillment_avg: Option<f64>,
     /// Wall time of the planner pass (not deterministic).
     pub pass_ms: f64,
+    /// Per Kueue queue (empty without queues): GPUs of its jobs bound, and admitted.
+    pub queues: Vec<QueueGpus>,
+}
+
+/// One Kueue queue's GPUs after a tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueGpus {
+    /// Bound to its jobs' trainers.
+    pub bound: i64,
+    /// Held by its jobs' admitted Workloads.
+    pub admitted: i64,
 }
 
 /// What holds a live job at its plan's size, from the pass's reason: its gang does not fit yet,
@@ -117,6 +128,9 @@ pub struct QueueTicks {
     pub demand_share: f64,
     /// Σ over those ticks of min(nominal, demand) / cluster GPUs.
     pub entitled_share: f64,
+    /// Scale-ups of its jobs that Kueue could not admit at once (the planner asked beyond the
+    /// quota; 0 when its quota arithmetic and Kueue's agree).
+    pub deferred_scale_ups: u64,
 }
 
 impl QueueTicks {
@@ -153,6 +167,7 @@ pub struct QueueSummary {
     pub completed: usize,
     pub avg_jct_s: Option<f64>,
     pub p99_jct_s: Option<f64>,
+    pub deferred_scale_ups: u64,
 }
 
 /// The raw result of one policy's run.
@@ -361,6 +376,7 @@ impl RunResult {
                     completed: jcts.len(),
                     avg_jct_s: mean(jcts.iter().copied()),
                     p99_jct_s: percentile(&jcts, 0.99),
+                    deferred_scale_ups: q.deferred_scale_ups,
                 }
             })
             .collect()

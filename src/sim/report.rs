@@ -134,6 +134,7 @@ fn all_jobs(s: &PolicySummary, queues: &[QueueSummary], cluster_gpus: i64) -> Qu
         completed: s.jobs_completed,
         avg_jct_s: s.avg_jct_s,
         p99_jct_s: s.p99_jct_s,
+        deferred_scale_ups: queues.iter().map(|q| q.deferred_scale_ups).sum(),
     }
 }
 
@@ -155,12 +156,12 @@ fn queue_lines(summary: &Summary, runs: &[RunResult]) -> Vec<QueueSummary> {
 /// `queues.csv`: one line per run and queue, and a `(all)` line per run.
 pub fn queues_csv(summary: &Summary, runs: &[RunResult]) -> String {
     let mut out = String::from(
-        "policy,scheduler,queue,nominal_gpus,nominal_share,waiting_h,used_share,demand_share,entitled_share,jobs,completed,avg_jct_s,p99_jct_s\n",
+        "policy,scheduler,queue,nominal_gpus,nominal_share,waiting_h,used_share,demand_share,entitled_share,jobs,completed,avg_jct_s,p99_jct_s,deferred_scale_ups\n",
     );
     for q in queue_lines(summary, runs) {
         let _ = writeln!(
             out,
-            "{},{},{},{},{:.6},{:.3},{},{},{},{},{},{},{}",
+            "{},{},{},{},{:.6},{:.3},{},{},{},{},{},{},{},{}",
             q.policy.as_str(),
             q.scheduler.as_str(),
             q.queue,
@@ -173,14 +174,16 @@ pub fn queues_csv(summary: &Summary, runs: &[RunResult]) -> String {
             q.jobs,
             q.completed,
             opt(q.avg_jct_s),
-            opt(q.p99_jct_s)
+            opt(q.p99_jct_s),
+            q.deferred_scale_ups
         );
     }
     out
 }
 
 /// The queue table: per run and queue, the nominal share, the hours it had waiting work, the
-/// shares used and demanded meanwhile, min(quota, demand) and the gap, its jobs and their JCT.
+/// shares used and demanded meanwhile, min(quota, demand) and the gap, its jobs and their JCT,
+/// and its scale-ups Kueue could not admit at once.
 pub fn queue_table(summary: &Summary, runs: &[RunResult]) -> String {
     let lines = queue_lines(summary, runs);
     if lines.is_empty() {
@@ -200,6 +203,7 @@ pub fn queue_table(summary: &Summary, runs: &[RunResult]) -> String {
             "jobs",
             "avg JCT",
             "p99 JCT",
+            "scale-ups waited",
         ]
         .map(String::from)
         .to_vec(),
@@ -231,6 +235,7 @@ pub fn queue_table(summary: &Summary, runs: &[RunResult]) -> String {
             jobs,
             secs(q.avg_jct_s),
             secs(q.p99_jct_s),
+            q.deferred_scale_ups.to_string(),
         ]);
     }
     render(&grid)
