@@ -118,6 +118,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: None,
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             left -= req;
@@ -180,6 +181,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: Some(t as u32),
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             placed += 1;
@@ -362,6 +364,7 @@ pub fn trainer_pod(
         index,
         extended: Default::default(),
         priority: 0,
+        claim: None,
     }
 }
 

@@ -360,3 +360,60 @@ mod tests {
         assert_eq!(psa.pod_set_assignments[0].count, Some(3));
     }
 }
+
+/// The Kueue kinds trainscale reads (watched by the daemon once discovery finds them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KueueKind {
+    ResourceFlavor,
+    ClusterQueue,
+    LocalQueue,
+    Workload,
+}
+
+impl KueueKind {
+    /// Every Kueue kind read.
+    pub const ALL: [KueueKind; 4] = [
+        KueueKind::ResourceFlavor,
+        KueueKind::ClusterQueue,
+        KueueKind::LocalQueue,
+        KueueKind::Workload,
+    ];
+    /// The number of kinds.
+    pub const COUNT: usize = Self::ALL.len();
+
+    /// The kind as `kind:` writes it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            KueueKind::ResourceFlavor => "ResourceFlavor",
+            KueueKind::ClusterQueue => "ClusterQueue",
+            KueueKind::LocalQueue => "LocalQueue",
+            KueueKind::Workload => "Workload",
+        }
+    }
+
+    /// The resource's plural name.
+    pub const fn plural(self) -> &'static str {
+        match self {
+            KueueKind::ResourceFlavor => "resourceflavors",
+            KueueKind::ClusterQueue => "clusterqueues",
+            KueueKind::LocalQueue => "localqueues",
+            KueueKind::Workload => "workloads",
+        }
+    }
+
+    /// Whether its objects live in a namespace (LocalQueues and Workloads).
+    pub const fn namespaced(self) -> bool {
+        matches!(self, KueueKind::LocalQueue | KueueKind::Workload)
+    }
+
+    /// The resource, for dynamic API access.
+    pub fn api_resource(self) -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: KUEUE_GROUP.to_string(),
+            version: KUEUE_VERSION.to_string(),
+            api_version: KUEUE_API_VERSION.to_string(),
+            kind: self.as_str().to_string(),
+            plural: self.plural().to_string(),
+        }
+    }
+}

@@ -35,15 +35,12 @@ pub struct Candidate<'a> {
     /// the cluster's schedulable nodes could hold if empty (see [`cap_fair_maxes`]), so declaring
     /// a huge max wins nothing, and at [`Candidate::quota_max`]. Never below min.
     pub fair_max: i32,
-    /// [`Candidate::fair_max`] before the quota capped it.
-    pub fair_cap: i32,
     /// The most trainers Kueue's quota lets the job reach in this pass (`planner::quota`):
     /// never below `current`; `i32::MAX` for a job Kueue does not manage.
     pub quota_max: i32,
-    /// Kueue's view of the job, when Kueue manages it.
-    pub kueue: Option<&'a JobKueue>,
-    /// What holds the job at `quota_max` (its quota, or an admission it waits for), if anything.
-    pub quota_note: Option<Box<KueueNote>>,
+    /// What the quota pre-pass keeps of a Kueue-managed job (boxed: most jobs have none, and
+    /// every candidate's size counts in the pass).
+    pub quota: Option<Box<QuotaJob<'a>>>,
     /// The most trainers worth having (`goodput` with a marginal-speedup threshold: past this
     /// count the next trainer adds less); max-instance otherwise.
     pub useful_max: i32,
@@ -88,6 +85,18 @@ pub struct Candidate<'a> {
     slot: &'a JobSlot,
     /// The controller positions, built the first time they are needed.
     positions: Option<Vec<Option<NodeId>>>,
+}
+
+/// What the quota pre-pass keeps of a Kueue-managed job.
+#[derive(Debug, Clone)]
+pub struct QuotaJob<'a> {
+    /// Kueue's view of the job.
+    pub kueue: &'a JobKueue,
+    /// [`Candidate::fair_max`] before the quota capped it.
+    pub fair_cap: i32,
+    /// What holds the job at its quota max (its quota, or an admission it waits for), if
+    /// anything.
+    pub note: Option<KueueNote>,
 }
 
 /// A job's share at a trainer count, the order every fair decision of the pass uses: the lower,
@@ -210,9 +219,28 @@ impl<'a> Candidate<'a> {
         self.min < self.max
     }
 
+    /// Kueue's view of the job, when Kueue manages it.
+    pub fn kueue(&self) -> Option<&'a JobKueue> {
+        self.quota.as_ref().map(|q| q.kueue)
+    }
+
+    /// What holds the job at its quota max, if anything.
+    pub fn quota_note(&self) -> Option<&KueueNote> {
+        self.quota.as_ref().and_then(|q| q.note.as_ref())
+    }
+
+    /// Sets what holds the job at its quota max (a job Kueue does not manage has none).
+    pub fn set_quota_note(&mut self, note: Option<KueueNote>) {
+        if let Some(q) = self.quota.as_mut() {
+            q.note = note;
+        }
+    }
+
     /// Whether Kueue admitted less than the job asks (a scale-up waits): it keeps its size.
     pub fn awaiting(&self) -> bool {
-        self.kueue.is_some_and(|k| k.awaiting(self.current))
+        self.quota
+            .as_ref()
+            .is_some_and(|q| q.kueue.awaiting(self.current))
     }
 
     /// Whether no gang of its min can be admitted: more pods than the nodes hold, or more than
@@ -455,8 +483,10 @@ impl<'a> Candidate<'a> {
             removals,
             trainer: self.trainer,
             kueue: self
-                .quota_note
-                .filter(|_| matches!(reason, Reason::QuotaExhausted | Reason::AwaitingAdmission)),
+                .quota
+                .and_then(|q| q.note)
+                .filter(|_| matches!(reason, Reason::QuotaExhausted | Reason::AwaitingAdmission))
+                .map(Box::new),
         }
     }
 }
@@ -587,10 +617,14 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     min: sizes.min,
                     max: sizes.max,
                     fair_max: sizes.max,
-                    fair_cap: sizes.max,
                     quota_max: i32::MAX,
-                    kueue: state.quota().job(key),
-                    quota_note: None,
+                    quota: state.quota().job(key).map(|kueue| {
+                        Box::new(QuotaJob {
+                            kueue,
+                            fair_cap: sizes.max,
+                            note: None,
+                        })
+                    }),
                     useful_max: sizes.max,
                     curve: info.speedup.as_deref(),
                     goodput: false,
@@ -704,7 +738,6 @@ pub fn cap_fair_maxes(state: &ClusterState, jobs: &mut [Candidate]) {
         };
         if cap < want {
             j.fair_max = (cap.max(i64::from(j.min))) as i32;
-            j.fair_cap = j.fair_max;
         }
     }
 }

@@ -138,7 +138,7 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
         // A gang that waits keeps its pending pods; only a trim to max-instance lowers it.
         let reason = if j.kept < j.current {
             Reason::OverMax
-        } else if j.min > j.quota_max && j.quota_note.is_some() {
+        } else if j.min > j.quota_max && j.quota_note().is_some() {
             Reason::QuotaExhausted
         } else {
             Reason::Starving
@@ -155,7 +155,7 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
         return (j.current, Reason::Cooldown);
     }
     let target = j.target();
-    let reason = if target >= j.quota_max && j.quota_note.is_some() {
+    let reason = if target >= j.quota_max && j.quota_note().is_some() {
         Reason::QuotaExhausted
     } else if target > j.current || (!j.placed.is_empty() && j.bound < j.min) {
         Reason::ScaleUp

@@ -89,13 +89,13 @@ fn charges(
 ) -> Vec<Charge> {
     let mut out: Vec<Charge> = vec![None; jobs.len()];
     for (i, j) in jobs.iter_mut().enumerate() {
-        let Some(k) = j.kueue else {
+        let Some(k) = j.kueue() else {
             continue;
         };
         let wants = wants_growth(j, holding[i]);
         let Some(q) = room.queue(&k.cluster_queue) else {
             if wants {
-                j.quota_note = Some(Box::new(KueueNote::Inactive {
+                j.set_quota_note(Some(KueueNote::Inactive {
                     cluster_queue: Arc::clone(&k.cluster_queue),
                     why: "it does not exist".to_string(),
                 }));
@@ -110,7 +110,7 @@ fn charges(
                 room.take(q, &need, i64::from(beyond));
                 out[i] = Some((q, need));
             }
-            Err(stop) if wants => j.quota_note = Some(Box::new(stop_note(&k.cluster_queue, stop))),
+            Err(stop) if wants => j.set_quota_note(Some(stop_note(&k.cluster_queue, stop))),
             Err(_) => {}
         }
     }
@@ -139,15 +139,15 @@ fn water_fill(
             continue;
         };
         let j = &jobs[i];
-        let admitted = j.kueue.map_or(0, |k| k.admitted());
+        let admitted = j.kueue().map_or(0, |k| k.admitted());
         let cap = unquoted_ceiling(j);
         let free = i64::from((admitted - granted[i]).max(0));
         let (fit, stopped_by) = room.fit(*q, need);
         let most = i64::from(cap - granted[i]).min(free.saturating_add(fit));
         if most <= 0 {
-            if let (Some(fr), Some(k)) = (stopped_by, j.kueue) {
+            if let (Some(fr), Some(k)) = (stopped_by, j.kueue()) {
                 let (flavor, resource) = room.flavor_resource(fr).clone();
-                jobs[i].quota_note = Some(Box::new(KueueNote::QuotaExhausted {
+                jobs[i].set_quota_note(Some(KueueNote::QuotaExhausted {
                     cluster_queue: Arc::clone(&k.cluster_queue),
                     flavor,
                     resource,
@@ -189,15 +189,21 @@ fn water_fill(
 /// water-filling the quota of all ClusterQueues; `holding[i]`: job `i` keeps its size this pass
 /// (a cooldown). Costs nothing without Kueue objects.
 pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], holding: &[bool]) {
-    if !state.quota().active() || jobs.iter().all(|j| j.kueue.is_none()) {
+    if !state.quota().active() || jobs.iter().all(|j| j.quota.is_none()) {
         return;
+    }
+    for j in jobs.iter_mut() {
+        let fair_max = j.fair_max;
+        if let Some(q) = j.quota.as_mut() {
+            q.fair_cap = fair_max;
+        }
     }
     let mut room = QuotaRoom::new(state.quota());
     let charge = charges(state, jobs, &mut room, holding, |j| j.current);
     let mut granted: Vec<i32> = jobs.iter().map(|j| j.current).collect();
     for j in jobs.iter_mut().filter(|j| j.awaiting()) {
-        if let Some(k) = j.kueue {
-            j.quota_note = Some(Box::new(KueueNote::AwaitingAdmission {
+        if let Some(k) = j.kueue() {
+            j.set_quota_note(Some(KueueNote::AwaitingAdmission {
                 cluster_queue: Arc::clone(&k.cluster_queue),
                 workload: match &k.admission {
                     Admission::SlicePending { slice, .. } => Some(Arc::clone(slice)),
@@ -211,9 +217,9 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], hol
         wants_growth(j, holding[i])
     });
     for (i, j) in jobs.iter_mut().enumerate() {
-        if j.kueue.is_some() {
+        if let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) {
             j.quota_max = granted[i].max(j.current);
-            j.fair_max = j.fair_cap.min(j.quota_max.max(j.min));
+            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
         }
     }
 }
@@ -229,10 +235,7 @@ pub fn raise_quota(
     holding: &[bool],
 ) -> bool {
     let stopped = |j: &Candidate| {
-        matches!(
-            j.quota_note.as_deref(),
-            Some(KueueNote::QuotaExhausted { .. })
-        ) && j.planned >= j.quota_max
+        matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) && j.planned >= j.quota_max
     };
     if !jobs.iter().any(stopped) {
         return false;
@@ -250,23 +253,20 @@ pub fn raise_quota(
         return false;
     }
     for (i, j) in jobs.iter_mut().enumerate() {
-        if j.kueue.is_none() {
+        let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) else {
             continue;
-        }
+        };
         if raising[i] {
             j.quota_max = granted[i].max(j.quota_max);
-            j.fair_max = j.fair_cap.min(j.quota_max.max(j.min));
+            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
             // Water-filling noted the quota again where it stopped the job below its ceiling.
             if j.quota_max >= unquoted_ceiling(j) {
-                j.quota_note = None;
+                j.set_quota_note(None);
             }
         } else {
             // Not stopped by quota (its trainers found no node): it says so, not the quota.
-            if matches!(
-                j.quota_note.as_deref(),
-                Some(KueueNote::QuotaExhausted { .. })
-            ) {
-                j.quota_note = None;
+            if matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) {
+                j.set_quota_note(None);
             }
             j.quota_max = held(j).min(j.quota_max);
         }
@@ -295,12 +295,12 @@ pub fn ceilings(state: &ClusterState) -> BTreeMap<JobKey, Ceiling> {
     let holding = vec![false; jobs.len()];
     cap_quota(state, &mut jobs, &ties, &holding);
     jobs.into_iter()
-        .filter(|j| j.kueue.is_some())
+        .filter(|j| j.quota.is_some())
         .map(|j| {
             let awaiting = j.awaiting();
             let ceiling = Ceiling {
                 quota_max: j.quota_max,
-                note: j.quota_note,
+                note: j.quota.and_then(|q| q.note).map(Box::new),
                 awaiting,
             };
             (j.key.clone(), ceiling)

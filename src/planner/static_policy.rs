@@ -37,7 +37,7 @@ pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
             (current, Reason::Starving)
         } else if bound < size && size > jobs[i].quota_max {
             // Its quota does not hold the gang.
-            let reason = if jobs[i].quota_note.is_some() {
+            let reason = if jobs[i].quota_note().is_some() {
                 Reason::QuotaExhausted
             } else {
                 Reason::Starving

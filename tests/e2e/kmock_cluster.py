@@ -2,7 +2,8 @@
 
 Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with the nodes (one roomy `node-1`, or
 `--nodes FILE`) and the PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the
-PyTorchTrainingJob and PyTorchJob resources (discovery included), writes two kubeconfigs pointing
+PyTorchTrainingJob and PyTorchJob resources (discovery included), with `--jobset-crd` the JobSet
+resource (`jobset.x-k8s.io/v1alpha2` jobsets, discovery included), writes two kubeconfigs pointing
 at it, prints `READY <url>` and serves until stdin closes or `--lifetime` seconds pass (so it
 never outlives a crashed test). The test itself applies the TrainingJob. Bad input (an RBAC file,
 a `--nodes` file) is one line on stderr naming the file, object and field, and exit status 2,
@@ -174,6 +175,15 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
   `{"namespace", "name", "reason", "node"}`.
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
+- the JobSet controller (with `--jobset-crd`), with its ElasticJobSet feature gate on: for each
+  JobSet, one child batch/v1 Job per replicated Job and replica, named `<jobset>-<rjob>-<i>`, made
+  from the replicated Job's template, labelled `jobset.sigs.k8s.io/jobset-name`,
+  `jobset.sigs.k8s.io/replicatedjob-name` and `jobset.sigs.k8s.io/job-index` (the Job and its pod
+  template), controlled by the JobSet (ownerReference), suspended while the JobSet is; when a
+  replicated Job's `template.spec.parallelism` or `completions` changes (kept equal, as the
+  feature requires), its child Jobs' are patched to match. It writes no JobSet status and deletes
+  no child Job. The Job controller above plays these child Jobs, and the Jobs that opt in to
+  trainscale's elastic sizing (annotation `trainscale.io/min-replicas`), as the operator's;
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
 
@@ -401,6 +411,22 @@ PYTORCH_RESOURCES = {
         namespaced=True, kind="PyTorchJob", subresources={"status", "scale"}
     ),
 }
+
+# The JobSet CRD, served with `--jobset-crd` (off by default), and the labels its controller puts
+# on child Jobs and their pods.
+JOBSET_RESOURCES = {
+    "jobset.x-k8s.io/v1alpha2/jobsets": dict(
+        namespaced=True, kind="JobSet", subresources={"status"},
+        verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
+    ),
+}
+JOBSET_KEY = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+# The annotation by which a batch/v1 Job opts in to trainscale's elastic sizing: the harness's Job
+# controller plays such Jobs.
+ELASTIC_JOB_ANNOTATION = "trainscale.io/min-replicas"
 
 # Discovery answers these verbs for every resource, so `kubectl get` and `kubectl describe` work
 # against the emulator (it serves them all).
@@ -2028,6 +2054,7 @@ class Controllers:
         self.kueue = kueue  # a KueueController (`--kueue`), or None
         self.scheduler = None  # Placement: kube-scheduler's view, this round
         self.kubelet = None  # Placement: what the kubelets admitted, this round
+        self.jobsets = JobSetController(self)
 
     async def run(self, session):
         while True:
@@ -2141,6 +2168,7 @@ class Controllers:
         return False
 
     async def reconcile(self, session):
+        await self.jobsets.reconcile(session)
         # One scan of the store: pods by controller uid and pod names by namespace.
         pods_of = collections.defaultdict(dict)
         names = collections.defaultdict(set)
@@ -2159,7 +2187,8 @@ class Controllers:
                 nodes.append(obj.raw)
             elif res in ("apps/v1/replicasets", "batch/v1/jobs"):
                 raw = obj.raw
-                if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
+                if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}) \
+                        or (res == "batch/v1/jobs" and played_job(raw)):
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
         # The kubelets have not admitted the bound pods of these owners, nor bound pods of no
         # owner (created by clients), that did not start yet.
@@ -2318,6 +2347,103 @@ def kueue_served():
 
 def serve_kueue(emulator):
     for key, info in KUEUE_RESOURCES.items():
+        emulator.resources[key] = info
+        SERVED[resource_key(key)] = info
+
+
+def played_job(job):
+    """Whether the Job controller plays a Job the operator did not create: a JobSet's child Job,
+    or a Job that opts in to trainscale's elastic sizing."""
+    meta = job.get("metadata") or {}
+    return JOBSET_NAME_LABEL in (meta.get("labels") or {}) \
+        or ELASTIC_JOB_ANNOTATION in (meta.get("annotations") or {})
+
+
+def jobset_children(jobset):
+    """The child Jobs a JobSet wants, as the JobSet controller creates them: one per replicated
+    Job and replica (`replicas`, default 1), `<jobset>-<rjob>-<i>`, from the replicated Job's
+    template, labelled on the Job and its pod template, controlled by the JobSet."""
+    meta = jobset["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    spec = jobset.get("spec") or {}
+    out = []
+    for rjob in spec.get("replicatedJobs") or []:
+        template = rjob.get("template") or {}
+        for i in range(rjob.get("replicas", 1)):
+            labels = {JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: rjob["name"],
+                      JOB_INDEX_LABEL: str(i)}
+            job_spec = copy.deepcopy(template.get("spec") or {})
+            if spec.get("suspend"):
+                job_spec["suspend"] = True
+            pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+            job_meta = template.get("metadata") or {}
+            out.append({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {
+                    "name": f"{name}-{rjob['name']}-{i}", "namespace": ns,
+                    "labels": {**(job_meta.get("labels") or {}), **labels},
+                    "annotations": dict(job_meta.get("annotations") or {}),
+                    "ownerReferences": [{
+                        "apiVersion": jobset.get("apiVersion", "jobset.x-k8s.io/v1alpha2"),
+                        "kind": "JobSet", "name": name, "uid": meta.get("uid"),
+                        "controller": True, "blockOwnerDeletion": True,
+                    }],
+                },
+                "spec": job_spec,
+            })
+    return out
+
+
+def child_scaling(wanted, current):
+    """The merge patch ElasticJobSet makes on an existing child Job whose `parallelism` or
+    `completions` differ from its template's, or None: none either while the template does not
+    keep them equal (the controller's `jobScalingNeedsPatch`)."""
+    want = wanted.get("spec") or {}
+    have = current.get("spec") or {}
+    p, c = want.get("parallelism"), want.get("completions")
+    if p != c or (have.get("parallelism"), have.get("completions")) == (p, c):
+        return None
+    return {"spec": {"parallelism": p, "completions": c}}
+
+
+class JobSetController:
+    """The JobSet controller, minimally (see the module doc); a round of `Controllers`, only while
+    the JobSet resource is served."""
+
+    def __init__(self, controllers):
+        self.controllers = controllers
+
+    async def reconcile(self, session):
+        if JOBSET_KEY not in SERVED:
+            return
+        jobsets, jobs = [], {}
+        for (res, ns, name), obj in list(self.controllers.emulator.objects.items()):
+            if obj.deleted:
+                continue
+            if res == "jobset.x-k8s.io/v1alpha2/jobsets":
+                jobsets.append(obj.raw)
+            elif res == "batch/v1/jobs":
+                jobs[(ns, name)] = obj.raw
+        for jobset in jobsets:
+            for child in jobset_children(jobset):
+                ns, name = child["metadata"]["namespace"], child["metadata"]["name"]
+                current = jobs.get((ns, name))
+                if current is None:
+                    await self.controllers.call(session, "POST",
+                                                f"/apis/batch/v1/namespaces/{ns}/jobs", child,
+                                                allowed=(404, 409))
+                    continue
+                patch = child_scaling(child, current)
+                if patch is not None:
+                    await self.controllers.call(session, "PATCH",
+                                                f"/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+                                                patch)
+
+
+def seed_jobset_crd(emulator):
+    """Serves the JobSet resource (`--jobset-crd`), discovery included."""
+    for key, info in JOBSET_RESOURCES.items():
         emulator.resources[key] = info
         SERVED[resource_key(key)] = info
 
@@ -3752,6 +3878,66 @@ def kueue_self_test(check):
               f"kueue RBAC: the service account {method} {path}: want allowed={allowed}")
 
 
+def jobset_self_test(check):
+    """The JobSet checks of `--self-test`: deploy/'s RBAC for JobSets, the child Jobs and the
+    ElasticJobSet patch."""
+    sa = USERS[SA_TOKEN]
+    deploy = Rbac.from_files(default_rbac_files())
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets"
+    for method, url, query, allowed in [
+        ("GET", path, {"watch": "true"}, True), ("GET", "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+                                                 {}, True),
+        ("GET", f"{path}/js", {}, True), ("PATCH", f"{path}/js", {}, True),
+        ("PUT", f"{path}/js", {}, False), ("DELETE", f"{path}/js", {}, False),
+        ("PATCH", f"{path}/js/status", {}, False), ("POST", path, {}, False),
+    ]:
+        method_path = f"{method} {url} {query}"
+        attrs = request_attributes(method, url, query)
+        check(deploy.allows(sa, attrs) == allowed,
+              f"deploy RBAC: the service account {method_path}: want allowed={allowed}")
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ml", "uid": "uid-js"},
+        "spec": {"replicatedJobs": [
+            {"name": "launcher", "template": {"spec": {"parallelism": 1, "template": {
+                "spec": {"containers": [{"name": "c"}]}}}}},
+            {"name": "workers", "replicas": 2, "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"completionMode": "Indexed", "parallelism": 3, "completions": 3,
+                         "template": {"metadata": {"labels": {"app": "w"}},
+                                      "spec": {"containers": [{"name": "c"}]}}}}},
+        ]},
+    }
+    children = jobset_children(jobset)
+    check([c["metadata"]["name"] for c in children] == ["js-launcher-0", "js-workers-0",
+                                                        "js-workers-1"],
+          f"one child Job per replicated Job and replica: {[c['metadata']['name'] for c in children]}")
+    worker = children[2]
+    want = {JOBSET_NAME_LABEL: "js", REPLICATED_JOB_LABEL: "workers", JOB_INDEX_LABEL: "1"}
+    check(worker["metadata"]["labels"] == {"team": "a", **want}, f"Job labels: {worker['metadata']}")
+    check(worker["spec"]["template"]["metadata"]["labels"] == {"app": "w", **want},
+          f"pod template labels: {worker['spec']['template']}")
+    owner = worker["metadata"]["ownerReferences"][0]
+    check(owner["kind"] == "JobSet" and owner["uid"] == "uid-js" and owner["controller"],
+          f"controlled by the JobSet: {owner}")
+    check(worker["spec"]["parallelism"] == 3 and not worker["spec"].get("suspend"),
+          f"the template's spec: {worker['spec']}")
+    check(played_job(worker) and not played_job({"metadata": {"name": "backup"}}),
+          "a child Job is played, an ordinary Job is not")
+    check(played_job({"metadata": {"annotations": {ELASTIC_JOB_ANNOTATION: "1"}}}),
+          "an elastic Job is played")
+    suspended = jobset_children(dict(jobset, spec=dict(jobset["spec"], suspend=True)))
+    check(all(c["spec"].get("suspend") for c in suspended), "a suspended JobSet's children are")
+    resized = copy.deepcopy(worker)
+    resized["spec"]["parallelism"] = resized["spec"]["completions"] = 5
+    check(child_scaling(resized, worker) == {"spec": {"parallelism": 5, "completions": 5}},
+          "a template resized with parallelism == completions patches the child")
+    check(child_scaling(worker, worker) is None, "an unchanged template patches nothing")
+    uneven = copy.deepcopy(resized)
+    uneven["spec"]["completions"] = 4
+    check(child_scaling(uneven, worker) is None, "parallelism != completions patches nothing")
+
+
 KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters:
@@ -4105,6 +4291,7 @@ def self_test():
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
 
     kueue_self_test(check)
+    jobset_self_test(check)
 
     for failure in failures:
         print(f"FAIL {failure}")
@@ -4137,6 +4324,9 @@ def parse_args(argv):
     parser.add_argument("--kueue", action="store_true",
                         help="also serve Kueue (kueue.x-k8s.io/v1beta2) and play its webhooks "
                              "and controllers")
+    parser.add_argument("--jobset-crd", action="store_true",
+                        help="also serve jobsets (jobset.x-k8s.io/v1alpha2) and play the JobSet "
+                             "controller")
     parser.add_argument("--rbac", action="append", metavar="FILE",
                         help="enforce the RBAC objects of FILE (repeatable) instead of deploy/'s")
     parser.add_argument("--no-rbac", action="store_true", help="authorize every request")
@@ -4178,6 +4368,8 @@ async def main():
     seed(emulator, nodes, args.pytorch_crds)
     if args.kueue:
         serve_kueue(emulator)
+    if args.jobset_crd:
+        seed_jobset_crd(emulator)
     headers = {"User-Agent": HARNESS_AGENT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")

@@ -16,7 +16,7 @@ use super::template::{
 };
 use std::sync::Arc;
 
-use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, Records, Resize, template_constraints};
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKind, PyTorchJob, TrainingJobPhase};
 use crate::cluster::filters::PodConstraints;
@@ -35,6 +35,19 @@ fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Re
 
 impl JobAdapter for PyTorchJob {
     const KIND: JobKind = JobKind::PyTorchJob;
+    const RESIZE: Resize = Resize::Field(&["spec", "pytorchReplicaSpecs", "Worker", "replicas"]);
+    const RECORDS: Records = Records::Annotation;
+    const SIZE_FIELDS: [&'static str; 3] = [
+        "spec.elasticPolicy.minReplicas",
+        "spec.elasticPolicy.maxReplicas",
+        "spec.pytorchReplicaSpecs.Worker.replicas",
+    ];
+    const PRIORITY_FIELD: &'static str =
+        "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName";
+
+    fn phase(&self) -> TrainingJobPhase {
+        kubeflow_phase(self)
+    }
 
     fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
         let worker = self.spec.pytorch_replica_specs.get(WORKER)?;

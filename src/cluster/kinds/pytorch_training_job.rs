@@ -14,7 +14,7 @@ use super::template::{
 };
 use std::sync::Arc;
 
-use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, Records, Resize, template_constraints};
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKind, PyTorchTrainingJob, TrainingJobPhase};
 use crate::cluster::filters::PodConstraints;
@@ -25,6 +25,18 @@ const T9K_DEFAULT_PRIORITY: i32 = 10;
 
 impl JobAdapter for PyTorchTrainingJob {
     const KIND: JobKind = JobKind::PyTorchTrainingJob;
+    const RESIZE: Resize = Resize::Field(&["spec", "elastic", "expectedReplicas"]);
+    const RECORDS: Records = Records::Annotation;
+    const SIZE_FIELDS: [&'static str; 3] = [
+        "spec.elastic.minReplicas",
+        "spec.elastic.maxReplicas",
+        "spec.elastic.expectedReplicas",
+    ];
+    const PRIORITY_FIELD: &'static str = "spec.scheduler.t9kScheduler.priority";
+
+    fn phase(&self) -> TrainingJobPhase {
+        t9k_phase(self)
+    }
 
     fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
         let (i, worker) = self

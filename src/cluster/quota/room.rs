@@ -123,7 +123,8 @@ impl<'m> QuotaRoom<'m> {
                     let keep = kept(quota[fr]);
                     let nominal = quota[fr].map_or(0, |q| q.nominal);
                     cohort.subtree[fr] = cohort.subtree[fr].saturating_add(nominal - keep);
-                    cohort.usage[fr] = cohort.usage[fr].saturating_add((usage[fr] - keep).max(0));
+                    cohort.usage[fr] =
+                        cohort.usage[fr].saturating_add(usage[fr].saturating_sub(keep).max(0));
                 }
             }
             let inactive = match &info.stop_policy {
@@ -241,11 +242,13 @@ impl<'m> QuotaRoom<'m> {
         let cohort = &self.cohorts[c];
         let mut from_cohort = cohort.subtree[f].saturating_sub(cohort.usage[f]);
         if let Some(limit) = quota.and_then(|q| q.borrowing_limit) {
-            let lent = nominal - keep;
-            let used_there = (usage - keep).max(0);
+            let lent = nominal.saturating_sub(keep);
+            let used_there = usage.saturating_sub(keep).max(0);
             from_cohort = from_cohort.min(lent.saturating_sub(used_there).saturating_add(limit));
         }
-        (keep - usage).max(0).saturating_add(from_cohort)
+        keep.saturating_sub(usage)
+            .max(0)
+            .saturating_add(from_cohort)
     }
 
     /// How many more workers of `need` ClusterQueue `q` takes, and the flavor-resource that
@@ -268,13 +271,13 @@ impl<'m> QuotaRoom<'m> {
             let value = amount.saturating_mul(n);
             let queue = &mut self.queues[q];
             let keep = kept(queue.quota[f]);
-            let local = (keep - queue.usage[f]).max(0);
+            let local = keep.saturating_sub(queue.usage[f]).max(0);
             queue.usage[f] = queue.usage[f].saturating_add(value);
             if let Some(c) = queue.cohort
                 && value > local
             {
                 let cohort = &mut self.cohorts[c];
-                cohort.usage[f] = cohort.usage[f].saturating_add(value - local);
+                cohort.usage[f] = cohort.usage[f].saturating_add(value.saturating_sub(local));
             }
         }
     }

@@ -113,7 +113,6 @@ impl ClusterState {
     }
 
     /// Records job `key`'s trainer Job and its queue label (`None`: the trainer Job is gone).
-    /// Public for the simulator, whose trainer Jobs are not typed objects.
     pub fn set_trainer_job_queue(&mut self, key: &JobKey, job: Option<(&str, Option<&str>)>) {
         let held = match job {
             Some((name, label)) => self.quota.set_trainer_job(key, name, label),

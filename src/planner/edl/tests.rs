@@ -77,6 +77,7 @@ fn add_pod(
         index: None,
         extended: Default::default(),
         priority: 0,
+        claim: None,
     };
     state.set_pod(("ns".to_string(), name), Some(info));
 }
