@@ -369,7 +369,12 @@ fn simulate_writes_summary_timeseries_and_plots() {
 
 #[test]
 fn bundled_scenarios_load() {
-    for name in ["default.yaml", "week.yaml", "mixed.yaml", "week-queues.yaml"] {
+    for name in [
+        "default.yaml",
+        "week.yaml",
+        "mixed.yaml",
+        "week-queues.yaml",
+    ] {
         let s = Scenario::load(&repo().join("simulations").join(name)).unwrap();
         let (jobs, _) = sim::load_inputs(&s).unwrap();
         assert_eq!(s.total_gpus(), 256, "{name}");
