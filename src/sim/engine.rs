@@ -6,6 +6,10 @@
 //!
 //! - **Arrival**: the original operator creates the TrainingJob (phase Creating) and its trainer
 //!   Job with `parallelism` = min; the trainer pods are pending.
+//! - **Under Kueue** (a scenario with `queues`): an arriving job's trainer Job is suspended until
+//!   its Workload is admitted; each tick starts with Kueue's admission round and brings the
+//!   cluster model's Workloads up to date (see [`super::kueue`]); a new target beyond what the
+//!   quota admits leaves the extra pods gated.
 //! - **Tick** (every `interval_s`): one planner pass over the [`ClusterState`](crate::cluster::ClusterState);
 //!   the trainer Job controller applies each new target (pods of the indexes at or above it
 //!   deleted, pending or bound; pods of missing indexes below it created); pending pods are bound
