@@ -984,25 +984,11 @@ async fn jobs_complete_suspend_and_their_pods_go_where_they_fit() {
 )]
 fn the_harness_self_test_passes() {
     require_kmock();
-    let out = Command::new("python3")
-        .arg(helper())
-        .arg("--self-test")
-        .output()
-        .expect("python3 runs the emulator helper");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+    python_check(
+        &[&helper().to_string_lossy(), "--self-test"],
+        "self-test: ",
+        50,
     );
-    let last = stdout.lines().last().unwrap_or_default();
-    let (passed, total) = last
-        .strip_prefix("self-test: ")
-        .and_then(|rest| rest.split_once(" checks passed"))
-        .and_then(|(counts, _)| counts.split_once(" of "))
-        .expect("a summary line");
-    assert_eq!(passed, total, "{stdout}");
-    assert!(total.parse::<u32>().is_ok_and(|n| n > 50), "{stdout}");
 }
 
 #[test]
@@ -1013,10 +999,16 @@ fn the_harness_self_test_passes() {
 fn the_kueue_model_passes_its_live_check() {
     require_kmock();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kueue_check.py");
+    python_check(&[&script.to_string_lossy()], "kueue check: ", 20);
+}
+
+/// Runs `python3 args` and checks its last line, `<prefix>N of M checks passed`: every check
+/// passed, and more than `at_least` of them.
+fn python_check(args: &[&str], prefix: &str, at_least: u32) {
     let out = Command::new("python3")
-        .arg(script)
+        .args(args)
         .output()
-        .expect("python3 runs the Kueue check");
+        .expect("python3 runs the check");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -1025,10 +1017,10 @@ fn the_kueue_model_passes_its_live_check() {
     );
     let last = stdout.lines().last().unwrap_or_default();
     let (passed, total) = last
-        .strip_prefix("kueue check: ")
+        .strip_prefix(prefix)
         .and_then(|rest| rest.split_once(" checks passed"))
         .and_then(|(counts, _)| counts.split_once(" of "))
         .expect("a summary line");
     assert_eq!(passed, total, "{stdout}");
-    assert!(total.parse::<u32>().is_ok_and(|n| n > 20), "{stdout}");
+    assert!(total.parse::<u32>().is_ok_and(|n| n > at_least), "{stdout}");
 }

@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::template::{
-    MAX_FIELD, MIN_FIELD, annotation_bounds, check_requests, exact_of, last_scale_of, opted_in,
-    speedup_of, template_priority, template_request,
+    MAX_FIELD, MIN_FIELD, SizedFields, annotation_bounds, check_requests, opted_in, sized_job_info,
+    template_priority, template_request,
 };
 use super::{
     JobAdapter, LeftAlone, PodRule, ReadJob, Reading, Records, Resize, SizeAt, template_constraints,
@@ -34,7 +34,7 @@ use crate::api::{
     FieldError, JobKind, KUEUE_ELASTIC_ANNOTATION, KUEUE_QUEUE_LABEL, TrainingJobPhase,
 };
 use crate::cluster::filters::PodConstraints;
-use crate::cluster::objects::{JobInfo, trainer_job_owner};
+use crate::cluster::objects::trainer_job_owner;
 
 fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Reading {
     Reading::LeftAlone(LeftAlone {
@@ -160,27 +160,19 @@ impl JobAdapter for Job {
             template_request(&spec.template, &object, "spec.template").map_err(|e| vec![e])?;
         check_requests(&spec.template, &object, "spec.template").map_err(|e| vec![e])?;
         let priority = template_priority(&spec.template, classes);
-        let mut warnings = Vec::new();
-        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let (speedup, warning) = speedup_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let info = JobInfo {
-            min,
-            max,
-            trainer,
-            exact: exact_of(trainer),
-            priority: priority.value,
-            priority_class: priority.class,
-            created: self
-                .creation_timestamp()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-            phase: batch_job_phase(self),
-            stored_parallelism: spec.parallelism,
-            last_scale,
-            speedup,
-        };
+        let (info, warnings) = sized_job_info(
+            &self.metadata,
+            &object,
+            SizedFields {
+                min,
+                max,
+                stored: spec.parallelism,
+                trainer,
+                priority: priority.value,
+                priority_class: priority.class,
+                phase: batch_job_phase(self),
+            },
+        );
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,

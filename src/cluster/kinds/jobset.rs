@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::template::{
-    MAX_FIELD, MIN_FIELD, annotation_bounds, annotation_field, check_requests, exact_of,
-    last_scale_of, opted_in, speedup_of, template_priority, template_request,
+    MAX_FIELD, MIN_FIELD, SizedFields, annotation_bounds, annotation_field, check_requests,
+    opted_in, sized_job_info, template_priority, template_request,
 };
 use super::{
     JobAdapter, LeftAlone, PodRule, ReadJob, Reading, Records, Resize, SizeAt, template_constraints,
@@ -34,7 +34,6 @@ use crate::api::{
     FieldError, JobKind, JobSet, REPLICATED_JOB_ANNOTATION, ReplicatedJob, TrainingJobPhase,
 };
 use crate::cluster::filters::PodConstraints;
-use crate::cluster::objects::JobInfo;
 
 /// Kubeflow Trainer's API group: its TrainJobs own the JobSets they run as.
 const TRAINER_GROUP: &str = "trainer.kubeflow.org";
@@ -224,27 +223,19 @@ impl JobAdapter for JobSet {
         let trainer = template_request(&spec.template, &object, &field).map_err(|e| vec![e])?;
         check_requests(&spec.template, &object, &field).map_err(|e| vec![e])?;
         let priority = template_priority(&spec.template, classes);
-        let mut warnings = Vec::new();
-        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let (speedup, warning) = speedup_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let info = JobInfo {
-            min,
-            max,
-            trainer,
-            exact: exact_of(trainer),
-            priority: priority.value,
-            priority_class: priority.class,
-            created: self
-                .creation_timestamp()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-            phase: jobset_phase(self),
-            stored_parallelism: spec.parallelism,
-            last_scale,
-            speedup,
-        };
+        let (info, warnings) = sized_job_info(
+            &self.metadata,
+            &object,
+            SizedFields {
+                min,
+                max,
+                stored: spec.parallelism,
+                trainer,
+                priority: priority.value,
+                priority_class: priority.class,
+                phase: jobset_phase(self),
+            },
+        );
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,

@@ -7,10 +7,8 @@
 //! default 10 when the T9k scheduler is named without one, else 0). Status phases Succeeded and
 //! Failed finish it.
 
-use kube::ResourceExt;
-
 use super::template::{
-    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+    SizedFields, check_bounds, check_requests, sized_job_info, template_request,
 };
 use std::sync::Arc;
 
@@ -18,7 +16,6 @@ use super::{JobAdapter, LeftAlone, ReadJob, Reading, Records, Resize, template_c
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKind, PyTorchTrainingJob, TrainingJobPhase};
 use crate::cluster::filters::PodConstraints;
-use crate::cluster::objects::JobInfo;
 
 /// T9k's default priority of a job naming its scheduler without a priority.
 const T9K_DEFAULT_PRIORITY: i32 = 10;
@@ -119,27 +116,20 @@ impl JobAdapter for PyTorchTrainingJob {
             Some(s) => s.priority.unwrap_or(T9K_DEFAULT_PRIORITY),
             None => 0,
         };
-        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let (speedup, warning) = speedup_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let phase = t9k_phase(self);
-        let info = JobInfo {
-            min,
-            max,
-            trainer,
-            exact: exact_of(trainer),
-            priority,
-            priority_class: None,
-            created: self
-                .creation_timestamp()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-            phase,
-            stored_parallelism: elastic.expected_replicas,
-            last_scale,
-            speedup,
-        };
+        let (info, more) = sized_job_info(
+            &self.metadata,
+            &object,
+            SizedFields {
+                min,
+                max,
+                stored: elastic.expected_replicas,
+                trainer,
+                priority,
+                priority_class: None,
+                phase: t9k_phase(self),
+            },
+        );
+        warnings.extend(more);
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,

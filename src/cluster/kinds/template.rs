@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::api::TrainingJobPhase;
 use crate::api::priority::{Priority, PriorityClasses, resolve_priority};
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::validate::{NEEDS_A_REQUEST, requests_anything};
@@ -17,7 +18,7 @@ use crate::api::{
     FieldError, LAST_SCALE_ANNOTATION, MAX_REPLICAS_ANNOTATION, MIN_REPLICAS_ANNOTATION, Quantity,
     Resources, parse_resources,
 };
-use crate::cluster::objects::{pod_requests, read_speedup};
+use crate::cluster::objects::{JobInfo, pod_requests, read_speedup};
 
 /// The request of one pod made from `template` (at `field`), as kube-scheduler counts it (see
 /// [`pod_requests`]: sidecars added, a limit standing for a missing request, overhead on top).
@@ -258,6 +259,50 @@ pub fn check_bounds(
     } else {
         Err(errors)
     }
+}
+
+/// What a sized-only kind's adapter reads of a job besides the annotations every such kind shares.
+pub struct SizedFields {
+    pub min: i32,
+    pub max: i32,
+    /// The size its field holds, if set.
+    pub stored: Option<i32>,
+    pub trainer: Resources,
+    pub priority: i32,
+    pub priority_class: Option<Arc<str>>,
+    pub phase: TrainingJobPhase,
+}
+
+/// The planning model's view of a sized-only job: `fields` plus its creation time and its
+/// `trainscale.io/last-scale` and `trainscale.io/speedup` annotations, with their warnings.
+pub fn sized_job_info(
+    meta: &ObjectMeta,
+    object: &str,
+    fields: SizedFields,
+) -> (JobInfo, Vec<FieldError>) {
+    let mut warnings = Vec::new();
+    let (last_scale, warning) = last_scale_of(meta, object);
+    warnings.extend(warning);
+    let (speedup, warning) = speedup_of(meta, object);
+    warnings.extend(warning);
+    let info = JobInfo {
+        min: fields.min,
+        max: fields.max,
+        trainer: fields.trainer,
+        exact: exact_of(fields.trainer),
+        priority: fields.priority,
+        priority_class: fields.priority_class,
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .unwrap_or(0),
+        phase: fields.phase,
+        stored_parallelism: fields.stored,
+        last_scale,
+        speedup,
+    };
+    (info, warnings)
 }
 
 #[cfg(test)]
