@@ -21,9 +21,11 @@ pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
     let mut jobs = candidates(state);
     // Only for the fulfillment it reports: static never grows a job.
     cap_fair_maxes(state, &mut jobs);
-    // A gang's ceiling under Kueue's quota.
-    let (ties, holding) = (tie_ranks(&jobs), vec![false; jobs.len()]);
-    cap_quota(state, &mut jobs, &ties, &holding);
+    // A gang's ceiling under Kueue's quota (nothing to do without Kueue objects).
+    if state.quota().active() {
+        let (ties, holding) = (tie_ranks(&jobs), vec![false; jobs.len()]);
+        cap_quota(state, &mut jobs, &ties, &holding);
+    }
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
