@@ -54,8 +54,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                     .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
         })
         .collect();
-    let ties = tie_ranks(&jobs);
-    cap_quota(state, &mut jobs, &ties, &cooling);
+    cap_quota(state, &mut jobs, &cooling);
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(state, &mut jobs, &mut index);
     // Pending masters and pservers get room before any trainer is placed.
@@ -65,6 +64,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
     let mut repairs = Repairs::budget(PASS_REPAIR_BUDGET);
     let mut moves_budget = PASS_MOVE_CHECKS;
     let mut starving = admit_starving(&mut jobs, &mut index, &cooling, &mut repairs);
+    let ties = tie_ranks(&jobs);
     let queueing = Queueing {
         cooling: &cooling,
         starving: &starving,
@@ -111,7 +111,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                 &mut moves_budget,
             )
             // Quota that jobs could not use goes to those quota stopped, for another round.
-            && !raise_quota(state, &mut jobs, &ties, &cooling)
+            && !raise_quota(state, &mut jobs, &cooling)
         {
             break;
         }

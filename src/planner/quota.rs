@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::candidates::Candidate;
 use super::explain::bytes;
-use super::fill_queue::{FillQueue, Key, key_at};
+use super::fill_queue::{FillQueue, Key, key_at, tie_ranks};
 use super::{JobPlan, KueueNote};
 use crate::api::{GPU_RESOURCE_NAMES, JobKey, Quantity, Resources};
 use crate::cluster::ClusterState;
@@ -190,10 +190,11 @@ fn water_fill(
 /// (a cooldown). Costs nothing without Kueue objects (kept out of line: the pass's hot loops
 /// stay as they are).
 #[inline(never)]
-pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], holding: &[bool]) {
+pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) {
     if !state.quota().active() || jobs.iter().all(|j| j.quota.is_none()) {
         return;
     }
+    let ties = &tie_ranks(jobs);
     for j in jobs.iter_mut() {
         let fair_max = j.fair_max;
         if let Some(q) = j.quota.as_mut() {
@@ -231,18 +232,14 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], ties: &[u32], hol
 /// Kueue-managed job's ceiling comes down to what it has, so the quota is not counted twice.
 /// Returns whether some stopped job may now grow.
 #[inline(never)]
-pub fn raise_quota(
-    state: &ClusterState,
-    jobs: &mut [Candidate],
-    ties: &[u32],
-    holding: &[bool],
-) -> bool {
+pub fn raise_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) -> bool {
     let stopped = |j: &Candidate| {
         matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) && j.planned >= j.quota_max
     };
     if !jobs.iter().any(stopped) {
         return false;
     }
+    let ties = &tie_ranks(jobs);
     let mut room = QuotaRoom::new(state.quota());
     let held = |j: &Candidate| j.planned.max(j.current);
     let charge = charges(state, jobs, &mut room, holding, held);
@@ -294,9 +291,8 @@ pub fn ceilings(state: &ClusterState) -> BTreeMap<JobKey, Ceiling> {
     }
     let mut jobs = super::candidates::candidates(state);
     super::candidates::cap_fair_maxes(state, &mut jobs);
-    let ties = super::fill_queue::tie_ranks(&jobs);
     let holding = vec![false; jobs.len()];
-    cap_quota(state, &mut jobs, &ties, &holding);
+    cap_quota(state, &mut jobs, &holding);
     jobs.into_iter()
         .filter(|j| j.quota.is_some())
         .map(|j| {

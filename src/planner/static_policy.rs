@@ -6,7 +6,6 @@
 //! waits for Kueue keeps its size (`awaiting_admission`).
 
 use super::candidates::{candidates, cap_fair_maxes};
-use super::fill_queue::tie_ranks;
 use super::nodes::NodeIndex;
 use super::quota::cap_quota;
 use super::relocate::{Repairs, place_gang};
@@ -21,9 +20,11 @@ pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
     let mut jobs = candidates(state);
     // Only for the fulfillment it reports: static never grows a job.
     cap_fair_maxes(state, &mut jobs);
-    // A gang's ceiling under Kueue's quota.
-    let (ties, holding) = (tie_ranks(&jobs), vec![false; jobs.len()]);
-    cap_quota(state, &mut jobs, &ties, &holding);
+    // A gang's ceiling under Kueue's quota (nothing to do without Kueue objects).
+    if state.quota().active() {
+        let holding = vec![false; jobs.len()];
+        cap_quota(state, &mut jobs, &holding);
+    }
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));
     let mut decided = vec![(0, Reason::Unchanged); jobs.len()];
