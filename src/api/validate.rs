@@ -290,14 +290,10 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     }
     let Some(job_kind) = JobKind::named(kind) else {
         let text = if kind.is_empty() {
-            "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job \
-             or JobSet"
+            "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob"
                 .to_string()
         } else {
-            format!(
-                "is a {kind}, not a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job \
-                 or JobSet"
-            )
+            format!("is a {kind}, not a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob")
         };
         return ObjectReport::error(object, "kind", text);
     };
@@ -311,7 +307,9 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     let decoded = match job_kind {
         JobKind::TrainingJob => doc.decode::<TrainingJob>(),
         JobKind::PaddleJob => doc.decode::<PaddleJob>().map(|job| job.as_training_job()),
-        _ => return crate::cluster::kinds::check_document(doc, job_kind, classes),
+        JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => {
+            return crate::cluster::kinds::check_document(doc, job_kind, classes);
+        }
     };
     let job = match decoded {
         Ok(job) => job,

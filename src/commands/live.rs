@@ -56,8 +56,7 @@ pub async fn list_documents(client: &kube::Client) -> anyhow::Result<Vec<Documen
             None => return Err(ListError::NotFound(resource_name(&resource)).into()),
         }
     }
-    // The elastic batch/v1 Jobs are among the Jobs listed above.
-    for kind in JobKind::ALL.into_iter().filter(|k| k.has_own_watch()) {
+    for kind in JobKind::ALL {
         let resource = kind.api_resource();
         match list(client, &resource).await? {
             Some(items) => docs.extend(items),

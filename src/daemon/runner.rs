@@ -239,13 +239,7 @@ async fn consume_watch(
     if namespace.is_some() {
         expected.push(Kind::ForeignPod);
     }
-    expected.extend(
-        kinds
-            .now
-            .iter()
-            .filter(|k| k.has_own_watch())
-            .map(|k| Kind::JobObject(*k)),
-    );
+    expected.extend(kinds.now.iter().map(|k| Kind::of_job_kind(*k)));
     for kind in expected {
         health.sync().expect(kind.resource(), started);
     }

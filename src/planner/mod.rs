@@ -11,7 +11,6 @@ mod fill_queue;
 mod fulfillment;
 mod nodes;
 mod plan;
-mod quota;
 mod rebalance;
 mod relief;
 mod relocate;
@@ -21,8 +20,8 @@ mod summary;
 mod support;
 
 pub use plan::{
-    JobPlan, KueueNote, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason,
-    Removal, ScalePlan, aligned,
+    JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
+    ScalePlan, aligned,
 };
 pub use support::SupportPlacement;
 

@@ -1065,7 +1065,6 @@ mod tests {
                             index: None,
                             extended,
                             priority: 0,
-                            claim: None,
                         }),
                     );
                 }

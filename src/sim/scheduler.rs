@@ -170,7 +170,6 @@ impl World {
                 index: Some(pod.index),
                 extended: Default::default(),
                 priority: 0,
-                claim: None,
             },
         ))
     }
