@@ -18,10 +18,11 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use trainscale::api::guard::GuardedTrainingJob;
+use trainscale::api::JobKind;
 use trainscale::daemon::gate::{EventGate, SharedStore, lock};
 use trainscale::daemon::pass::prepare;
 use trainscale::daemon::{Store, WatchEvent};
@@ -102,7 +103,7 @@ fn pod(i: usize, scale: Scale) -> Pod {
     }))
 }
 
-fn training_job(j: usize) -> GuardedTrainingJob {
+fn training_job(j: usize) -> DynamicObject {
     decode(&json!({
         "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
         "metadata": {"name": format!("job-{j:05}"), "namespace": format!("team-{}", j % 50),
@@ -142,10 +143,14 @@ fn replay(scale: Scale) -> Store {
     let mut store = Store::new();
     list(&mut store, WatchEvent::Node, (0..scale.nodes).map(node));
     list(&mut store, WatchEvent::PriorityClass, std::iter::empty());
-    list(&mut store, WatchEvent::PaddleJob, std::iter::empty());
     list(
         &mut store,
-        WatchEvent::TrainingJob,
+        |e| WatchEvent::JobObject(JobKind::PaddleJob, e),
+        std::iter::empty(),
+    );
+    list(
+        &mut store,
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
         (0..scale.jobs).map(training_job),
     );
     list(

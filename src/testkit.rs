@@ -8,6 +8,8 @@ use crate::planner::ScalePlan;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod kueue;
+
 /// The shape of a generated cluster.
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterShape {
@@ -116,6 +118,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: None,
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             left -= req;
@@ -178,6 +181,7 @@ pub fn generate(shape: ClusterShape) -> ClusterState {
                     index: Some(t as u32),
                     extended: Default::default(),
                     priority: 0,
+                    claim: None,
                 }),
             );
             placed += 1;
@@ -360,6 +364,7 @@ pub fn trainer_pod(
         index,
         extended: Default::default(),
         priority: 0,
+        claim: None,
     }
 }
 

@@ -196,7 +196,7 @@ fn other_kinds_are_reported() {
     let report = validate_document(&docs[0], &Default::default());
     assert_eq!(
         report.errors[0].to_string(),
-        "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob"
+        "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job or JobSet"
     );
 }
 

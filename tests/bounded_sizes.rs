@@ -5,11 +5,9 @@
 
 use std::process::Command;
 
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
-use trainscale::api::guard::{
-    GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
-};
 use trainscale::api::manifest::parse_documents;
 use trainscale::api::validate::validate_document;
 use trainscale::api::{JobKey, JobKind};
@@ -590,20 +588,24 @@ fn synced_store(nodes: Vec<Value>) -> Store {
             WatchEvent::PriorityClass(Event::InitDone),
         ),
         (
-            WatchEvent::TrainingJob(Event::Init),
-            WatchEvent::TrainingJob(Event::InitDone),
+            WatchEvent::JobObject(JobKind::TrainingJob, Event::Init),
+            WatchEvent::JobObject(JobKind::TrainingJob, Event::InitDone),
         ),
         (
-            WatchEvent::PaddleJob(Event::Init),
-            WatchEvent::PaddleJob(Event::InitDone),
+            WatchEvent::JobObject(JobKind::PaddleJob, Event::Init),
+            WatchEvent::JobObject(JobKind::PaddleJob, Event::InitDone),
         ),
         (
-            WatchEvent::PyTorchTrainingJob(Event::Init),
-            WatchEvent::PyTorchTrainingJob(Event::InitDone),
+            WatchEvent::JobObject(JobKind::PyTorchTrainingJob, Event::Init),
+            WatchEvent::JobObject(JobKind::PyTorchTrainingJob, Event::InitDone),
         ),
         (
-            WatchEvent::PyTorchJob(Event::Init),
-            WatchEvent::PyTorchJob(Event::InitDone),
+            WatchEvent::JobObject(JobKind::PyTorchJob, Event::Init),
+            WatchEvent::JobObject(JobKind::PyTorchJob, Event::InitDone),
+        ),
+        (
+            WatchEvent::JobObject(JobKind::JobSet, Event::Init),
+            WatchEvent::JobObject(JobKind::JobSet, Event::InitDone),
         ),
     ] {
         store.handle(init);
@@ -616,12 +618,18 @@ fn synced_store(nodes: Vec<Value>) -> Store {
 #[test]
 fn the_daemon_reports_a_worker_without_requests_invalid_and_plans_nothing() {
     let mut store = synced_store(vec![node("n1", "110")]);
-    let job: GuardedPyTorchJob =
+    let job: DynamicObject =
         serde_json::from_value(pytorch_job("noreq", 1, 1_000_000, 2, Value::Null)).unwrap();
-    store.handle(WatchEvent::PyTorchJob(Event::Apply(job)));
-    let job: GuardedPyTorchTrainingJob =
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchJob,
+        Event::Apply(job),
+    ));
+    let job: DynamicObject =
         serde_json::from_value(t9k_job("noreq", 1, 1_000_000, 2, Value::Null)).unwrap();
-    store.handle(WatchEvent::PyTorchTrainingJob(Event::Apply(job)));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchTrainingJob,
+        Event::Apply(job),
+    ));
     let work = prepare(&store, &PlannerConfig::default(), None);
     assert!(work.plan.jobs.is_empty());
     assert!(work.rescales.is_empty());
@@ -642,17 +650,24 @@ fn the_daemon_reports_a_worker_without_requests_invalid_and_plans_nothing() {
 #[test]
 fn the_daemon_patches_no_target_above_the_cap_and_warns() {
     let mut store = synced_store(two_nodes());
-    let job: GuardedPyTorchJob =
+    let job: DynamicObject =
         serde_json::from_value(pytorch_job("big", 1, BIG, BIG, one_cpu())).unwrap();
-    store.handle(WatchEvent::PyTorchJob(Event::Apply(job)));
-    let job: GuardedPyTorchTrainingJob =
-        serde_json::from_value(t9k_job("big", 1, BIG, 2, one_cpu())).unwrap();
-    store.handle(WatchEvent::PyTorchTrainingJob(Event::Apply(job)));
-    let job: GuardedTrainingJob =
-        serde_json::from_value(training_job("big", BIG, BIG, None)).unwrap();
-    store.handle(WatchEvent::TrainingJob(Event::Apply(job)));
-    let job: GuardedPaddleJob = serde_json::from_value(paddle_job("big", 1, BIG)).unwrap();
-    store.handle(WatchEvent::PaddleJob(Event::Apply(job)));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchJob,
+        Event::Apply(job),
+    ));
+    let job: DynamicObject = serde_json::from_value(t9k_job("big", 1, BIG, 2, one_cpu())).unwrap();
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchTrainingJob,
+        Event::Apply(job),
+    ));
+    let job: DynamicObject = serde_json::from_value(training_job("big", BIG, BIG, None)).unwrap();
+    store.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Apply(job),
+    ));
+    let job: DynamicObject = serde_json::from_value(paddle_job("big", 1, BIG)).unwrap();
+    store.handle(WatchEvent::JobObject(JobKind::PaddleJob, Event::Apply(job)));
     store.handle(WatchEvent::Job(Event::Apply(
         serde_json::from_value(trainer_job("PaddleJob", "paddlepaddle.org/v1", "big", BIG))
             .unwrap(),

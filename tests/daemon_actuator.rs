@@ -63,7 +63,9 @@ fn rescale(name: &str, current: i32, target: i32, indexed: bool) -> Rescale {
             indexed,
             parallelism: Some(current),
             at_zero: false,
+            queue: None,
         }),
+        size_at: None,
         current,
         target,
         reason: if target > current {

@@ -43,6 +43,7 @@ fn job(current: i32, target: i32, min: i32, max: i32, reason: Reason) -> JobPlan
         placements: Vec::new(),
         removals: Vec::new(),
         trainer: Resources::new(1_000, GIB, 1),
+        kueue: None,
     }
 }
 

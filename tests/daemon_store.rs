@@ -2,10 +2,11 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 use trainscale::api::JobKey;
-use trainscale::api::guard::GuardedTrainingJob;
+use trainscale::api::JobKind;
 use trainscale::daemon::pass::prepare;
 use trainscale::daemon::scheduling::Settings;
 use trainscale::daemon::{Store, WatchEvent};
@@ -39,7 +40,7 @@ fn trainer_job(name: &str, job: &str, parallelism: i32) -> Job {
     .unwrap()
 }
 
-fn tj(value: serde_json::Value) -> GuardedTrainingJob {
+fn tj(value: serde_json::Value) -> DynamicObject {
     serde_json::from_value(value).unwrap()
 }
 
@@ -55,7 +56,11 @@ fn synced_store() -> Store {
     let mut store = Store::new();
     init(vec![node("n1"), node("n2")], WatchEvent::Node, &mut store);
     init(Vec::new(), WatchEvent::PriorityClass, &mut store);
-    init(Vec::new(), WatchEvent::PaddleJob, &mut store);
+    init(
+        Vec::new(),
+        |e| WatchEvent::JobObject(JobKind::PaddleJob, e),
+        &mut store,
+    );
     init(
         vec![
             pod("t-a", Some("n1"), "mnist", "2024-01-01T00:00:00Z"),
@@ -78,7 +83,11 @@ fn synced_store() -> Store {
 fn ready_only_after_every_kind_listed() {
     let mut store = synced_store();
     assert!(!store.synced());
-    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
+    init(
+        Vec::new(),
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
     assert!(store.synced());
     assert!(!store.relisting());
 }
@@ -152,7 +161,7 @@ fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
         "spec": {"trainer": {"max-instance": "lots"}}});
     init(
         vec![tj(invalid.clone()), tj(malformed)],
-        WatchEvent::TrainingJob,
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
         &mut store,
     );
     let reports = store.unreported_invalid();
@@ -172,7 +181,10 @@ fn invalid_and_malformed_jobs_are_reported_once_per_resource_version() {
     // A new resourceVersion that is still invalid is reported again.
     let mut edited = invalid;
     edited["metadata"]["resourceVersion"] = json!("9");
-    store.handle(WatchEvent::TrainingJob(Event::Apply(tj(edited))));
+    store.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Apply(tj(edited)),
+    ));
     assert_eq!(store.unreported_invalid().len(), 1);
 }
 
@@ -187,7 +199,11 @@ fn a_job_without_its_trainer_job_waits() {
         "spec": {"fault_tolerant": true, "frame_work": {"name": "paddle", "type": "nccl2"},
                  "trainer": {"min-instance": 1, "max-instance": 2, "entrypoint": "python train.py",
                              "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}}});
-    init(vec![tj(fresh)], WatchEvent::TrainingJob, &mut store);
+    init(
+        vec![tj(fresh)],
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
     let key = JobKey::new("ml", "fresh");
     let work = prepare(&store, &PlannerConfig::default(), None);
     assert!(work.rescales.iter().all(|r| r.key != key));
@@ -209,23 +225,28 @@ fn a_job_without_its_trainer_job_waits() {
 #[test]
 fn paddle_jobs_and_priority_classes_through_the_watch() {
     use trainscale::api::JobKind;
-    use trainscale::api::guard::GuardedPaddleJob;
 
     let mut store = synced_store();
-    let paddle: GuardedPaddleJob = serde_json::from_value(json!({
+    let paddle: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob",
         "metadata": {"name": "seed", "namespace": "ml", "resourceVersion": "7", "uid": "u7"},
         "spec": {"pserver": {"min-instance": 2, "max-instance": 2},
                  "trainer": {"min-instance": 2, "max-instance": 6,
                              "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}}}}}))
     .unwrap();
-    let broken: GuardedPaddleJob = serde_json::from_value(json!({
+    let broken: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "paddlepaddle.org/v1", "kind": "PaddleJob",
         "metadata": {"name": "broken", "namespace": "ml", "resourceVersion": "8"},
         "spec": {"trainer": {"min-instance": 3, "max-instance": 1}}}))
     .unwrap();
-    store.handle(WatchEvent::PaddleJob(Event::Apply(paddle)));
-    store.handle(WatchEvent::PaddleJob(Event::Apply(broken)));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PaddleJob,
+        Event::Apply(paddle),
+    ));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PaddleJob,
+        Event::Apply(broken),
+    ));
     let high = tj(
         json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
         "metadata": {"name": "high", "namespace": "ml", "resourceVersion": "9", "uid": "u9"},
@@ -233,7 +254,10 @@ fn paddle_jobs_and_priority_classes_through_the_watch() {
                  "trainer": {"min-instance": 1, "max-instance": 2,
                              "resources": {"requests": {"cpu": "1"}}}}}),
     );
-    store.handle(WatchEvent::TrainingJob(Event::Apply(high)));
+    store.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Apply(high),
+    ));
 
     let seed = JobKey::of_kind(JobKind::PaddleJob, "ml", "seed");
     let info = store.state().job(&seed).unwrap().info.clone().unwrap();
@@ -300,7 +324,11 @@ fn a_failed_watch_holds_passes_until_its_fresh_list_is_done() {
     use trainscale::daemon::store::Kind;
 
     let mut store = synced_store();
-    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
+    init(
+        Vec::new(),
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
     assert!(store.synced() && !store.relisting());
     store.begin_relist(Kind::Pod);
     assert!(store.relisting(), "passes wait from the error on");
@@ -338,8 +366,16 @@ fn a_namespaced_store_counts_other_namespaces_pods_on_its_nodes() {
         &mut store,
     );
     init(Vec::new(), WatchEvent::PriorityClass, &mut store);
-    init(Vec::new(), WatchEvent::TrainingJob, &mut store);
-    init(Vec::new(), WatchEvent::PaddleJob, &mut store);
+    init(
+        Vec::new(),
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
+    init(
+        Vec::new(),
+        |e| WatchEvent::JobObject(JobKind::PaddleJob, e),
+        &mut store,
+    );
     init(Vec::new(), WatchEvent::Job, &mut store);
     assert!(!store.synced(), "other namespaces' pods not listed yet");
     // The emulator ignores field selectors: the foreign watch may deliver the own namespace's
@@ -389,7 +425,11 @@ fn sizing_conditions_are_decided_once_per_decision() {
                 {"type": "ScalingLimited", "status": "True"}]}}),
         )
     };
-    init(vec![job("9")], WatchEvent::TrainingJob, &mut store);
+    init(
+        vec![job("9")],
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
     let key = JobKey::new("ml", "mnist");
     let known = store.known_sizing(&key);
     assert_eq!(known.resource_version, Some("9"));
@@ -408,7 +448,10 @@ fn sizing_conditions_are_decided_once_per_decision() {
     // The watch delivered a later writer's version before the write's answer was recorded: the
     // answer's older version is not taken (it would be a stale precondition for good).
     let mut raced = store.clone();
-    raced.handle(WatchEvent::TrainingJob(Event::Apply(job("11"))));
+    raced.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Apply(job("11")),
+    ));
     raced.mark_explained(
         &key,
         update.decision,
@@ -429,8 +472,14 @@ fn sizing_conditions_are_decided_once_per_decision() {
         again.sizing
     );
 
-    store.handle(WatchEvent::TrainingJob(Event::Delete(job("12"))));
-    store.handle(WatchEvent::TrainingJob(Event::Apply(job("13"))));
+    store.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Delete(job("12")),
+    ));
+    store.handle(WatchEvent::JobObject(
+        JobKind::TrainingJob,
+        Event::Apply(job("13")),
+    ));
     assert!(store.known_sizing(&key).explained.is_none());
 }
 
@@ -446,7 +495,11 @@ fn a_trainer_job_kueue_has_not_admitted_is_left_alone() {
         "spec": {"fault_tolerant": true, "frame_work": {"name": "paddle", "type": "nccl2"},
                  "trainer": {"min-instance": 2, "max-instance": 4, "entrypoint": "python train.py",
                              "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}}});
-    init(vec![tj(queued)], WatchEvent::TrainingJob, &mut store);
+    init(
+        vec![tj(queued)],
+        |e| WatchEvent::JobObject(JobKind::TrainingJob, e),
+        &mut store,
+    );
     let key = JobKey::new("ml", "queued");
     let mut job = trainer_job("queued-trainer", "queued", 2);
     if let Some(spec) = job.spec.as_mut() {

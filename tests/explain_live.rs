@@ -49,7 +49,7 @@ fn list_of(kind: &str, items: Vec<Value>) -> Value {
 /// Answers the LISTs in order: the dump's nodes, pods, Jobs and TrainingJobs, no PriorityClass,
 /// no PyTorch job, and 404 for PaddleJobs (CRD not installed).
 async fn serve_dump(mut handle: MockHandle) {
-    let answers: [(&str, Option<(&str, &str)>); 8] = [
+    let answers: [(&str, Option<(&str, &str)>); 9] = [
         ("/api/v1/nodes", Some(("v1", "Node"))),
         ("/api/v1/pods", Some(("v1", "Pod"))),
         ("/apis/batch/v1/jobs", Some(("batch/v1", "Job"))),
@@ -70,6 +70,8 @@ async fn serve_dump(mut handle: MockHandle) {
             "/apis/kubeflow.org/v1/pytorchjobs",
             Some(("kubeflow.org/v1", "PyTorchJob")),
         ),
+        // The elastic Jobs are among the Jobs above; JobSets are not served here.
+        ("/apis/jobset.x-k8s.io/v1alpha2/jobsets", None),
     ];
     for (path, kind) in answers {
         let (_, _, _, send) = expect(&mut handle, Method::GET, path).await;

@@ -14,6 +14,7 @@
 //!   node grows; first fit in name order with taints and node selectors; suspend and resume; a
 //!   pod bound by another scheduler where it does not fit ends Failed `OutOfcpu` and counts.
 //! - [`the_harness_self_test_passes`]: `kmock_cluster.py --self-test`.
+//! - [`the_kueue_model_passes_its_live_check`]: `kueue_check.py`, the emulator's Kueue model over HTTP.
 //!
 //! Gated like `daemon_e2e.rs` (`cfg(kmock)`, see `build.rs`).
 
@@ -983,11 +984,31 @@ async fn jobs_complete_suspend_and_their_pods_go_where_they_fit() {
 )]
 fn the_harness_self_test_passes() {
     require_kmock();
+    python_check(
+        &[&helper().to_string_lossy(), "--self-test"],
+        "self-test: ",
+        50,
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+fn the_kueue_model_passes_its_live_check() {
+    require_kmock();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/kueue_check.py");
+    python_check(&[&script.to_string_lossy()], "kueue check: ", 20);
+}
+
+/// Runs `python3 args` and checks its last line, `<prefix>N of M checks passed`: every check
+/// passed, and more than `at_least` of them.
+fn python_check(args: &[&str], prefix: &str, at_least: u32) {
     let out = Command::new("python3")
-        .arg(helper())
-        .arg("--self-test")
+        .args(args)
         .output()
-        .expect("python3 runs the emulator helper");
+        .expect("python3 runs the check");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -996,10 +1017,10 @@ fn the_harness_self_test_passes() {
     );
     let last = stdout.lines().last().unwrap_or_default();
     let (passed, total) = last
-        .strip_prefix("self-test: ")
+        .strip_prefix(prefix)
         .and_then(|rest| rest.split_once(" checks passed"))
         .and_then(|(counts, _)| counts.split_once(" of "))
         .expect("a summary line");
     assert_eq!(passed, total, "{stdout}");
-    assert!(total.parse::<u32>().is_ok_and(|n| n > 50), "{stdout}");
+    assert!(total.parse::<u32>().is_ok_and(|n| n > at_least), "{stdout}");
 }

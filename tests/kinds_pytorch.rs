@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
+use kube::api::DynamicObject;
 use kube::client::Body;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tower_test::mock;
-use trainscale::api::guard::{GuardedPyTorchJob, GuardedPyTorchTrainingJob};
 use trainscale::api::manifest::read_documents;
 use trainscale::api::priority::PriorityClasses;
 use trainscale::api::{JobKey, JobKind, PyTorchJob, PyTorchTrainingJob, Resources, ScaleResults};
@@ -269,7 +269,7 @@ fn guarded<K: serde::de::DeserializeOwned>(v: Value) -> K {
 /// A synced store with one node, the T9k and the two Kubeflow examples.
 fn store_with_examples() -> Store {
     let mut store = Store::new();
-    store.expect_job_kinds(&JobKind::ALL);
+    store.expect_job_kinds(&JobKind::ALL[..4]);
     let node: k8s_openapi::api::core::v1::Node = guarded(json!({"metadata": {"name": "n1"},
         "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": 8}}}));
     let init = |store: &mut Store, events: Vec<WatchEvent>| {
@@ -292,10 +292,10 @@ fn store_with_examples() -> Store {
         WatchEvent::Job(Event::InitDone),
         WatchEvent::PriorityClass(Event::Init),
         WatchEvent::PriorityClass(Event::InitDone),
-        WatchEvent::TrainingJob(Event::Init),
-        WatchEvent::TrainingJob(Event::InitDone),
-        WatchEvent::PaddleJob(Event::Init),
-        WatchEvent::PaddleJob(Event::InitDone),
+        WatchEvent::JobObject(JobKind::TrainingJob, Event::Init),
+        WatchEvent::JobObject(JobKind::TrainingJob, Event::InitDone),
+        WatchEvent::JobObject(JobKind::PaddleJob, Event::Init),
+        WatchEvent::JobObject(JobKind::PaddleJob, Event::InitDone),
     ] {
         store.handle(e);
     }
@@ -303,20 +303,32 @@ fn store_with_examples() -> Store {
     let mut t9k = example("deploy/examples/003-pytorchtrainingjob-elastic.yaml").remove(0);
     t9k["metadata"]["resourceVersion"] = json!("7");
     t9k["metadata"]["uid"] = json!("uid-t9k");
-    let t9k: GuardedPyTorchTrainingJob = guarded(t9k);
+    let t9k: DynamicObject = guarded(t9k);
     let mut kf = example("deploy/examples/005-pytorchjob-elastic.yaml").remove(0);
     kf["metadata"]["resourceVersion"] = json!("8");
     let mut hpa = example("deploy/examples/006-pytorchjob-elastic-hpa.yaml").remove(0);
     hpa["metadata"]["resourceVersion"] = json!("9");
-    let kf: Vec<GuardedPyTorchJob> = vec![guarded(kf), guarded(hpa)];
-    store.handle(WatchEvent::PyTorchTrainingJob(Event::Init));
-    store.handle(WatchEvent::PyTorchTrainingJob(Event::InitApply(t9k)));
-    store.handle(WatchEvent::PyTorchTrainingJob(Event::InitDone));
-    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    let kf: Vec<DynamicObject> = vec![guarded(kf), guarded(hpa)];
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchTrainingJob,
+        Event::Init,
+    ));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchTrainingJob,
+        Event::InitApply(t9k),
+    ));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchTrainingJob,
+        Event::InitDone,
+    ));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::Init));
     for job in kf {
-        store.handle(WatchEvent::PyTorchJob(Event::InitApply(job)));
+        store.handle(WatchEvent::JobObject(
+            JobKind::PyTorchJob,
+            Event::InitApply(job),
+        ));
     }
-    store.handle(WatchEvent::PyTorchJob(Event::InitDone));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::InitDone));
     assert!(store.synced());
     store
 }
@@ -384,6 +396,7 @@ fn rescale(kind: JobKind, name: &str, current: i32, target: i32) -> Rescale {
         uid: Some(format!("uid-{name}")),
         resource_version: Some("7".to_string()),
         trainer_job: None,
+        size_at: None,
         current,
         target,
         reason: Reason::ScaleUp,
@@ -632,6 +645,18 @@ async fn discovery_adds_the_kinds_whose_crd_is_served() {
                                   "namespaced": true, "kind": "PyTorchJob",
                                   "verbs": ["get", "list", "watch", "patch"]}]}),
         );
+        // Jobs are served by every API server: no discovery of the elastic Job.
+        let (_, _, _, send) =
+            expect(&mut handle, Method::GET, "/apis/jobset.x-k8s.io/v1alpha2").await;
+        respond(
+            send,
+            StatusCode::OK,
+            json!({"apiVersion": "v1", "kind": "APIResourceList",
+                   "groupVersion": "jobset.x-k8s.io/v1alpha2",
+                   "resources": [{"name": "jobsets", "singularName": "jobset",
+                                  "namespaced": true, "kind": "JobSet",
+                                  "verbs": ["get", "list", "watch", "patch"]}]}),
+        );
     });
     let selection = select_kinds(&client, None, Duration::from_secs(60)).await;
     server.await.unwrap();
@@ -640,7 +665,9 @@ async fn discovery_adds_the_kinds_whose_crd_is_served() {
         vec![
             JobKind::TrainingJob,
             JobKind::PaddleJob,
-            JobKind::PyTorchJob
+            JobKind::PyTorchJob,
+            JobKind::BatchJob,
+            JobKind::JobSet
         ]
     );
     assert_eq!(selection.when_served, vec![JobKind::PyTorchTrainingJob]);
@@ -664,8 +691,11 @@ fn a_malformed_pytorch_job_is_reported_and_the_others_still_planned() {
     bad["metadata"]["name"] = json!("bad");
     bad["metadata"]["resourceVersion"] = json!("11");
     bad["spec"]["elasticPolicy"]["minReplicas"] = json!("two");
-    let bad: GuardedPyTorchJob = guarded(bad);
-    store.handle(WatchEvent::PyTorchJob(Event::Apply(bad)));
+    let bad: DynamicObject = guarded(bad);
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchJob,
+        Event::Apply(bad),
+    ));
     let invalid = store.unreported_invalid();
     assert_eq!(invalid.len(), 1, "{invalid:?}");
     assert_eq!(invalid[0].key.name.as_ref(), "bad");
@@ -678,9 +708,12 @@ fn a_malformed_pytorch_job_is_reported_and_the_others_still_planned() {
     let work = prepare(&store, &PlannerConfig::default(), None);
     assert_eq!(work.rescales.len(), 2, "the others are still planned");
     // Gone with its object.
-    let gone: GuardedPyTorchJob = guarded(json!({"apiVersion": "kubeflow.org/v1",
+    let gone: DynamicObject = guarded(json!({"apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob", "metadata": {"name": "bad", "namespace": "ml"}, "spec": {}}));
-    store.handle(WatchEvent::PyTorchJob(Event::Delete(gone)));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchJob,
+        Event::Delete(gone),
+    ));
     assert!(store.unreported_invalid().is_empty());
 }
 
@@ -696,28 +729,31 @@ fn a_kind_found_later_lists_like_a_relist_but_is_no_restart() {
         WatchEvent::Job(Event::InitDone),
         WatchEvent::PriorityClass(Event::Init),
         WatchEvent::PriorityClass(Event::InitDone),
-        WatchEvent::TrainingJob(Event::Init),
-        WatchEvent::TrainingJob(Event::InitDone),
-        WatchEvent::PaddleJob(Event::Init),
-        WatchEvent::PaddleJob(Event::InitDone),
+        WatchEvent::JobObject(JobKind::TrainingJob, Event::Init),
+        WatchEvent::JobObject(JobKind::TrainingJob, Event::InitDone),
+        WatchEvent::JobObject(JobKind::PaddleJob, Event::Init),
+        WatchEvent::JobObject(JobKind::PaddleJob, Event::InitDone),
     ] {
         store.handle(e);
     }
     // The PyTorch kinds are not expected by default: ready without them.
     assert!(store.synced() && !store.relisting());
-    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::Init));
     assert!(store.synced(), "readiness does not drop");
     assert!(
         store.relisting(),
         "passes wait for the new kind's first list"
     );
-    let job: GuardedPyTorchJob =
+    let job: DynamicObject =
         guarded(example("deploy/examples/005-pytorchjob-elastic.yaml").remove(0));
-    store.handle(WatchEvent::PyTorchJob(Event::InitApply(job)));
-    store.handle(WatchEvent::PyTorchJob(Event::InitDone));
+    store.handle(WatchEvent::JobObject(
+        JobKind::PyTorchJob,
+        Event::InitApply(job),
+    ));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::InitDone));
     assert!(!store.relisting());
     assert_eq!(store.restarts(), 0);
-    assert!(store.listed_kind(trainscale::daemon::Kind::PyTorchJob));
+    assert!(store.listed_kind(trainscale::daemon::Kind::JobObject(JobKind::PyTorchJob)));
     let key = JobKey::of_kind(JobKind::PyTorchJob, "ml", "elastic-example-imagenet");
     assert!(
         store
@@ -727,7 +763,7 @@ fn a_kind_found_later_lists_like_a_relist_but_is_no_restart() {
             .is_some()
     );
     // A later Init of that kind is a restart.
-    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::Init));
     assert_eq!(store.restarts(), 1);
 }
 
@@ -746,9 +782,9 @@ fn a_refused_watch_of_a_discovered_kind_is_dropped_not_waited_for() {
 
     // Expected at start, refused: the store stops waiting and forgets its objects.
     let mut store = store_with_examples();
-    store.handle(WatchEvent::PyTorchJob(Event::Init));
+    store.handle(WatchEvent::JobObject(JobKind::PyTorchJob, Event::Init));
     assert!(store.relisting());
-    store.drop_kind(trainscale::daemon::Kind::PyTorchJob);
+    store.drop_kind(trainscale::daemon::Kind::JobObject(JobKind::PyTorchJob));
     assert!(store.synced() && !store.relisting());
     let kf = JobKey::of_kind(JobKind::PyTorchJob, "ml", "elastic-example-imagenet");
     assert!(store.state().job(&kf).is_none());

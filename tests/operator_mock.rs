@@ -952,6 +952,39 @@ async fn walltime_ends_the_job_with_timeout_and_stops_the_trainers() {
     assert_eq!(status["status"]["startTime"], "2026-01-01T11:00:00Z");
 }
 
+/// Under `--kueue`, Kueue owns `spec.suspend` (it lifts a suspension while the Workload is
+/// admitted): the trainer Job is stopped by zero trainers instead, which completes an Indexed Job.
+#[tokio::test]
+async fn under_kueue_a_timeout_stops_the_trainers_without_touching_suspend() {
+    let mut job = training_job(FT_ELASTIC);
+    job.spec.annotations.walltime = 600;
+    job.status = Some(trainscale::api::TrainingJobStatus {
+        phase: TrainingJobPhase::Running,
+        start_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T11:00:00Z".parse().unwrap(),
+        )),
+        ..Default::default()
+    });
+    let mut objects = running_children(2, 2);
+    // The operator creates trainer Jobs Indexed.
+    if let Some((_, trainer)) = objects
+        .iter_mut()
+        .find(|(p, _)| *p == batch_path("ft-trainer"))
+    {
+        trainer["spec"]["completionMode"] = json!("Indexed");
+    }
+    let config = OperatorConfig {
+        kueue: true,
+        ..OperatorConfig::default()
+    };
+    let (result, fake) = run(&job, config, objects).await;
+    assert_eq!(result, Ok(Action::await_change()));
+    let stop = body_of(&fake, "PATCH", &batch_path("ft-trainer"));
+    assert_eq!(stop, &json!({"spec": {"parallelism": 0, "completions": 0}}));
+    let status = body_of(&fake, "PATCH", &format!("{}/status", job_path("ft")));
+    assert_eq!(status["status"]["phase"], "Timeout");
+}
+
 #[tokio::test]
 async fn pserver_restart_limit_fails_the_job() {
     let job = training_job(FT_ELASTIC);

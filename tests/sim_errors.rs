@@ -186,3 +186,28 @@ fn a_scenario_name_is_one_plain_directory_name() {
         assert!(e.contains("key `name`"), "{bad}: {e}");
     }
 }
+
+/// A trace VC that no queue names, without a catch-all queue, is an error naming `queues.queues`,
+/// the VC and its first row; with `"*"` (or the VC named) the same trace loads.
+#[test]
+fn a_trace_vc_without_a_queue_is_named() {
+    let rows = "a,0,-,va,1,60,60,bert,1,10,38147,1,1,32,60\n\
+                b,0,-,vb,1,60,60,bert,1,10,38147,1,1,32,60\n\
+                c,0,-,vb,1,60,60,bert,1,10,38147,1,1,32,60\n";
+    let queues = |vcs: &str| {
+        format!("{SCENARIO}queues:\n  queues:\n    - {{name: team-a, vcs: {vcs}, gpus: 8}}\n")
+    };
+    let e = load_error(&queues("[va]"), rows);
+    assert!(
+        e.contains("s.yaml: key `queues.queues`")
+            && e.contains("VC \"vb\" (first at row 3)")
+            && e.contains("\"*\""),
+        "{e}"
+    );
+    for vcs in ["[va, vb]", "['*']", "[va, '*']"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = setup(dir.path(), &queues(vcs), rows);
+        let scenario = Scenario::load(&path).unwrap();
+        sim::load_inputs(&scenario).unwrap();
+    }
+}

@@ -369,12 +369,23 @@ fn simulate_writes_summary_timeseries_and_plots() {
 
 #[test]
 fn bundled_scenarios_load() {
-    for name in ["default.yaml", "week.yaml", "mixed.yaml"] {
+    for name in [
+        "default.yaml",
+        "week.yaml",
+        "mixed.yaml",
+        "week-queues.yaml",
+    ] {
         let s = Scenario::load(&repo().join("simulations").join(name)).unwrap();
         let (jobs, _) = sim::load_inputs(&s).unwrap();
         assert_eq!(s.total_gpus(), 256, "{name}");
-        if name == "week.yaml" {
+        if name.starts_with("week") {
             assert_eq!(jobs.len(), 3322);
+        }
+        if name == "week-queues.yaml" {
+            // The queues' nominal GPUs are the cluster's, and every VC has a queue.
+            let queues = s.queues.as_ref().unwrap();
+            assert_eq!(queues.queues.iter().map(|q| q.gpus).sum::<i64>(), 256);
+            assert!(jobs.iter().all(|j| queues.queue_of(&j.vc).is_some()));
         }
         if name == "mixed.yaml" {
             assert_eq!(s.schedulers.len(), 2);

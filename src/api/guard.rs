@@ -36,11 +36,11 @@ pub struct MalformedJob {
     pub error: String,
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(deserializer)?;
-        match serde_path_to_error::deserialize::<_, K>(&value) {
-            Ok(job) => Ok(Guarded(Ok(Box::new(job)))),
+impl<K: DeserializeOwned> Guarded<K> {
+    /// Decodes an object; a failure keeps its metadata and names the field.
+    pub fn from_value(value: &serde_json::Value) -> Self {
+        match serde_path_to_error::deserialize::<_, K>(value) {
+            Ok(job) => Guarded(Ok(Box::new(job))),
             Err(e) => {
                 let path = e.path().to_string();
                 let field = if path == "." {
@@ -52,13 +52,20 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
                     .get("metadata")
                     .and_then(|m| ObjectMeta::deserialize(m).ok())
                     .unwrap_or_default();
-                Ok(Guarded(Err(MalformedJob {
+                Guarded(Err(MalformedJob {
                     metadata,
                     field,
                     error: e.into_inner().to_string(),
-                })))
+                }))
             }
         }
+    }
+}
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Ok(Self::from_value(&value))
     }
 }
 

@@ -5,7 +5,8 @@ use std::fmt;
 use kube::core::{ApiResource, GroupVersionKind};
 
 /// A kind of elastic training job. Every kind is read into the same planning model; only its
-/// adapter (`cluster::kinds`) knows its fields.
+/// adapter (`cluster::kinds`) knows its fields. Its names on the API server are one row of
+/// [`NAMES`].
 #[derive(
     Debug,
     Clone,
@@ -29,73 +30,124 @@ pub enum JobKind {
     PyTorchTrainingJob,
     /// `kubeflow.org/v1` PyTorchJob of the Kubeflow training operator; sized, never created.
     PyTorchJob,
+    /// A `batch/v1` Job that opts in with the `trainscale.io/min-replicas` and `max-replicas`
+    /// annotations (an elastic Job); sized, never created. Its objects come with the Job watch
+    /// that also carries the trainer Jobs. Serialized as `kind:` writes it, `Job`.
+    #[serde(rename = "Job")]
+    BatchJob,
+    /// `jobset.x-k8s.io/v1alpha2` JobSet with one elastic replicated Job; sized, never created.
+    JobSet,
 }
 
+/// How the API server names a kind.
+struct Names {
+    kind: &'static str,
+    group: &'static str,
+    version: &'static str,
+    api_version: &'static str,
+    plural: &'static str,
+    /// The `--kinds` name.
+    flag: &'static str,
+}
+
+/// The names of each kind, in the order of the variants.
+const NAMES: [Names; JobKind::COUNT] = [
+    Names {
+        kind: "TrainingJob",
+        group: "paddlepaddle.org",
+        version: "v1alpha1",
+        api_version: "paddlepaddle.org/v1alpha1",
+        plural: "trainingjobs",
+        flag: "trainingjob",
+    },
+    Names {
+        kind: "PaddleJob",
+        group: "paddlepaddle.org",
+        version: "v1",
+        api_version: "paddlepaddle.org/v1",
+        plural: "paddlejobs",
+        flag: "paddlejob",
+    },
+    Names {
+        kind: "PyTorchTrainingJob",
+        group: "batch.tensorstack.dev",
+        version: "v1beta1",
+        api_version: "batch.tensorstack.dev/v1beta1",
+        plural: "pytorchtrainingjobs",
+        flag: "pytorchtrainingjob",
+    },
+    Names {
+        kind: "PyTorchJob",
+        group: "kubeflow.org",
+        version: "v1",
+        api_version: "kubeflow.org/v1",
+        plural: "pytorchjobs",
+        flag: "pytorchjob",
+    },
+    Names {
+        kind: "Job",
+        group: "batch",
+        version: "v1",
+        api_version: "batch/v1",
+        plural: "jobs",
+        flag: "job",
+    },
+    Names {
+        kind: "JobSet",
+        group: "jobset.x-k8s.io",
+        version: "v1alpha2",
+        api_version: "jobset.x-k8s.io/v1alpha2",
+        plural: "jobsets",
+        flag: "jobset",
+    },
+];
+
 impl JobKind {
+    /// How many kinds there are.
+    pub const COUNT: usize = 6;
+
     /// Every kind, in the order listings show them.
-    pub const ALL: [JobKind; 4] = [
+    pub const ALL: [JobKind; JobKind::COUNT] = [
         JobKind::TrainingJob,
         JobKind::PaddleJob,
         JobKind::PyTorchTrainingJob,
         JobKind::PyTorchJob,
+        JobKind::BatchJob,
+        JobKind::JobSet,
     ];
+
+    const fn names(self) -> &'static Names {
+        &NAMES[self as usize]
+    }
 
     /// The kind as `kind:` writes it.
     pub const fn as_str(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob => "TrainingJob",
-            JobKind::PaddleJob => "PaddleJob",
-            JobKind::PyTorchTrainingJob => "PyTorchTrainingJob",
-            JobKind::PyTorchJob => "PyTorchJob",
-        }
+        self.names().kind
     }
 
     /// The API group.
     pub const fn group(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob | JobKind::PaddleJob => "paddlepaddle.org",
-            JobKind::PyTorchTrainingJob => "batch.tensorstack.dev",
-            JobKind::PyTorchJob => "kubeflow.org",
-        }
+        self.names().group
     }
 
     /// The API version within the group.
     pub const fn version(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob => "v1alpha1",
-            JobKind::PaddleJob | JobKind::PyTorchJob => "v1",
-            JobKind::PyTorchTrainingJob => "v1beta1",
-        }
+        self.names().version
     }
 
     /// `group/version`, as `apiVersion:` writes it.
     pub const fn api_version(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob => "paddlepaddle.org/v1alpha1",
-            JobKind::PaddleJob => "paddlepaddle.org/v1",
-            JobKind::PyTorchTrainingJob => "batch.tensorstack.dev/v1beta1",
-            JobKind::PyTorchJob => "kubeflow.org/v1",
-        }
+        self.names().api_version
     }
 
     /// The resource's plural name.
     pub const fn plural(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob => "trainingjobs",
-            JobKind::PaddleJob => "paddlejobs",
-            JobKind::PyTorchTrainingJob => "pytorchtrainingjobs",
-            JobKind::PyTorchJob => "pytorchjobs",
-        }
+        self.names().plural
     }
 
-    /// The kind as `--kinds` names it: the plural's singular, lowercase (`pytorchjob`).
+    /// The kind as `--kinds` names it: the plural's singular, lowercase (`pytorchjob`, `job`).
     pub const fn flag_name(self) -> &'static str {
-        match self {
-            JobKind::TrainingJob => "trainingjob",
-            JobKind::PaddleJob => "paddlejob",
-            JobKind::PyTorchTrainingJob => "pytorchtrainingjob",
-            JobKind::PyTorchJob => "pytorchjob",
-        }
+        self.names().flag
     }
 
     /// Whether trainscale's operator creates this kind's workload (the paddlepaddle.org kinds);
@@ -104,7 +156,14 @@ impl JobKind {
         matches!(self, JobKind::TrainingJob | JobKind::PaddleJob)
     }
 
-    /// The kind of an object by its `kind` and `apiVersion`.
+    /// Whether the kind's objects have a watch of their own; the elastic batch/v1 Jobs come with
+    /// the Job watch (of the trainer Jobs), which every API server serves.
+    pub const fn has_own_watch(self) -> bool {
+        !matches!(self, JobKind::BatchJob)
+    }
+
+    /// The kind of an object by its `kind` and `apiVersion`. A batch/v1 Job is of
+    /// [`JobKind::BatchJob`] only once its adapter selects it (opted in, no trainer Job).
     pub fn of(kind: &str, api_version: &str) -> Option<JobKind> {
         JobKind::ALL
             .into_iter()
@@ -160,6 +219,17 @@ mod tests {
             JobKind::of("PyTorchJob", "kubeflow.org/v1"),
             Some(JobKind::PyTorchJob)
         );
+        assert_eq!(JobKind::of("Job", "batch/v1"), Some(JobKind::BatchJob));
+        assert_eq!(
+            JobKind::of("JobSet", "jobset.x-k8s.io/v1alpha2"),
+            Some(JobKind::JobSet)
+        );
+        assert_eq!(JobKind::BatchJob.api_resource().plural, "jobs");
+        assert_eq!(JobKind::BatchJob.flag_name(), "job");
+        assert!(!JobKind::BatchJob.has_own_watch() && JobKind::JobSet.has_own_watch());
+        for (i, kind) in JobKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind as usize, i, "ALL is in the order of NAMES");
+        }
         for kind in JobKind::ALL {
             assert_eq!(
                 kind.api_version(),

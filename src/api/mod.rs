@@ -1,10 +1,12 @@
-//! The job APIs (TrainingJob, PaddleJob; the PyTorch kinds trainscale only sizes): CRD types, quantities, helper methods, validation and manifest loading.
+//! The job APIs (TrainingJob, PaddleJob; the PyTorch kinds, the elastic batch/v1 Job and the JobSet, which trainscale only sizes): CRD types, quantities, helper methods, validation and manifest loading.
 
 mod embedded;
 mod error;
 pub mod guard;
 mod job;
+mod jobset;
 mod kind;
+pub mod kueue;
 pub mod manifest;
 pub mod note;
 mod paddlejob;
@@ -21,6 +23,7 @@ pub mod validate;
 pub use embedded::Embedded;
 pub use error::FieldError;
 pub use job::{JobKey, fulfillment_of};
+pub use jobset::*;
 pub use kind::JobKind;
 pub use paddlejob::*;
 pub use pytorch::*;

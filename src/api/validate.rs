@@ -290,10 +290,14 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     }
     let Some(job_kind) = JobKind::named(kind) else {
         let text = if kind.is_empty() {
-            "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob"
+            "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job \
+             or JobSet"
                 .to_string()
         } else {
-            format!("is a {kind}, not a TrainingJob, PaddleJob, PyTorchTrainingJob or PyTorchJob")
+            format!(
+                "is a {kind}, not a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job \
+                 or JobSet"
+            )
         };
         return ObjectReport::error(object, "kind", text);
     };
@@ -307,9 +311,7 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     let decoded = match job_kind {
         JobKind::TrainingJob => doc.decode::<TrainingJob>(),
         JobKind::PaddleJob => doc.decode::<PaddleJob>().map(|job| job.as_training_job()),
-        JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => {
-            return crate::cluster::kinds::check_document(doc, job_kind, classes);
-        }
+        _ => return crate::cluster::kinds::check_document(doc, job_kind, classes),
     };
     let job = match decoded {
         Ok(job) => job,

@@ -1,8 +1,9 @@
-//! The cluster model: nodes, pods, PriorityClasses and jobs of every kind, kept up to date one object at a time.
+//! The cluster model: nodes, pods, PriorityClasses, jobs of every kind and Kueue's quota, kept up to date one object at a time.
 
 pub mod filters;
 pub mod kinds;
 pub mod objects;
+pub mod quota;
 pub mod report;
 mod snapshot;
 mod state;

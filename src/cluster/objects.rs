@@ -11,6 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 
 use super::filters::{Extended, NodeTraits, PodConstraints, add_into, is_extended, max_into};
+use super::kinds::PodClaim;
 
 use crate::api::priority::PriorityClasses;
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
@@ -137,6 +138,9 @@ pub struct PodInfo {
     pub extended: Extended,
     /// `spec.priority` (the value admission resolved from its PriorityClass); 0 when unset.
     pub priority: i32,
+    /// The job the pod may belong to, which only that job's object confirms (an elastic Job's
+    /// or a JobSet's pods, see [`PodClaim`]): `ClusterState` sets `owner` from it.
+    pub claim: Option<PodClaim>,
 }
 
 /// The annotation (and, since Kubernetes 1.28, label) the Job controller puts on every pod of an
@@ -363,6 +367,10 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         crate::cluster::kinds::sized_pod_owner(&pod.metadata)
             .map(|(kind, job, role)| (JobKey::of_kind(kind, namespace.clone(), job), role))
     });
+    let claim = owner
+        .is_none()
+        .then(|| crate::cluster::kinds::pod_claim(&pod.metadata, &namespace))
+        .flatten();
     Ok(PodInfo {
         node,
         phase,
@@ -373,6 +381,7 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
         index: completion_index(&pod.metadata),
         extended,
         priority,
+        claim,
     })
 }
 
@@ -410,20 +419,29 @@ fn labelled_kind(labels: Option<&BTreeMap<String, String>>) -> JobKind {
     }
 }
 
-/// The job a batch/v1 Job runs the trainers of, and its parallelism.
-///
-/// A trainer Job is one whose controller ownerReference names a job kind (TrainingJob or
-/// PaddleJob, with its exact apiVersion): a label alone never makes a Job a trainer Job, so a
-/// Job someone else labelled `paddle-job=x` is never resized. Other Jobs give `None`.
-pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
-    let namespace = job.metadata.namespace.clone().unwrap_or_default();
-    let (kind, name) = job
-        .metadata
-        .owner_references
+/// The job kind (one trainscale's operator creates: TrainingJob or PaddleJob, with its exact
+/// apiVersion) and name of the job a Job's controller ownerReference names, if any: such a Job
+/// is a trainer Job. Jobs controlled by anything else (a JobSet, a CronJob) are not.
+pub fn trainer_job_owner(meta: &ObjectMeta) -> Option<(JobKind, String)> {
+    meta.owner_references
         .iter()
         .flatten()
         .filter(|o| o.controller == Some(true))
-        .find_map(|o| JobKind::of(&o.kind, &o.api_version).map(|kind| (kind, o.name.clone())))?;
+        .find_map(|o| {
+            JobKind::of(&o.kind, &o.api_version)
+                .filter(|kind| kind.created_by_trainscale())
+                .map(|kind| (kind, o.name.clone()))
+        })
+}
+
+/// The job a batch/v1 Job runs the trainers of, and its parallelism.
+///
+/// A trainer Job is one whose controller ownerReference names a job kind trainscale's operator
+/// creates (see [`trainer_job_owner`]): a label alone never makes a Job a trainer Job, so a Job
+/// someone else labelled `paddle-job=x` is never resized. Other Jobs give `None`.
+pub fn read_trainer_job(job: &Job) -> Option<(JobKey, Option<i32>)> {
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let (kind, name) = trainer_job_owner(&job.metadata)?;
     // Held at zero trainers (suspended by trainscale), whatever parallelism it keeps.
     let parallelism = if crate::api::trainer_job::at_zero_trainers(job) {
         Some(0)

@@ -1,4 +1,5 @@
-//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`).
+//! Building a `ClusterState` from a List dump (`kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs,jobsets -A -o json`, and Kueue's
+//! `kubectl get resourceflavors,clusterqueues,localqueues,workloads -A -o json`).
 
 use std::path::Path;
 
@@ -9,10 +10,9 @@ use super::ClusterState;
 use crate::api::manifest::{Document, ManifestError, read_documents};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
-use super::kinds::JobAdapter;
-use crate::api::{
-    FieldError, JobKey, JobKind, PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob,
-};
+use super::kinds::{JobAdapter, registered};
+use crate::api::kueue::{ClusterQueue, KUEUE_API_VERSION, LocalQueue, ResourceFlavor, Workload};
+use crate::api::{FieldError, JobKey, JobKind};
 
 /// A state built from a dump, with what was skipped and why.
 #[derive(Debug)]
@@ -39,7 +39,8 @@ impl ClusterState {
         Ok(Self::from_documents(&read_documents(path)?))
     }
 
-    /// Applies one object of a dump by its kind.
+    /// Applies one object of a dump by its kind: a batch/v1 Job as a trainer Job or, once it
+    /// opts in, an elastic Job; a job kind through its registered adapter.
     pub fn apply_document(&mut self, doc: &Document, warnings: &mut Vec<FieldError>) {
         let api_version = doc
             .value
@@ -56,45 +57,56 @@ impl ClusterState {
                 Err(e) => warnings.push(e),
             },
             ("Job", "batch/v1") => match doc.decode::<Job>() {
-                Ok(job) => self.apply_batch_job(&job),
+                Ok(job) => {
+                    self.apply_batch_job(&job);
+                    if <Job as JobAdapter>::selects(&job.metadata) {
+                        // Errors are kept in the job's slot.
+                        let _ = self.apply_job(&job);
+                    }
+                }
                 Err(e) => warnings.push(e),
             },
             ("PriorityClass", "scheduling.k8s.io/v1") => match doc.decode::<PriorityClass>() {
                 Ok(class) => self.apply_priority_class(&class),
                 Err(e) => warnings.push(e),
             },
-            ("TrainingJob", "paddlepaddle.org/v1alpha1") => {
-                self.apply_job_document::<TrainingJob>(doc, JobKind::TrainingJob)
-            }
-            ("PaddleJob", "paddlepaddle.org/v1") => {
-                self.apply_job_document::<PaddleJob>(doc, JobKind::PaddleJob)
-            }
-            ("PyTorchTrainingJob", "batch.tensorstack.dev/v1beta1") => {
-                self.apply_job_document::<PyTorchTrainingJob>(doc, JobKind::PyTorchTrainingJob)
-            }
-            ("PyTorchJob", "kubeflow.org/v1") => {
-                self.apply_job_document::<PyTorchJob>(doc, JobKind::PyTorchJob)
-            }
-            (kind, api) => warnings.push(FieldError::new(
-                doc.object_ref(),
-                "kind",
-                format!("{api} {kind} is not used by the cluster model; skipped"),
-            )),
+            ("ResourceFlavor", KUEUE_API_VERSION) => match doc.decode::<ResourceFlavor>() {
+                Ok(flavor) => warnings.extend(self.apply_resource_flavor(&flavor).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("ClusterQueue", KUEUE_API_VERSION) => match doc.decode::<ClusterQueue>() {
+                Ok(cq) => warnings.extend(self.apply_cluster_queue(&cq).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("LocalQueue", KUEUE_API_VERSION) => match doc.decode::<LocalQueue>() {
+                Ok(lq) => warnings.extend(self.apply_local_queue(&lq).err()),
+                Err(e) => warnings.push(e),
+            },
+            ("Workload", KUEUE_API_VERSION) => match doc.decode::<Workload>() {
+                Ok(wl) => warnings.extend(self.apply_workload(&wl).err()),
+                Err(e) => warnings.push(e),
+            },
+            (kind, api) => match JobKind::of(kind, api) {
+                Some(job_kind) => self.apply_job_document(doc, job_kind),
+                None => warnings.push(FieldError::new(
+                    doc.object_ref(),
+                    "kind",
+                    format!("{api} {kind} is not used by the cluster model; skipped"),
+                )),
+            },
         }
     }
 
     /// Applies a job object of `kind`; one that does not decode is kept as skipped, with its
     /// error, so it is listed like any job with errors (see `report::skipped_jobs`).
-    fn apply_job_document<A>(&mut self, doc: &Document, kind: JobKind)
-    where
-        A: JobAdapter + serde::de::DeserializeOwned,
-    {
-        match doc.decode::<A>() {
+    fn apply_job_document(&mut self, doc: &Document, kind: JobKind) {
+        match (registered(kind).decode)(&doc.value) {
             // Errors are kept in the job's slot.
-            Ok(job) => {
-                let _ = self.apply_job(&job);
+            Ok(Some(job)) => {
+                let _ = self.apply_job(job.as_ref());
             }
-            Err(e) => {
+            Ok(None) => {}
+            Err(bad) => {
                 let meta = doc.value.get("metadata");
                 let text = |field: &str| {
                     meta.and_then(|m| m.get(field))
@@ -103,7 +115,8 @@ impl ClusterState {
                         .to_string()
                 };
                 let key = JobKey::of_kind(kind, text("namespace"), text("name"));
-                self.set_invalid_job(key, vec![e]);
+                let error = FieldError::new(doc.object_ref(), &bad.field, &bad.error);
+                self.set_invalid_job(key, vec![error]);
             }
         }
     }

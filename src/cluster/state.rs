@@ -13,15 +13,17 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::filters::{Eligibility, Extended, NodeTraits, PodClassId, PodConstraints};
 use super::kinds::{
-    JobAdapter, LeftAlone, Reading, Resize, priority_field, resize_of, size_fields,
+    JobObject, LeftAlone, PodClaim, PodRule, Reading, priority_field, resize_of, size_fields,
 };
 use super::objects::{
     JobInfo, NodeInfo, PodInfo, PodPhase, Role, pod_key, read_node, read_pod, read_trainer_job,
     suspended_by_others, trainer_constraints,
 };
+use super::quota::{QuotaModel, queue_label};
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKey, Resources};
 
+mod kueue;
 mod reservations;
 
 pub use reservations::Reservation;
@@ -291,6 +293,12 @@ pub struct ClusterState {
     /// Live masters and pservers of jobs not bound to a node yet (see
     /// [`ClusterState::pending_support`]).
     pending_support: BTreeSet<(String, String)>,
+    /// Which pods claiming each job are its (see [`PodClaim`]), from the job object.
+    pod_rules: HashMap<JobKey, PodRule>,
+    /// The names of the pods claiming each job, whether its object is known or not.
+    claims: HashMap<JobKey, BTreeSet<String>>,
+    /// Kueue's quota and admissions (see [`ClusterState::quota`]).
+    quota: QuotaModel,
 }
 
 impl ClusterState {
@@ -551,8 +559,28 @@ impl ClusterState {
         self.set_pod((namespace.to_string(), name.to_string()), None);
     }
 
-    /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form.
+    /// Adds, updates (`Some`) or removes (`None`) a pod by its parsed form. A pod claiming a job
+    /// ([`PodInfo::claim`]) is that job's as the job object's [`PodRule`] says, else nobody's.
     pub fn set_pod(&mut self, key: (String, String), info: Option<PodInfo>) {
+        let info = info.map(|mut info| {
+            if let Some(claim) = &info.claim {
+                info.owner = self.claimed_owner(claim);
+            }
+            info
+        });
+        let old_claim = self.pods.get(&key).and_then(|p| p.claim.as_ref());
+        let new_claim = info.as_ref().and_then(|p| p.claim.as_ref());
+        if old_claim != new_claim {
+            if let Some(old) = old_claim.map(|c| c.job.clone()) {
+                self.unclaim(&old, &key.1);
+            }
+            if let Some(new) = new_claim {
+                self.claims
+                    .entry(new.job.clone())
+                    .or_default()
+                    .insert(key.1.clone());
+            }
+        }
         // A live trainer bound at a reserved position takes over the reservation's room.
         if !self.reservations.is_empty()
             && let Some((job, Some(index), _, _)) = info.as_ref().and_then(position_parts)
@@ -594,6 +622,45 @@ impl ClusterState {
         };
         if let Some(old) = old {
             self.account_pod(&old, -1);
+        }
+    }
+
+    /// The owner a claim gives a pod under its job's rule.
+    fn claimed_owner(&self, claim: &PodClaim) -> Option<(JobKey, Role)> {
+        self.pod_rules
+            .get(&claim.job)
+            .map(|rule| (claim.job.clone(), rule.role(claim.group.as_deref())))
+    }
+
+    fn unclaim(&mut self, job: &JobKey, pod: &str) {
+        if let Some(names) = self.claims.get_mut(job) {
+            names.remove(pod);
+            if names.is_empty() {
+                self.claims.remove(job);
+            }
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) which pods claiming `key` are its, and re-reads the
+    /// owner of each pod claiming it.
+    pub fn set_pod_rule(&mut self, key: &JobKey, rule: Option<PodRule>) {
+        if self.pod_rules.get(key) == rule.as_ref() {
+            return;
+        }
+        match rule {
+            Some(rule) => self.pod_rules.insert(key.clone(), rule),
+            None => self.pod_rules.remove(key),
+        };
+        let Some(names) = self.claims.get(key) else {
+            return;
+        };
+        let keys: Vec<(String, String)> = names
+            .iter()
+            .map(|name| (key.namespace.to_string(), name.clone()))
+            .collect();
+        for pod in keys {
+            let info = self.pods.get(&pod).cloned();
+            self.set_pod(pod, info);
         }
     }
 
@@ -701,10 +768,12 @@ impl ClusterState {
 
     /// Adds or updates a job of any kind. A job with errors is kept out of planning and its
     /// errors returned; it stays listed under [`ClusterState::invalid_jobs`].
-    pub fn apply_job<A: JobAdapter>(&mut self, job: &A) -> Result<(), Vec<FieldError>> {
+    pub fn apply_job(&mut self, job: &dyn JobObject) -> Result<(), Vec<FieldError>> {
         let parsed = job.read(&self.priority_classes);
-        let key = job.job_key();
-        let sized_by_pods = matches!(resize_of(A::KIND), Resize::Field(_));
+        let key = job.key();
+        let labels = job.metadata().labels.as_ref();
+        self.set_job_queue(&key, labels.and_then(queue_label));
+        let sized_by_pods = resize_of(key.kind).on_the_object();
         if sized_by_pods {
             // The workers' eligibility comes from the job's own worker template.
             let class = matches!(parsed, Ok(Reading::Planned(_)))
@@ -712,6 +781,7 @@ impl ClusterState {
                 .flatten();
             self.set_trainer_class(&key, class);
         }
+        self.set_pod_rule(&key, job.pod_rule());
         let slot = self.jobs.entry(key).or_default();
         slot.sized_by_pods = sized_by_pods;
         match parsed {
@@ -777,6 +847,7 @@ impl ClusterState {
 
     /// Records a job object that could not be read at all (it does not deserialize).
     pub fn set_invalid_job(&mut self, key: JobKey, problems: Vec<FieldError>) {
+        self.set_pod_rule(&key, None);
         let slot = self.jobs.entry(key).or_default();
         slot.info = None;
         slot.invalid = Some(problems);
@@ -787,9 +858,11 @@ impl ClusterState {
     /// Removes a job.
     pub fn delete_job(&mut self, key: &JobKey) {
         self.unreserve_from(key, 0);
-        if matches!(resize_of(key.kind), Resize::Field(_)) {
+        self.quota.remove_job(key);
+        if resize_of(key.kind).on_the_object() {
             self.set_trainer_class(key, None);
         }
+        self.set_pod_rule(key, None);
         if let Some(slot) = self.jobs.get_mut(key) {
             slot.info = None;
             slot.invalid = None;
@@ -876,6 +949,9 @@ impl ClusterState {
         if let Some((key, parallelism)) = read_trainer_job(job) {
             self.set_trainer_class(&key, Some(trainer_constraints(job)));
             self.set_trainer_job_suspended(&key, suspended_by_others(job));
+            let name = job.metadata.name.as_deref().unwrap_or("");
+            let label = job.metadata.labels.as_ref().and_then(queue_label);
+            self.set_trainer_job_queue(&key, Some((name, label)));
             self.set_trainer_job(key, Some(parallelism));
         }
     }
@@ -910,6 +986,7 @@ impl ClusterState {
         if let Some((key, _)) = read_trainer_job(job) {
             self.set_trainer_class(&key, None);
             self.set_trainer_job_suspended(&key, false);
+            self.set_trainer_job_queue(&key, None);
             self.set_trainer_job(key, None);
         }
     }
@@ -960,11 +1037,12 @@ impl ClusterState {
     }
 
     /// Jobs without errors, in namespace/name/kind order; not those left alone because their
-    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]).
+    /// trainer Job is suspended by someone else ([`JobSlot::held_by_suspension`]) or on Kueue's
+    /// account ([`QuotaModel::held`]).
     pub fn jobs(&self) -> impl Iterator<Item = (&JobKey, &JobSlot, &JobInfo)> + '_ {
         self.jobs
             .iter()
-            .filter(|(_, s)| !s.held_by_suspension())
+            .filter(|(k, s)| !s.held_by_suspension() && self.quota.held(k).is_none())
             .filter_map(|(k, s)| s.info.as_ref().map(|i| (k, s, i)))
     }
 
@@ -975,13 +1053,15 @@ impl ClusterState {
             .filter_map(|(k, s)| s.invalid.as_deref().map(|p| (k, p)))
     }
 
-    /// Jobs that are not planned though valid, and why: of the sized-only kinds, and those
-    /// whose trainer Job is suspended by someone else ([`SUSPENDED`]).
+    /// Jobs that are not planned though valid, and why: of the sized-only kinds, those whose
+    /// trainer Job is suspended by someone else ([`SUSPENDED`]), and those Kueue has not
+    /// admitted or is moving ([`QuotaModel::held`]).
     pub fn left_alone_jobs(&self) -> impl Iterator<Item = (&JobKey, &LeftAlone)> + '_ {
         self.jobs.iter().filter_map(|(k, s)| {
             let why = match &s.left_alone {
                 Some(why) => Some(why),
-                None => s.held_by_suspension().then(|| &*SUSPENDED),
+                None if s.held_by_suspension() => Some(&*SUSPENDED),
+                None => s.info.as_ref().and_then(|_| self.quota.held(k)),
             };
             why.map(|why| (k, why))
         })

@@ -56,7 +56,8 @@ pub async fn list_documents(client: &kube::Client) -> anyhow::Result<Vec<Documen
             None => return Err(ListError::NotFound(resource_name(&resource)).into()),
         }
     }
-    for kind in JobKind::ALL {
+    // The elastic batch/v1 Jobs are among the Jobs listed above.
+    for kind in JobKind::ALL.into_iter().filter(|k| k.has_own_watch()) {
         let resource = kind.api_resource();
         match list(client, &resource).await? {
             Some(items) => docs.extend(items),

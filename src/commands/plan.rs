@@ -155,7 +155,8 @@ fn render_table(p: &PlanOutput<'_>) -> String {
 #[derive(Debug, Clone, clap::Args)]
 pub struct PlanArgs {
     /// A List as printed by
-    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs -A -o json`.
+    /// `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,paddlejobs,pytorchtrainingjobs,pytorchjobs,jobsets -A -o json`
+    /// (with Kueue, also `resourceflavors,clusterqueues,localqueues,workloads`).
     #[arg(long)]
     pub snapshot: PathBuf,
     #[arg(long, value_enum, default_value = "fulfillment")]

@@ -105,8 +105,9 @@ pub struct RunArgs {
     #[arg(long, env = "TRAINSCALE_OPERATOR", num_args = 0..=1, default_missing_value = "true", default_value_t = true, action = clap::ArgAction::Set)]
     pub operator: bool,
     /// The job kinds to size, comma-separated: trainingjob, paddlejob, pytorchtrainingjob,
-    /// pytorchjob. Default: trainingjob and paddlejob, plus each other kind whose CRD the API
-    /// server serves (looked up at start and again every minute while absent).
+    /// pytorchjob, job (batch/v1 Jobs that opt in by annotation), jobset. Default: trainingjob,
+    /// paddlejob and job, plus each other kind whose CRD the API server serves (looked up at start
+    /// and again every minute while absent).
     #[arg(long, env = "TRAINSCALE_KINDS", value_delimiter = ',', num_args = 1.., value_parser = flags::job_kind)]
     pub kinds: Option<Vec<JobKind>>,
     /// Without --kinds: how often a job kind whose CRD is not served is looked up again (e.g.

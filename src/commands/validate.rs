@@ -1,11 +1,13 @@
-//! `trainscale validate`: check job manifests (TrainingJob, PaddleJob) and report every error and
-//! warning; PriorityClasses in the same files resolve the jobs' priority names.
+//! `trainscale validate`: check job manifests (every job kind) and report every error and
+//! warning; PriorityClasses in the same files resolve the jobs' priority names. A batch/v1 Job
+//! that does not opt in to elastic sizing is no job: passed over without a word.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::api::manifest::{Document, read_documents};
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
+use crate::cluster::kinds::ignored;
 
 /// The reports of every object in the files, and files that could not be read at all.
 #[derive(Debug, Default)]
@@ -53,7 +55,8 @@ impl ValidationOutcome {
     }
 }
 
-/// Validates every object of every file; PriorityClasses from all the files count for every job.
+/// Validates every object of every file but the ignored ones (see [`ignored`]); PriorityClasses
+/// from all the files count for every job.
 pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     let mut outcome = ValidationOutcome::default();
     let mut docs: Vec<Document> = Vec::new();
@@ -67,9 +70,11 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
         }
     }
     let classes = priority_classes_of(&docs);
-    outcome
-        .objects
-        .extend(docs.iter().map(|d| validate_document(d, &classes)));
+    outcome.objects.extend(
+        docs.iter()
+            .filter(|d| !ignored(d))
+            .map(|d| validate_document(d, &classes)),
+    );
     outcome
 }
 

@@ -28,7 +28,8 @@ use crate::api::note::{fields_note, truncate_note};
 use crate::api::sizing::SIZING_ANNOTATION;
 use crate::api::{FieldError, JobKey, ScaleResults, TrainerJobScaleRecord, TrainingJobStatus};
 use crate::cluster::kinds::{
-    Records, Resize, last_scale_annotation, priority_field, records_of, resize_of,
+    Records, Resize, SizeAt, decode_dynamic, last_scale_annotation, priority_field, records_of,
+    resize_of,
 };
 use crate::planner::Reason;
 
@@ -45,6 +46,9 @@ pub struct Rescale {
     /// The job object's resourceVersion as planned (kinds sized by a field of the object).
     pub resource_version: Option<String>,
     pub trainer_job: Option<TrainerJobRef>,
+    /// Where the job object keeps the Job spec it is resized by, as planned
+    /// ([`Resize::JobSpec`] kinds).
+    pub size_at: Option<SizeAt>,
     pub current: i32,
     pub target: i32,
     pub reason: Reason,
@@ -210,6 +214,7 @@ impl Actuator {
         let mut outcome = match resize_of(r.key.kind) {
             Resize::TrainerJob => self.patch_parallelism(r).await,
             Resize::Field(path) => self.patch_field(r, path).await,
+            Resize::JobSpec => self.patch_job_spec(r).await,
         };
         if outcome.vanished {
             // Dropped, not retried; no record is written for an object that is gone.
@@ -361,6 +366,121 @@ impl Actuator {
                             return outcome_of(&e, "re-reading the job");
                         }
                     }
+                }
+                Err(e) => {
+                    metrics::api_error("patch");
+                    return outcome_of(&e, &format!("patching {field}"));
+                }
+            }
+        }
+        Outcome::failed("conflict: gave up after repeated 409s")
+    }
+
+    /// Sets `parallelism` of the Job spec the job object keeps at [`Rescale::size_at`] to the
+    /// target (and `completions` too when Indexed), with the `trainscale.io/last-scale`
+    /// annotation in the same patch: a merge patch guarded by the resourceVersion planned on when
+    /// the spec is the object's own, else a JSON Patch whose `test`s guard the resourceVersion
+    /// and the list element's name. When a guard refuses (409 Conflict; 422 for a failed `test`)
+    /// the object is re-read: a size someone else wrote is the new current and the rescale is
+    /// dropped for the next pass to re-decide; else the patch is retried where the fresh object
+    /// keeps the spec. `suspend` and everything else are never written.
+    async fn patch_job_spec(&self, r: &Rescale) -> Outcome {
+        let Some(mut at) = r.size_at.clone() else {
+            return Outcome::failed(format!("where {} keeps its size is not known", r.key));
+        };
+        if at.indexed && r.target < 1 {
+            return Outcome::failed(format!(
+                "an Indexed Job at {} completions completes at once; not written",
+                r.target
+            ));
+        }
+        let api = self.job_api(&r.key);
+        let mut resource_version = r.resource_version.clone();
+        let annotation =
+            last_scale_annotation((self.clock)(), r.current, r.target, r.reason.as_str());
+        for attempt in 1..=MAX_ATTEMPTS {
+            let field = size_field(&at);
+            let patch =
+                match job_spec_patch(&at, r.target, &annotation, resource_version.as_deref()) {
+                    Ok(patch) => patch,
+                    Err(e) => {
+                        return Outcome::failed(format!("building the patch of {field}: {e}"));
+                    }
+                };
+            match api
+                .patch(&r.key.name, &PatchParams::default(), &patch)
+                .await
+            {
+                Ok(updated) => {
+                    let outcome = match parallelism_at(&updated.data, &at) {
+                        Some(v) if v == i64::from(r.target) => Outcome::ok(),
+                        Some(v) => {
+                            Outcome::unknown(format!("{field} reads back {v}, not {}", r.target))
+                        }
+                        None => Outcome::unknown(format!("{field} reads back nothing")),
+                    };
+                    return Outcome {
+                        object_version: updated.resource_version(),
+                        ..outcome
+                    };
+                }
+                Err(kube::Error::Api(s)) if s.is_not_found() => {
+                    return Outcome::vanished(format!("{} no longer exists", r.key));
+                }
+                Err(kube::Error::Api(s))
+                    if (s.is_conflict() || s.code == 422) && attempt < MAX_ATTEMPTS =>
+                {
+                    tracing::debug!(job = %r.key, attempt, code = s.code, "patch refused; re-reading the job");
+                    let fresh = match api.get(&r.key.name).await {
+                        Ok(fresh) => fresh,
+                        Err(kube::Error::Api(e)) if e.is_not_found() => {
+                            return Outcome::vanished(format!("{} no longer exists", r.key));
+                        }
+                        Err(e) => {
+                            metrics::api_error("get");
+                            return outcome_of(&e, "re-reading the job");
+                        }
+                    };
+                    let version = fresh.resource_version();
+                    if s.code == 422 && version == resource_version {
+                        // Nothing changed: the server refused the patch itself.
+                        metrics::api_error("patch");
+                        return outcome_of(&kube::Error::Api(s), &format!("patching {field}"));
+                    }
+                    let data = fresh.data.clone();
+                    let job = match decode_dynamic(r.key.kind, fresh) {
+                        Ok(Some(job)) => job,
+                        Ok(None) => {
+                            return Outcome::failed(format!(
+                                "{} is no longer sized by trainscale; left to the next pass",
+                                r.key
+                            ));
+                        }
+                        Err(bad) => {
+                            return Outcome::failed(format!(
+                                "{} no longer reads ({}: {}); left to the next pass",
+                                r.key, bad.field, bad.error
+                            ));
+                        }
+                    };
+                    let Some(fresh_at) = job.size_at() else {
+                        return Outcome::failed(format!(
+                            "{} no longer says where its size is; left to the next pass",
+                            r.key
+                        ));
+                    };
+                    // Read where the fresh object keeps it (its list may have moved).
+                    let now = parallelism_at(&data, &fresh_at);
+                    if now != Some(i64::from(r.current)) {
+                        return Outcome::failed(format!(
+                            "{} changed to {} since planned at {}; left to the next pass",
+                            size_field(&fresh_at),
+                            now.unwrap_or_default(),
+                            r.current
+                        ));
+                    }
+                    resource_version = version;
+                    at = fresh_at;
                 }
                 Err(e) => {
                     metrics::api_error("patch");
@@ -639,6 +759,74 @@ pub fn field_patch(
         );
     }
     guarded(value, resource_version)
+}
+
+/// The field a [`SizeAt`] names, as errors write it (`spec.parallelism`,
+/// `spec.replicatedJobs[0].template.spec.parallelism`).
+fn size_field(at: &SizeAt) -> String {
+    let mut field = String::new();
+    for part in at.spec.split('/').filter(|p| !p.is_empty()) {
+        if part.bytes().all(|b| b.is_ascii_digit()) {
+            field.push_str(&format!("[{part}]"));
+        } else {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(part);
+        }
+    }
+    field.push_str(".parallelism");
+    field
+}
+
+/// `parallelism` of the Job spec at `at` of an object's fields, if it is an integer.
+fn parallelism_at(data: &Value, at: &SizeAt) -> Option<i64> {
+    data.pointer(&format!("{}/parallelism", at.spec))?.as_i64()
+}
+
+/// The patch resizing the Job spec at `at` to `target` (completions too when Indexed), with the
+/// `trainscale.io/last-scale` annotation: a merge patch guarded by `resource_version` when the
+/// spec crosses no list, else a JSON Patch testing the resourceVersion and the element's name
+/// before replacing the counts.
+pub fn job_spec_patch(
+    at: &SizeAt,
+    target: i32,
+    annotation: &str,
+    resource_version: Option<&str>,
+) -> Result<Patch<Value>, serde_json::Error> {
+    let Some((name_at, name)) = &at.element else {
+        let mut counts = json!({ "parallelism": target });
+        if at.indexed {
+            counts["completions"] = json!(target);
+        }
+        let mut body = counts;
+        for key in at.spec.split('/').filter(|p| !p.is_empty()).rev() {
+            body = json!({ key: body });
+        }
+        if let Some(map) = body.as_object_mut() {
+            map.insert(
+                "metadata".to_string(),
+                json!({ "annotations": { LAST_SCALE_ANNOTATION: annotation } }),
+            );
+        }
+        return Ok(Patch::Merge(guarded(body, resource_version)));
+    };
+    let mut ops = Vec::new();
+    if let Some(rv) = resource_version {
+        ops.push(json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}));
+    }
+    ops.push(json!({"op": "test", "path": name_at, "value": name}));
+    ops.push(json!({"op": "replace", "path": format!("{}/parallelism", at.spec), "value": target}));
+    if at.indexed {
+        ops.push(
+            json!({"op": "replace", "path": format!("{}/completions", at.spec), "value": target}),
+        );
+    }
+    // `~1` is `/` in a JSON Pointer; the opted-in object has annotations to add to.
+    ops.push(json!({"op": "add",
+        "path": format!("/metadata/annotations/{}", LAST_SCALE_ANNOTATION.replace('~', "~0").replace('/', "~1")),
+        "value": annotation}));
+    Ok(Patch::Json(serde_json::from_value(Value::Array(ops))?))
 }
 
 /// `body` with `metadata.resourceVersion` set when given: the server then answers 409 Conflict

@@ -2,7 +2,7 @@
 //! for, the pods to bind, the sizing conditions to write, invalid jobs and warnings to report.
 
 use crate::api::JobKey;
-use crate::cluster::kinds::{Resize, resize_of};
+use crate::cluster::kinds::resize_of;
 use crate::planner::{JobPlan, PlannerConfig, ScalePlan, plan};
 
 use super::actuator::Rescale;
@@ -57,9 +57,7 @@ pub fn prepare(store: &Store, config: &PlannerConfig, scheduler: Option<&Setting
         .iter()
         .filter(|j| j.target != j.current)
         .map(|j| rescale_of(store, j))
-        .partition(|r| {
-            r.trainer_job.is_some() || matches!(resize_of(r.key.kind), Resize::Field(_))
-        });
+        .partition(|r| r.trainer_job.is_some() || resize_of(r.key.kind).on_the_object());
     let waiting = waiting.into_iter().map(|r| r.key).collect();
     let sizing = decide(
         store.state(),
@@ -87,6 +85,7 @@ fn rescale_of(store: &Store, job: &JobPlan) -> Rescale {
         uid: meta.and_then(|m| m.uid.clone()),
         resource_version: meta.and_then(|m| m.resource_version.clone()),
         trainer_job: store.trainer_job(&job.key).cloned(),
+        size_at: meta.and_then(|m| m.size_at.clone()),
         current: job.current,
         target: job.target,
         reason: job.reason,

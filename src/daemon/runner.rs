@@ -239,7 +239,13 @@ async fn consume_watch(
     if namespace.is_some() {
         expected.push(Kind::ForeignPod);
     }
-    expected.extend(kinds.now.iter().map(|k| Kind::of_job_kind(*k)));
+    expected.extend(
+        kinds
+            .now
+            .iter()
+            .filter(|k| k.has_own_watch())
+            .map(|k| Kind::JobObject(*k)),
+    );
     for kind in expected {
         health.sync().expect(kind.resource(), started);
     }

@@ -107,6 +107,8 @@ fn limited(job: &JobPlan, reason: Reason) -> (&'static str, &'static str) {
         Reason::Starving => ("True", "GangDoesNotFit"),
         Reason::Reclaimed => ("True", "Reclaimed"),
         Reason::Overload => ("True", "Overload"),
+        Reason::QuotaExhausted => ("True", "QuotaExhausted"),
+        Reason::AwaitingAdmission => ("True", "AwaitingAdmission"),
         _ if job.target >= job.max => ("True", "AtMaxInstance"),
         Reason::LowGain => ("False", "DesiredWithinRange"),
         Reason::ScaleUp | Reason::NoFit | Reason::Unchanged => ("True", "InsufficientCapacity"),

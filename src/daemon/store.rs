@@ -1,6 +1,6 @@
 //! The daemon's view of the cluster: `ClusterState` fed event by event from the watch streams,
 //! plus the few facts the actuator needs that the planner does not (object names, uids,
-//! resourceVersions, trainer pod names).
+//! resourceVersions, where a job object keeps its size).
 //!
 //! Watch restarts are absorbed here: an `Init` starts collecting the keys re-listed for that kind,
 //! and `InitDone` deletes every object of the kind that was not re-listed.
@@ -14,17 +14,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::runtime::watcher::Event;
 
-use crate::api::guard::{
-    Guarded, GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
-};
+use kube::api::DynamicObject;
+
+use crate::api::kueue::{ClusterQueue, KueueKind, LocalQueue, ResourceFlavor, Workload};
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
-use crate::cluster::kinds::{JobAdapter, priority_field};
+use crate::cluster::kinds::{JobAdapter, JobObject, SizeAt, decode_dynamic, priority_field};
 use crate::cluster::objects::{read_trainer_job, suspended_by_others, trainer_constraints};
 use crate::cluster::{ClusterState, Role};
 
 use super::scheduling::SchedulingPods;
 use super::sizing::{Decision, Known, Written};
-use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use crate::planner::{JobPlan, aligned};
 
 /// The kinds the daemon watches.
@@ -33,31 +32,22 @@ pub enum Kind {
     Node,
     /// Pods of the watched namespace (all namespaces without `--namespace`).
     Pod,
+    /// batch/v1 Jobs: the trainer Jobs and, with [`JobKind::BatchJob`] sized, the elastic Jobs.
     Job,
     PriorityClass,
-    TrainingJob,
-    PaddleJob,
     /// With `--namespace`: pods of other namespaces bound to a node, which hold its capacity.
     ForeignPod,
-    PyTorchTrainingJob,
-    PyTorchJob,
+    /// The objects of a job kind with a watch of its own ([`JobKind::has_own_watch`]).
+    JobObject(JobKind),
+    /// Kueue's quota and admission objects, watched once discovery finds Kueue.
+    Kueue(KueueKind),
 }
 
-const KINDS: usize = 9;
+/// The kinds before the job kinds (`Kind::JobObject`).
+const FIXED_KINDS: usize = 5;
+const KINDS: usize = FIXED_KINDS + JobKind::COUNT + KueueKind::COUNT;
 
 impl Kind {
-    pub const ALL: [Kind; KINDS] = [
-        Kind::Node,
-        Kind::Pod,
-        Kind::Job,
-        Kind::PriorityClass,
-        Kind::TrainingJob,
-        Kind::PaddleJob,
-        Kind::ForeignPod,
-        Kind::PyTorchTrainingJob,
-        Kind::PyTorchJob,
-    ];
-
     /// The resource its watch lists, as readiness and the cache metrics name it.
     pub fn resource(self) -> &'static str {
         match self {
@@ -65,11 +55,9 @@ impl Kind {
             Kind::Pod => "pods",
             Kind::Job => "jobs",
             Kind::PriorityClass => "priorityclasses",
-            Kind::TrainingJob => "trainingjobs",
-            Kind::PaddleJob => "paddlejobs",
             Kind::ForeignPod => "pods (bound, other namespaces)",
-            Kind::PyTorchTrainingJob => "pytorchtrainingjobs",
-            Kind::PyTorchJob => "pytorchjobs",
+            Kind::JobObject(kind) => kind.plural(),
+            Kind::Kueue(kind) => kind.plural(),
         }
     }
 
@@ -80,37 +68,43 @@ impl Kind {
             Kind::Pod => "pod",
             Kind::Job => "job",
             Kind::PriorityClass => "priorityclass",
-            Kind::TrainingJob => "trainingjob",
-            Kind::PaddleJob => "paddlejob",
             Kind::ForeignPod => "foreignpod",
-            Kind::PyTorchTrainingJob => "pytorchtrainingjob",
-            Kind::PyTorchJob => "pytorchjob",
+            Kind::JobObject(kind) => kind.flag_name(),
+            Kind::Kueue(KueueKind::ResourceFlavor) => "resourceflavor",
+            Kind::Kueue(KueueKind::ClusterQueue) => "clusterqueue",
+            Kind::Kueue(KueueKind::LocalQueue) => "localqueue",
+            Kind::Kueue(KueueKind::Workload) => "workload",
         }
     }
 
     /// The job kind this watch delivers, for the job kinds.
     pub fn job_kind(self) -> Option<JobKind> {
         match self {
-            Kind::TrainingJob => Some(JobKind::TrainingJob),
-            Kind::PaddleJob => Some(JobKind::PaddleJob),
-            Kind::PyTorchTrainingJob => Some(JobKind::PyTorchTrainingJob),
-            Kind::PyTorchJob => Some(JobKind::PyTorchJob),
+            Kind::JobObject(kind) => Some(kind),
             _ => None,
         }
     }
 
-    /// The watch of a job kind.
+    /// The watch that delivers a job kind's objects: its own, or the Job watch (the elastic
+    /// batch/v1 Jobs).
     pub fn of_job_kind(kind: JobKind) -> Kind {
-        match kind {
-            JobKind::TrainingJob => Kind::TrainingJob,
-            JobKind::PaddleJob => Kind::PaddleJob,
-            JobKind::PyTorchTrainingJob => Kind::PyTorchTrainingJob,
-            JobKind::PyTorchJob => Kind::PyTorchJob,
+        if kind.has_own_watch() {
+            Kind::JobObject(kind)
+        } else {
+            Kind::Job
         }
     }
 
     fn index(self) -> usize {
-        self as usize
+        match self {
+            Kind::Node => 0,
+            Kind::Pod => 1,
+            Kind::Job => 2,
+            Kind::PriorityClass => 3,
+            Kind::ForeignPod => 4,
+            Kind::JobObject(kind) => FIXED_KINDS + kind as usize,
+            Kind::Kueue(kind) => FIXED_KINDS + JobKind::COUNT + kind as usize,
+        }
     }
 }
 
@@ -125,50 +119,55 @@ pub enum WatchEvent {
     Pod(Event<Pod>),
     Job(Event<Job>),
     PriorityClass(Event<PriorityClass>),
-    TrainingJob(Event<GuardedTrainingJob>),
-    PaddleJob(Event<GuardedPaddleJob>),
     ForeignPod(Event<Pod>),
-    PyTorchTrainingJob(Event<GuardedPyTorchTrainingJob>),
-    PyTorchJob(Event<GuardedPyTorchJob>),
+    /// An object of a job kind with a watch of its own, decoded by the store through the kind's
+    /// registered adapter.
+    JobObject(JobKind, Event<DynamicObject>),
+    /// A Kueue object, decoded by the store into its typed form.
+    Kueue(KueueKind, Event<DynamicObject>),
 }
 
 impl WatchEvent {
+    /// The watch that delivered the event and the event, with its object type erased.
+    fn parts(&self) -> (Kind, EventKind) {
+        fn of<K>(e: &Event<K>) -> EventKind {
+            match e {
+                Event::Init => EventKind::Init,
+                Event::InitDone => EventKind::InitDone,
+                _ => EventKind::Object,
+            }
+        }
+        match self {
+            WatchEvent::Node(e) => (Kind::Node, of(e)),
+            WatchEvent::Pod(e) => (Kind::Pod, of(e)),
+            WatchEvent::Job(e) => (Kind::Job, of(e)),
+            WatchEvent::PriorityClass(e) => (Kind::PriorityClass, of(e)),
+            WatchEvent::ForeignPod(e) => (Kind::ForeignPod, of(e)),
+            WatchEvent::JobObject(kind, e) => (Kind::JobObject(*kind), of(e)),
+            WatchEvent::Kueue(kind, e) => (Kind::Kueue(*kind), of(e)),
+        }
+    }
+
     /// The kind of the watch that delivered the event, and whether the event ends a listing
     /// (`InitDone`).
     pub fn kind_and_listed(&self) -> (Kind, bool) {
-        fn done<K>(e: &Event<K>) -> bool {
-            matches!(e, Event::InitDone)
-        }
-        match self {
-            WatchEvent::Node(e) => (Kind::Node, done(e)),
-            WatchEvent::Pod(e) => (Kind::Pod, done(e)),
-            WatchEvent::Job(e) => (Kind::Job, done(e)),
-            WatchEvent::PriorityClass(e) => (Kind::PriorityClass, done(e)),
-            WatchEvent::TrainingJob(e) => (Kind::TrainingJob, done(e)),
-            WatchEvent::PaddleJob(e) => (Kind::PaddleJob, done(e)),
-            WatchEvent::ForeignPod(e) => (Kind::ForeignPod, done(e)),
-            WatchEvent::PyTorchTrainingJob(e) => (Kind::PyTorchTrainingJob, done(e)),
-            WatchEvent::PyTorchJob(e) => (Kind::PyTorchJob, done(e)),
-        }
+        let (kind, event) = self.parts();
+        (kind, event == EventKind::InitDone)
     }
 
     /// The kind whose watch restarted (relists), for an `Init` event.
     pub fn restarted_kind(&self) -> Option<Kind> {
-        let init = match self {
-            WatchEvent::Node(e) => (Kind::Node, matches!(e, Event::Init)),
-            WatchEvent::Pod(e) => (Kind::Pod, matches!(e, Event::Init)),
-            WatchEvent::Job(e) => (Kind::Job, matches!(e, Event::Init)),
-            WatchEvent::PriorityClass(e) => (Kind::PriorityClass, matches!(e, Event::Init)),
-            WatchEvent::TrainingJob(e) => (Kind::TrainingJob, matches!(e, Event::Init)),
-            WatchEvent::PaddleJob(e) => (Kind::PaddleJob, matches!(e, Event::Init)),
-            WatchEvent::ForeignPod(e) => (Kind::ForeignPod, matches!(e, Event::Init)),
-            WatchEvent::PyTorchTrainingJob(e) => {
-                (Kind::PyTorchTrainingJob, matches!(e, Event::Init))
-            }
-            WatchEvent::PyTorchJob(e) => (Kind::PyTorchJob, matches!(e, Event::Init)),
-        };
-        init.1.then_some(init.0)
+        let (kind, event) = self.parts();
+        (event == EventKind::Init).then_some(kind)
     }
+}
+
+/// What an event is, whatever its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EventKind {
+    Init,
+    InitDone,
+    Object,
 }
 
 /// The trainer batch/v1 Job of a TrainingJob, as the actuator patches it.
@@ -184,6 +183,8 @@ pub struct TrainerJobRef {
     pub parallelism: Option<i32>,
     /// Held at zero trainers: growing it must lift the suspension trainscale set.
     pub at_zero: bool,
+    /// Its `kueue.x-k8s.io/queue-name` label (the operator's `--kueue`).
+    pub queue: Option<String>,
 }
 
 /// What the daemon keeps of a job object besides its planning view.
@@ -198,6 +199,9 @@ pub struct TrainingJobMeta {
     /// The decision the sizing conditions were last written (or found written) for; kept across
     /// updates of the object.
     pub explained: Option<Decision>,
+    /// Where the object keeps the Job spec it is resized by ([`crate::cluster::kinds::Resize::JobSpec`]
+    /// kinds).
+    pub size_at: Option<SizeAt>,
 }
 
 /// A job the planner cannot use, and why.
@@ -225,12 +229,12 @@ pub struct Store {
     batch_jobs_of: HashMap<JobKey, BTreeSet<ObjKey>>,
     /// Trainer batch Jobs suspended by someone else than trainscale (Kueue, before admission).
     suspended_batch_jobs: HashSet<ObjKey>,
+    /// Whether opted-in batch/v1 Jobs are sized ([`JobKind::BatchJob`] expected).
+    elastic_jobs: bool,
     /// Job objects of every kind.
     training_jobs: BTreeMap<JobKey, TrainingJobMeta>,
     /// Job objects that did not deserialize.
     malformed: BTreeMap<JobKey, InvalidJob>,
-    /// Trainer pod names by TrainingJob.
-    trainer_pods: HashMap<JobKey, BTreeSet<String>>,
     /// Keys re-listed since the kind's last `Init`, while a relist is in progress.
     relisting: [Option<HashSet<ObjKey>>; KINDS],
     synced: [bool; KINDS],
@@ -244,6 +248,8 @@ pub struct Store {
     restarts: u64,
     /// Unbound pods and bound host ports, for the scheduler role.
     scheduling: SchedulingPods,
+    /// The Kueue objects held, by kind (`KueueKind as usize`).
+    kueue_objects: [BTreeSet<ObjKey>; KueueKind::COUNT],
 }
 
 impl Store {
@@ -259,10 +265,19 @@ impl Store {
 
     /// Makes readiness wait for the first list of exactly these job kinds; the others count as
     /// listed (empty). A kind found later by discovery re-lists like a restarted watch: passes
-    /// wait for its `InitDone`, readiness does not drop.
+    /// wait for its `InitDone`, readiness does not drop. The elastic batch/v1 Jobs, which come
+    /// with the Job watch, are sized only when [`JobKind::BatchJob`] is among them.
     pub fn expect_job_kinds(&mut self, kinds: &[JobKind]) {
         for kind in JobKind::ALL {
-            self.synced[Kind::of_job_kind(kind).index()] = !kinds.contains(&kind);
+            // A kind without a watch of its own has nothing to list.
+            self.synced[Kind::JobObject(kind).index()] =
+                !(kind.has_own_watch() && kinds.contains(&kind));
+        }
+        self.elastic_jobs = kinds.contains(&JobKind::BatchJob);
+        // Kueue is optional: its kinds are watched once discovery finds them, and re-list like
+        // a restarted watch then (passes wait for the list, readiness does not drop).
+        for kind in KueueKind::ALL {
+            self.synced[Kind::Kueue(kind).index()] = true;
         }
     }
 
@@ -353,57 +368,48 @@ impl Store {
         self.training_jobs.get(key)
     }
 
-    /// Names of the trainer pods of a TrainingJob.
-    pub fn trainer_pods(&self, key: &JobKey) -> impl Iterator<Item = &str> + '_ {
-        self.trainer_pods
-            .get(key)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
+    /// Names of the trainer pods of a job (a scan of every pod).
+    pub fn trainer_pods<'a>(&'a self, key: &'a JobKey) -> impl Iterator<Item = &'a str> + 'a {
+        self.state.pods().filter_map(move |((_, name), pod)| {
+            matches!(&pod.owner, Some((job, Role::Trainer)) if job == key).then_some(name.as_str())
+        })
     }
 
     /// Applies one watch event; returns whether anything may have changed.
     pub fn handle(&mut self, event: WatchEvent) -> bool {
         match event {
-            WatchEvent::Node(e) => self.handle_kind(Kind::Node, e, Self::apply_node, key_of),
-            WatchEvent::Pod(e) => self.handle_kind(Kind::Pod, e, Self::apply_pod, key_of),
+            WatchEvent::Node(e) => self.handle_kind(Kind::Node, e, |s, o| s.apply_node(&o)),
+            WatchEvent::Pod(e) => self.handle_kind(Kind::Pod, e, |s, o| s.apply_pod(&o)),
             WatchEvent::ForeignPod(e) => {
-                self.handle_kind(Kind::ForeignPod, e, Self::apply_foreign_pod, key_of)
+                self.handle_kind(Kind::ForeignPod, e, |s, o| s.apply_foreign_pod(&o))
             }
-            WatchEvent::Job(e) => self.handle_kind(Kind::Job, e, Self::apply_job, key_of),
+            WatchEvent::Job(e) => self.handle_kind(Kind::Job, e, |s, o| s.apply_job(&o)),
             WatchEvent::PriorityClass(e) => {
-                self.handle_kind(Kind::PriorityClass, e, Self::apply_priority_class, key_of)
+                self.handle_kind(Kind::PriorityClass, e, |s, o| s.apply_priority_class(&o))
             }
-            WatchEvent::TrainingJob(e) => {
-                self.handle_kind(Kind::TrainingJob, e, Self::apply_guarded, key_of)
+            WatchEvent::JobObject(kind, e) => {
+                self.handle_kind(Kind::JobObject(kind), e, |s, o| s.apply_object(kind, o))
             }
-            WatchEvent::PaddleJob(e) => {
-                self.handle_kind(Kind::PaddleJob, e, Self::apply_guarded, key_of)
-            }
-            WatchEvent::PyTorchTrainingJob(e) => {
-                self.handle_kind(Kind::PyTorchTrainingJob, e, Self::apply_guarded, key_of)
-            }
-            WatchEvent::PyTorchJob(e) => {
-                self.handle_kind(Kind::PyTorchJob, e, Self::apply_guarded, key_of)
+            WatchEvent::Kueue(kind, e) => {
+                self.handle_kind(Kind::Kueue(kind), e, |s, o| s.apply_kueue(kind, &o))
             }
         }
     }
 
-    fn handle_kind<K>(
+    fn handle_kind<K: kube::Resource>(
         &mut self,
         kind: Kind,
         event: Event<K>,
-        apply: fn(&mut Self, &K),
-        key: fn(&K) -> ObjKey,
+        apply: impl FnOnce(&mut Self, K),
     ) -> bool {
         let i = kind.index();
         match event {
             Event::Apply(obj) => {
-                apply(self, &obj);
+                apply(self, obj);
                 true
             }
             Event::Delete(obj) => {
-                self.delete(kind, &key(&obj));
+                self.delete(kind, &key_of(&obj));
                 true
             }
             Event::Init => {
@@ -414,8 +420,8 @@ impl Store {
                 false
             }
             Event::InitApply(obj) => {
-                let k = key(&obj);
-                apply(self, &obj);
+                let k = key_of(&obj);
+                apply(self, obj);
                 if let Some(seen) = self.relisting[i].as_mut() {
                     seen.insert(k);
                 }
@@ -456,22 +462,34 @@ impl Store {
                 .filter(|((ns, _), _)| !self.own_pod(ns))
                 .map(|(k, _)| k.clone())
                 .collect(),
-            Kind::Job => self.batch_jobs.keys().cloned().collect(),
+            Kind::Job => {
+                let elastic = self.job_object_keys(JobKind::BatchJob);
+                let mut keys: BTreeSet<ObjKey> = self.batch_jobs.keys().cloned().collect();
+                keys.extend(elastic);
+                keys.into_iter().collect()
+            }
             Kind::PriorityClass => self
                 .state
                 .priority_classes()
                 .keys()
                 .map(|n| (String::new(), n.clone()))
                 .collect(),
-            Kind::TrainingJob | Kind::PaddleJob | Kind::PyTorchTrainingJob | Kind::PyTorchJob => {
-                self.training_jobs
-                    .keys()
-                    .chain(self.malformed.keys())
-                    .filter(|k| Some(k.kind) == kind.job_kind())
-                    .map(|k| (k.namespace.to_string(), k.name.to_string()))
-                    .collect()
-            }
+            Kind::JobObject(job_kind) => self.job_object_keys(job_kind),
+            Kind::Kueue(kueue_kind) => self.kueue_objects[kueue_kind as usize]
+                .iter()
+                .cloned()
+                .collect(),
         }
+    }
+
+    /// The keys of the job objects of `kind` (malformed ones too).
+    fn job_object_keys(&self, kind: JobKind) -> Vec<ObjKey> {
+        self.training_jobs
+            .keys()
+            .chain(self.malformed.keys())
+            .filter(|k| k.kind == kind)
+            .map(|k| (k.namespace.to_string(), k.name.to_string()))
+            .collect()
     }
 
     fn delete(&mut self, kind: Kind, (namespace, name): &ObjKey) {
@@ -482,25 +500,89 @@ impl Store {
             }
             Kind::ForeignPod if self.own_pod(namespace) => {}
             Kind::Pod | Kind::ForeignPod => {
-                self.unindex_pod(namespace, name);
                 self.scheduling.forget(&(namespace.clone(), name.clone()));
                 self.state.delete_pod(namespace, name);
             }
             Kind::Job => {
                 self.remove_batch_job(&(namespace.clone(), name.clone()));
+                self.forget_job(&JobKey::of_kind(
+                    JobKind::BatchJob,
+                    namespace.as_str(),
+                    name.as_str(),
+                ));
             }
             Kind::PriorityClass => self.state.delete_priority_class(name),
-            Kind::TrainingJob | Kind::PaddleJob | Kind::PyTorchTrainingJob | Kind::PyTorchJob => {
-                let Some(job_kind) = kind.job_kind() else {
-                    return;
-                };
-                let key = JobKey::of_kind(job_kind, namespace.as_str(), name.as_str());
-                self.training_jobs.remove(&key);
-                self.malformed.remove(&key);
-                self.reported_invalid.remove(&key);
-                self.reported_warnings.remove(&key);
-                self.state.delete_job(&key);
+            Kind::JobObject(job_kind) => {
+                self.forget_job(&JobKey::of_kind(
+                    job_kind,
+                    namespace.as_str(),
+                    name.as_str(),
+                ));
             }
+            Kind::Kueue(kueue_kind) => self.delete_kueue(kueue_kind, namespace, name),
+        }
+    }
+
+    /// Applies a Kueue object; one that does not decode is skipped with a warning naming the
+    /// field (an earlier version of it is forgotten: what it said may no longer hold).
+    fn apply_kueue(&mut self, kind: KueueKind, object: &DynamicObject) {
+        let key = key_of(object);
+        let value = match serde_json::to_value(object) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::warn!(kind = kind.as_str(), name = %key.1, error = %e, "skipping a Kueue object that does not serialize");
+                return;
+            }
+        };
+        fn decode<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(value)
+                .map_err(|e| format!("{}: {}", e.path(), e.inner()))
+        }
+        let applied = match kind {
+            KueueKind::ResourceFlavor => decode::<ResourceFlavor>(value).and_then(|o| {
+                self.state
+                    .apply_resource_flavor(&o)
+                    .map_err(|e| e.to_string())
+            }),
+            KueueKind::ClusterQueue => decode::<ClusterQueue>(value).and_then(|o| {
+                self.state
+                    .apply_cluster_queue(&o)
+                    .map_err(|e| e.to_string())
+            }),
+            KueueKind::LocalQueue => decode::<LocalQueue>(value)
+                .and_then(|o| self.state.apply_local_queue(&o).map_err(|e| e.to_string())),
+            KueueKind::Workload => decode::<Workload>(value)
+                .and_then(|o| self.state.apply_workload(&o).map_err(|e| e.to_string())),
+        };
+        match applied {
+            Ok(()) => {
+                self.kueue_objects[kind as usize].insert(key);
+            }
+            Err(error) => {
+                tracing::warn!(kind = kind.as_str(), namespace = %key.0, name = %key.1, %error, "skipping a malformed Kueue object");
+                self.delete_kueue(kind, &key.0, &key.1);
+            }
+        }
+    }
+
+    /// Forgets a Kueue object.
+    fn delete_kueue(&mut self, kind: KueueKind, namespace: &str, name: &str) {
+        self.kueue_objects[kind as usize].remove(&(namespace.to_string(), name.to_string()));
+        match kind {
+            KueueKind::ResourceFlavor => self.state.delete_resource_flavor(name),
+            KueueKind::ClusterQueue => self.state.delete_cluster_queue(name),
+            KueueKind::LocalQueue => self.state.delete_local_queue(namespace, name),
+            KueueKind::Workload => self.state.delete_workload(namespace, name),
+        }
+    }
+
+    /// Forgets a job object (gone, or no longer a job of its kind).
+    fn forget_job(&mut self, key: &JobKey) {
+        let known = self.training_jobs.remove(key).is_some() | self.malformed.remove(key).is_some();
+        self.reported_invalid.remove(key);
+        self.reported_warnings.remove(key);
+        if known || self.state.job(key).is_some() {
+            self.state.delete_job(key);
         }
     }
 
@@ -530,36 +612,9 @@ impl Store {
     }
 
     fn apply_pod(&mut self, pod: &Pod) {
-        let namespace = pod.namespace().unwrap_or_default();
-        let name = pod.name_any();
-        self.unindex_pod(&namespace, &name);
         self.scheduling.apply(pod);
         if let Err(e) = self.state.apply_pod(pod) {
             tracing::warn!(error = %e, "skipping malformed Pod");
-            return;
-        }
-        if let Some(info) = self.state.pod(&namespace, &name)
-            && let Some((key, Role::Trainer)) = &info.owner
-        {
-            self.trainer_pods
-                .entry(key.clone())
-                .or_default()
-                .insert(name);
-        }
-    }
-
-    fn unindex_pod(&mut self, namespace: &str, name: &str) {
-        let owner = self
-            .state
-            .pod(namespace, name)
-            .and_then(|p| p.owner.clone());
-        if let Some((key, Role::Trainer)) = owner
-            && let Some(names) = self.trainer_pods.get_mut(&key)
-        {
-            names.remove(name);
-            if names.is_empty() {
-                self.trainer_pods.remove(&key);
-            }
         }
     }
 
@@ -586,6 +641,10 @@ impl Store {
                 indexed,
                 parallelism,
                 at_zero: crate::api::trainer_job::at_zero_trainers(job),
+                queue: job
+                    .labels()
+                    .get(crate::api::kueue::QUEUE_NAME_LABEL)
+                    .cloned(),
             };
             self.batch_jobs_of
                 .entry(key.clone())
@@ -598,6 +657,20 @@ impl Store {
             self.state
                 .set_trainer_class(&key, Some(trainer_constraints(job)));
             self.refresh_trainer_job(&key);
+        }
+        // The same Job as an elastic Job: one while it opts in (never a trainer Job), forgotten
+        // once it stops (its annotations removed).
+        if self.elastic_jobs && <Job as JobAdapter>::selects(&job.metadata) {
+            self.apply_job_object(job);
+        } else if !self.training_jobs.is_empty() {
+            let key = JobKey::of_kind(
+                JobKind::BatchJob,
+                job.namespace().unwrap_or_default(),
+                job.name_any(),
+            );
+            if self.training_jobs.contains_key(&key) {
+                self.forget_job(&key);
+            }
         }
     }
 
@@ -625,39 +698,30 @@ impl Store {
             .and_then(|set| set.iter().next())
             .is_some_and(|first| self.suspended_batch_jobs.contains(first));
         self.state.set_trainer_job_suspended(key, suspended);
+        let queue = self
+            .trainer_job(key)
+            .map(|r| (r.name.clone(), r.queue.clone()));
+        self.state.set_trainer_job_queue(
+            key,
+            queue
+                .as_ref()
+                .map(|(name, label)| (name.as_str(), label.as_deref())),
+        );
         self.state.set_trainer_job(key.clone(), parallelism);
     }
 
-    /// Applies a job object of any kind; one that does not deserialize is kept as malformed.
-    fn apply_guarded<A>(&mut self, guarded: &Guarded<A>)
-    where
-        A: JobAdapter + JobStatus,
-    {
-        match &guarded.0 {
-            Ok(job) => {
-                let key = job.job_key();
-                self.malformed.remove(&key);
-                let explained = self.training_jobs.get(&key).and_then(|m| m.explained);
-                let meta = TrainingJobMeta {
-                    uid: job.uid(),
-                    resource_version: job.resource_version(),
-                    phase: job.phase(),
-                    conditions: job.conditions(),
-                    explained,
-                };
-                self.training_jobs.insert(key, meta);
-                if let Err(problems) = self.state.apply_job(job.as_ref()) {
-                    for p in &problems {
-                        tracing::debug!(problem = %p, "job with errors");
-                    }
-                }
-            }
+    /// Applies an object of a job kind's own watch through the kind's registered adapter; one
+    /// that does not deserialize is kept as malformed, one that is no job of the kind forgotten.
+    fn apply_object(&mut self, kind: JobKind, object: DynamicObject) {
+        let key = JobKey::of_kind(
+            kind,
+            object.metadata.namespace.clone().unwrap_or_default(),
+            object.metadata.name.clone().unwrap_or_default(),
+        );
+        match decode_dynamic(kind, object) {
+            Ok(Some(job)) => self.apply_job_object(job.as_ref()),
+            Ok(None) => self.forget_job(&key),
             Err(bad) => {
-                let key = JobKey::of_kind(
-                    A::KIND,
-                    bad.metadata.namespace.clone().unwrap_or_default(),
-                    bad.metadata.name.clone().unwrap_or_default(),
-                );
                 self.training_jobs.remove(&key);
                 self.state.delete_job(&key);
                 self.malformed.insert(
@@ -669,6 +733,28 @@ impl Store {
                         resource_version: bad.metadata.resource_version.clone().unwrap_or_default(),
                     },
                 );
+            }
+        }
+    }
+
+    /// Applies a decoded job object of any kind.
+    fn apply_job_object(&mut self, job: &dyn JobObject) {
+        let key = job.key();
+        self.malformed.remove(&key);
+        let explained = self.training_jobs.get(&key).and_then(|m| m.explained);
+        let meta = job.metadata();
+        let stored = TrainingJobMeta {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            phase: job.phase(),
+            conditions: job.conditions(),
+            explained,
+            size_at: job.size_at(),
+        };
+        self.training_jobs.insert(key, stored);
+        if let Err(problems) = self.state.apply_job(job) {
+            for p in &problems {
+                tracing::debug!(problem = %p, "job with errors");
             }
         }
     }
@@ -829,57 +915,5 @@ fn known_of(meta: Option<&TrainingJobMeta>) -> Known<'_> {
         explained: meta.and_then(|m| m.explained.as_ref()),
         conditions: meta.map_or(&[], |m| m.conditions.as_slice()),
         resource_version: meta.and_then(|m| m.resource_version.as_deref()),
-    }
-}
-
-/// The phase and conditions of a job object, whatever its kind.
-pub trait JobStatus: ResourceExt {
-    fn phase(&self) -> TrainingJobPhase;
-
-    /// The conditions the sizing conditions live among: those of the `trainscale.io/sizing`
-    /// annotation unless the kind's status holds them.
-    fn conditions(&self) -> Vec<Condition> {
-        self.annotations()
-            .get(SIZING_ANNOTATION)
-            .map(|v| read_annotation(v))
-            .unwrap_or_default()
-    }
-}
-
-impl JobStatus for crate::api::TrainingJob {
-    fn phase(&self) -> TrainingJobPhase {
-        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
-    }
-
-    fn conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default()
-    }
-}
-
-impl JobStatus for crate::api::PaddleJob {
-    fn phase(&self) -> TrainingJobPhase {
-        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
-    }
-
-    fn conditions(&self) -> Vec<Condition> {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default()
-    }
-}
-
-impl JobStatus for crate::api::PyTorchTrainingJob {
-    fn phase(&self) -> TrainingJobPhase {
-        crate::cluster::kinds::t9k_phase(self)
-    }
-}
-
-impl JobStatus for crate::api::PyTorchJob {
-    fn phase(&self) -> TrainingJobPhase {
-        crate::cluster::kinds::kubeflow_phase(self)
     }
 }

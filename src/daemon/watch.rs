@@ -1,4 +1,7 @@
-//! The watch streams (four plus one per job kind, one more with `--namespace`), one task each, merged into one channel of [`WatchEvent`]s.
+//! The watch streams (four plus one per job kind with a watch of its own, one more with
+//! `--namespace`), one task each, merged into one channel of [`WatchEvent`]s. The job kinds are
+//! watched alike, as `DynamicObject`s of the kind's resource, decoded by the store through the
+//! kind's registered adapter; the elastic batch/v1 Jobs come with the Job watch.
 //!
 //! A watch that fails is not resumed: its task reports the error, drops the watcher and, after
 //! a backoff, starts a fresh one, which re-lists (`Init` … `InitDone`). The store marks the kind
@@ -13,6 +16,7 @@ use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -21,9 +25,7 @@ use tokio::task::JoinHandle;
 
 use super::store::{Kind, WatchEvent};
 use crate::api::JobKind;
-use crate::api::guard::{
-    GuardedPaddleJob, GuardedPyTorchJob, GuardedPyTorchTrainingJob, GuardedTrainingJob,
-};
+use crate::api::kueue::{KUEUE_API_VERSION, KueueKind};
 
 /// First wait before a failed watch is started afresh.
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(500);
@@ -56,18 +58,24 @@ impl KindSelection {
 /// Whether the API server serves `kind` (its group/version lists its plural); an unreachable
 /// server counts as not serving it.
 pub async fn served(client: &Client, kind: JobKind) -> bool {
-    match client.list_api_group_resources(kind.api_version()).await {
-        Ok(list) => list.resources.iter().any(|r| r.name == kind.plural()),
+    served_resource(client, kind.api_version(), kind.plural()).await
+}
+
+/// Whether the API server serves `plural` in `api_version` (group/version); an unreachable
+/// server counts as not serving it.
+pub async fn served_resource(client: &Client, api_version: &str, plural: &str) -> bool {
+    match client.list_api_group_resources(api_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == plural),
         Err(e) => {
-            tracing::debug!(kind = kind.as_str(), error = %e, "discovery: not served");
+            tracing::debug!(api_version, plural, error = %e, "discovery: not served");
             false
         }
     }
 }
 
-/// The kinds to watch: `requested` exactly (`--kinds`), or by default TrainingJob and PaddleJob
-/// plus each other kind whose CRD discovery finds now; the rest are looked up again every
-/// `recheck` (`--discovery-interval`).
+/// The kinds to watch: `requested` exactly (`--kinds`), or by default TrainingJob, PaddleJob and
+/// the elastic batch/v1 Job (every API server serves Jobs) plus each other kind whose CRD
+/// discovery finds now; the rest are looked up again every `recheck` (`--discovery-interval`).
 pub async fn select_kinds(
     client: &Client,
     requested: Option<&[JobKind]>,
@@ -87,7 +95,7 @@ pub async fn select_kinds(
         ..KindSelection::default()
     };
     for kind in JobKind::ALL {
-        if kind.created_by_trainscale() || served(client, kind).await {
+        if kind.created_by_trainscale() || !kind.has_own_watch() || served(client, kind).await {
             selection.now.push(kind);
         } else {
             tracing::info!(kind = kind.as_str(), every = ?recheck, "CRD not served; looked up again");
@@ -123,7 +131,7 @@ impl Drop for Watches {
 
 type Raw<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
 
-/// Nodes and PriorityClasses (cluster-wide), and Pods, Jobs, TrainingJobs and PaddleJobs in
+/// Nodes and PriorityClasses (cluster-wide), and Pods, Jobs and the objects of each job kind in
 /// `namespace` or all namespaces. With a namespace, also the live pods of every other namespace
 /// that are bound to a node (read only, field-selected): they hold node capacity, so without
 /// them the plan would overcommit nodes shared with other namespaces.
@@ -159,51 +167,67 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
     });
     let mut tasks = vec![nodes, classes, pods, jobs];
     let job_kinds = kinds.now.iter().map(|k| (*k, true));
-    for (kind, served) in job_kinds.chain(kinds.when_served.iter().map(|k| (*k, false))) {
+    let job_kinds = job_kinds.chain(kinds.when_served.iter().map(|k| (*k, false)));
+    // The elastic batch/v1 Jobs come with the Job watch above.
+    for (kind, served) in job_kinds.filter(|(k, _)| k.has_own_watch()) {
         let gate = kinds.discovered(kind).then(|| Discovered {
             client: client.clone(),
-            kind,
+            api_version: kind.api_version(),
+            plural: kind.plural(),
+            name: kind.as_str(),
             recheck: kinds.recheck,
             served,
+            look_up_now: false,
         });
         let (c, n) = (client.clone(), ns.clone());
-        let task = match kind {
-            JobKind::TrainingJob => spawn_kind_when(
-                gate,
-                Kind::TrainingJob,
-                WatchEvent::TrainingJob,
-                tx.clone(),
-                move || watcher(scoped::<GuardedTrainingJob>(&c, n.as_deref()), config()).boxed(),
-            ),
-            JobKind::PaddleJob => spawn_kind_when(
-                gate,
-                Kind::PaddleJob,
-                WatchEvent::PaddleJob,
-                tx.clone(),
-                move || watcher(scoped::<GuardedPaddleJob>(&c, n.as_deref()), config()).boxed(),
-            ),
-            JobKind::PyTorchTrainingJob => spawn_kind_when(
-                gate,
-                Kind::PyTorchTrainingJob,
-                WatchEvent::PyTorchTrainingJob,
-                tx.clone(),
-                move || {
-                    watcher(
-                        scoped::<GuardedPyTorchTrainingJob>(&c, n.as_deref()),
-                        config(),
-                    )
+        let resource = kind.api_resource();
+        tasks.push(spawn_kind_when(
+            gate,
+            Kind::JobObject(kind),
+            move |e| WatchEvent::JobObject(kind, e),
+            tx.clone(),
+            move || {
+                let api = match n.as_deref() {
+                    Some(ns) => Api::<DynamicObject>::namespaced_with(c.clone(), ns, &resource),
+                    None => Api::<DynamicObject>::all_with(c.clone(), &resource),
+                };
+                watcher(api, config())
+                    .modify(|job| job.managed_fields_mut().clear())
                     .boxed()
-                },
-            ),
-            JobKind::PyTorchJob => spawn_kind_when(
-                gate,
-                Kind::PyTorchJob,
-                WatchEvent::PyTorchJob,
-                tx.clone(),
-                move || watcher(scoped::<GuardedPyTorchJob>(&c, n.as_deref()), config()).boxed(),
-            ),
+            },
+        ));
+    }
+    // Kueue's quota and admissions: read wherever its CRDs are served, looked up again while
+    // they are not; a refused watch (no deploy/components/kueue) drops the kind.
+    for kind in KueueKind::ALL {
+        let gate = Discovered {
+            client: client.clone(),
+            api_version: KUEUE_API_VERSION,
+            plural: kind.plural(),
+            name: kind.as_str(),
+            recheck: kinds.recheck,
+            served: false,
+            look_up_now: true,
         };
-        tasks.push(task);
+        let (c, n) = (client.clone(), ns.clone());
+        let resource = kind.api_resource();
+        tasks.push(spawn_kind_when(
+            Some(gate),
+            Kind::Kueue(kind),
+            move |e| WatchEvent::Kueue(kind, e),
+            tx.clone(),
+            move || {
+                let api = match n.as_deref() {
+                    Some(ns) if kind.namespaced() => {
+                        Api::<DynamicObject>::namespaced_with(c.clone(), ns, &resource)
+                    }
+                    _ => Api::<DynamicObject>::all_with(c.clone(), &resource),
+                };
+                watcher(api, config())
+                    .modify(|o| o.managed_fields_mut().clear())
+                    .boxed()
+            },
+        ));
     }
     if let Some(own) = ns {
         let selector = foreign_pods_selector(&own);
@@ -226,41 +250,51 @@ pub fn watch_all(client: Client, namespace: Option<&str>, kinds: &KindSelection)
 /// up and the kind looked up again, so a kind trainscale may not read never stalls the others.
 struct Discovered {
     client: Client,
-    kind: JobKind,
+    /// What discovery looks for: the group/version and the plural it must list.
+    api_version: &'static str,
+    plural: &'static str,
+    /// The kind, in logs.
+    name: &'static str,
     recheck: Duration,
     /// Served at start: watch at once.
     served: bool,
+    /// Not known to be served: look it up at once rather than after `recheck`.
+    look_up_now: bool,
 }
 
 /// [`spawn_kind`], for a kind discovery found (`gate`) when there is one.
 fn spawn_kind_when<K: Send + 'static>(
     gate: Option<Discovered>,
     kind: Kind,
-    wrap: fn(Event<K>) -> WatchEvent,
+    wrap: impl Fn(Event<K>) -> WatchEvent + Send + Sync + 'static,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
     start: impl Fn() -> Raw<K> + Send + Sync + 'static,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let Some(gate) = gate else {
-            run_kind(kind, wrap, &tx, &start, false).await;
+            run_kind(kind, &wrap, &tx, &start, false).await;
             return;
         };
         let mut found = gate.served;
+        let mut wait = !gate.look_up_now;
         loop {
             while !found {
-                tokio::time::sleep(gate.recheck).await;
+                if wait {
+                    tokio::time::sleep(gate.recheck).await;
+                }
+                wait = true;
                 if tx.is_closed() {
                     return;
                 }
-                found = served(&gate.client, gate.kind).await;
+                found = served_resource(&gate.client, gate.api_version, gate.plural).await;
                 if found {
-                    tracing::info!(kind = gate.kind.as_str(), "CRD now served; watching");
+                    tracing::info!(kind = gate.name, "CRD now served; watching");
                 }
             }
-            if run_kind(kind, wrap, &tx, &start, true).await == Ended::ReceiverGone {
+            if run_kind(kind, &wrap, &tx, &start, true).await == Ended::ReceiverGone {
                 return;
             }
-            tracing::warn!(kind = gate.kind.as_str(), every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
+            tracing::warn!(kind = gate.name, every = ?gate.recheck, "watch refused or CRD gone: the kind is not sized; looked up again");
             found = false;
         }
     })
@@ -270,12 +304,12 @@ fn spawn_kind_when<K: Send + 'static>(
 /// forwarded, the watcher dropped and, after a backoff, a fresh one started (it re-lists).
 fn spawn_kind<K: Send + 'static>(
     kind: Kind,
-    wrap: fn(Event<K>) -> WatchEvent,
+    wrap: impl Fn(Event<K>) -> WatchEvent + Send + Sync + 'static,
     tx: mpsc::Sender<Result<WatchEvent, WatchError>>,
     start: impl Fn() -> Raw<K> + Send + Sync + 'static,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        run_kind(kind, wrap, &tx, &start, false).await;
+        run_kind(kind, &wrap, &tx, &start, false).await;
     })
 }
 
@@ -290,7 +324,7 @@ enum Ended {
 /// The watch loop of [`spawn_kind`]; with `optional`, a refused watch ends it (`Dropped`).
 async fn run_kind<K: Send + 'static>(
     kind: Kind,
-    wrap: fn(Event<K>) -> WatchEvent,
+    wrap: &(impl Fn(Event<K>) -> WatchEvent + Sync),
     tx: &mpsc::Sender<Result<WatchEvent, WatchError>>,
     start: &(impl Fn() -> Raw<K> + Sync),
     optional: bool,

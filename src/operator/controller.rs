@@ -667,6 +667,26 @@ async fn create_and_observe(
     Ok(Some(obs))
 }
 
+/// The patch that stops a finished job's trainer Job: `spec.suspend`, or under `--kueue` (Kueue
+/// owns `suspend` and would lift it again while the Workload is admitted) zero trainers: an
+/// Indexed Job with `parallelism` = `completions` = 0 completes, so Kueue finishes its Workload and
+/// gives back the quota; a non-Indexed one keeps no pod.
+fn stop_patch(trainer: &Job, kueue: bool) -> serde_json::Value {
+    if !kueue {
+        return json!({ "spec": { "suspend": true } });
+    }
+    let indexed = trainer
+        .spec
+        .as_ref()
+        .and_then(|s| s.completion_mode.as_deref())
+        == Some("Indexed");
+    if indexed {
+        json!({ "spec": { "parallelism": 0, "completions": 0 } })
+    } else {
+        json!({ "spec": { "parallelism": 0 } })
+    }
+}
+
 /// Ends a finished job's work: stops the trainer Job if it still runs (so Timeout and a
 /// restart-limit Failed really end it) and, with `--autoclean`, releases every pod once.
 async fn release(
@@ -689,12 +709,13 @@ async fn release(
             .and_then(|s| s.suspend)
             .unwrap_or(false);
         if counts.outcome.is_none() && !suspended {
-            info!(job = %subject.object(), "stopping the trainer Job (suspend)");
+            let stop = stop_patch(&trainer, ctx.config.kueue);
+            info!(job = %subject.object(), patch = %stop, "stopping the trainer Job");
             trainer_jobs
                 .patch(
                     &trainer_name(&name),
                     &PatchParams::default(),
-                    &Patch::Merge(json!({ "spec": { "suspend": true } })),
+                    &Patch::Merge(stop),
                 )
                 .await?;
         }

@@ -65,7 +65,7 @@ impl OperatorError {
 pub fn rename_problem(kind: JobKind, problem: FieldError) -> FieldError {
     match kind {
         JobKind::PaddleJob => paddle_job_problem(problem),
-        // The operator creates only the paddlepaddle.org kinds.
-        JobKind::TrainingJob | JobKind::PyTorchTrainingJob | JobKind::PyTorchJob => problem,
+        // The TrainingJob's own names; the operator creates no other kind.
+        _ => problem,
     }
 }

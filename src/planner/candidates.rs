@@ -9,10 +9,11 @@ use litemap::LiteMap;
 use ordered_float::OrderedFloat;
 
 use super::nodes::NodeIndex;
-use super::{JobPlan, NodeCount, Reason, Removal};
+use super::{JobPlan, KueueNote, NodeCount, Reason, Removal};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Resources, fulfillment_of};
 use crate::cluster::filters::{Extended, PodClassId};
+use crate::cluster::quota::JobKueue;
 use crate::cluster::{ClusterState, JobSlot, NodeId};
 
 /// Trainer counts per node in node-id order: a job's few nodes in one sorted vector (cheaper
@@ -32,8 +33,14 @@ pub struct Candidate<'a> {
     pub max: i32,
     /// The max that fairness counts with: max-instance, capped at the trainers of this shape
     /// the cluster's schedulable nodes could hold if empty (see [`cap_fair_maxes`]), so declaring
-    /// a huge max wins nothing. Never below min.
+    /// a huge max wins nothing, and at [`Candidate::quota_max`]. Never below min.
     pub fair_max: i32,
+    /// The most trainers Kueue's quota lets the job reach in this pass (`planner::quota`):
+    /// never below `current`; `i32::MAX` for a job Kueue does not manage.
+    pub quota_max: i32,
+    /// What the quota pre-pass keeps of a Kueue-managed job (boxed: most jobs have none, and
+    /// every candidate's size counts in the pass).
+    pub quota: Option<Box<QuotaJob<'a>>>,
     /// The most trainers worth having (`goodput` with a marginal-speedup threshold: past this
     /// count the next trainer adds less); max-instance otherwise.
     pub useful_max: i32,
@@ -78,6 +85,18 @@ pub struct Candidate<'a> {
     slot: &'a JobSlot,
     /// The controller positions, built the first time they are needed.
     positions: Option<Vec<Option<NodeId>>>,
+}
+
+/// What the quota pre-pass keeps of a Kueue-managed job.
+#[derive(Debug, Clone)]
+pub struct QuotaJob<'a> {
+    /// Kueue's view of the job.
+    pub kueue: &'a JobKueue,
+    /// [`Candidate::fair_max`] before the quota capped it.
+    pub fair_cap: i32,
+    /// What holds the job at its quota max (its quota, or an admission it waits for), if
+    /// anything.
+    pub note: Option<KueueNote>,
 }
 
 /// A job's share at a trainer count, the order every fair decision of the pass uses: the lower,
@@ -200,6 +219,36 @@ impl<'a> Candidate<'a> {
         self.min < self.max
     }
 
+    /// Kueue's view of the job, when Kueue manages it.
+    pub fn kueue(&self) -> Option<&'a JobKueue> {
+        self.quota.as_ref().map(|q| q.kueue)
+    }
+
+    /// What holds the job at its quota max, if anything.
+    pub fn quota_note(&self) -> Option<&KueueNote> {
+        self.quota.as_ref().and_then(|q| q.note.as_ref())
+    }
+
+    /// Sets what holds the job at its quota max (a job Kueue does not manage has none).
+    pub fn set_quota_note(&mut self, note: Option<KueueNote>) {
+        if let Some(q) = self.quota.as_mut() {
+            q.note = note;
+        }
+    }
+
+    /// Whether Kueue admitted less than the job asks (a scale-up waits): it keeps its size.
+    pub fn awaiting(&self) -> bool {
+        self.quota
+            .as_ref()
+            .is_some_and(|q| q.kueue.awaiting(self.current))
+    }
+
+    /// Whether no gang of its min can be admitted: more pods than the nodes hold, or more than
+    /// its quota lets it reach.
+    pub fn gang_blocked(&self) -> bool {
+        self.min_above_cap || self.min > self.quota_max
+    }
+
     /// The tie-break order: higher priority, then older, then namespace/name.
     pub fn order_key(&self) -> (Reverse<i32>, i64, usize) {
         (Reverse(self.priority), self.created, self.rank)
@@ -258,11 +307,11 @@ impl<'a> Candidate<'a> {
         }
     }
 
-    /// The most trainers the job may reach in this pass: max-instance, or, once it has shrunk,
-    /// its kept positions (growing back would only undo the shrink: the Job controller cannot
+    /// The most trainers the job may reach in this pass: max-instance (at most its useful max
+    /// and its quota max), or, once it has shrunk, its kept positions (growing back would only undo the shrink: the Job controller cannot
     /// move a trainer).
     pub fn ceiling(&self) -> i32 {
-        let max = self.max.min(self.useful_max);
+        let max = self.max.min(self.useful_max).min(self.quota_max);
         if self.kept < self.current {
             self.kept.min(max)
         } else {
@@ -433,6 +482,11 @@ impl<'a> Candidate<'a> {
             placements,
             removals,
             trainer: self.trainer,
+            kueue: self
+                .quota
+                .and_then(|q| q.note)
+                .filter(|_| matches!(reason, Reason::QuotaExhausted | Reason::AwaitingAdmission))
+                .map(Box::new),
         }
     }
 }
@@ -563,6 +617,14 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     min: sizes.min,
                     max: sizes.max,
                     fair_max: sizes.max,
+                    quota_max: i32::MAX,
+                    quota: state.quota().job(key).map(|kueue| {
+                        Box::new(QuotaJob {
+                            kueue,
+                            fair_cap: sizes.max,
+                            note: None,
+                        })
+                    }),
                     useful_max: sizes.max,
                     curve: info.speedup.as_deref(),
                     goodput: false,

@@ -12,6 +12,9 @@
 //!    run never counts on room a bind refuses.
 //! 5. Pending masters and pservers are given their best-fit nodes first (reported in the plan)
 //!    and their room is taken from those nodes before the dry run.
+//! 6. Kueue-managed jobs grow at most to the quota ceilings the `fulfillment` order gives them
+//!    (`planner::quota`; `quota_exhausted` when that is what stops them), and one whose
+//!    scale-up waits for Kueue keeps its size (`awaiting_admission`).
 //!
 //! Adaptations to what [`ClusterState`] holds are documented on [`ClusterResource::from_state`]
 //! and [`is_pending`].
@@ -22,6 +25,7 @@ use std::sync::Arc;
 
 use super::candidates::{capped_reason, controller_removals};
 use super::nodes::NodeIndex;
+use super::quota::{Ceiling, ceilings};
 use super::{JobPlan, Outcome, PlannerConfig, Reason, Removal, support};
 use crate::api::{JobKey, Quantity, TrainingJobPhase, fulfillment_of};
 use crate::cluster::filters::Extended;
@@ -174,6 +178,8 @@ struct DryJob {
     current: i64,
     min: i64,
     max: i64,
+    /// The most it may grow to: max, at most its Kueue quota ceiling (deviation 6).
+    ceiling: i64,
     /// Per-trainer CPU request, milli, ceil.
     cpu_milli: i64,
     /// Per-trainer memory request, Mega, ceil.
@@ -189,13 +195,14 @@ struct DryJob {
 }
 
 impl DryJob {
-    fn new(sizes: Sizes, info: &JobInfo, extended: Extended) -> Self {
+    fn new(sizes: Sizes, info: &JobInfo, extended: Extended, ceiling: Option<i32>) -> Self {
         let [gpu, cpu, memory] = info.exact;
         let Sizes { min, max, current } = sizes;
         DryJob {
             current: i64::from(current),
             min: i64::from(min),
             max: i64::from(max),
+            ceiling: i64::from(ceiling.map_or(max, |c| c.min(max))),
             cpu_milli: cpu.milli_ceil(),
             memory_mega: memory.mega_ceil(),
             gpu: gpu.value_ceil(),
@@ -254,6 +261,9 @@ fn scale_up_step(
 ) -> (i64, Option<usize>) {
     if planned >= job.max {
         return (job.max - planned, None);
+    }
+    if planned >= job.ceiling {
+        return (0, None);
     }
     if r.memory_total_mega - r.memory_request_mega <= job.memory_mega {
         return (0, None);
@@ -382,16 +392,26 @@ fn removals(state: &ClusterState, slot: &JobSlot, count: u32) -> Vec<Removal> {
 }
 
 /// The plan of one candidate moved by `diff` from its capped size; a job that is not elastic is
-/// `unchanged` (or `over_max` when the cap brings it down).
-fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'s> {
+/// `unchanged` (or `over_max` when the cap brings it down). A Kueue-managed job held at its
+/// quota ceiling is `quota_exhausted`; one waiting for admission `awaiting_admission`.
+fn job_plan<'s>(
+    state: &ClusterState,
+    c: &Candidate<'s>,
+    diff: i64,
+    quota: Option<&Ceiling>,
+) -> JobPlan<'s> {
     let Sizes { min, max, current } = c.sizes;
     let wide = (i64::from(current) + diff).clamp(i64::from(i32::MIN), i64::from(i32::MAX));
     let target = i32::try_from(wide).unwrap_or(current);
     let removed = u32::try_from(i64::from(c.declared) - i64::from(target)).unwrap_or(0);
-    let decided = if min < max {
-        reason(c.declared, target, max)
-    } else {
-        Reason::Unchanged
+    let held = quota.filter(|q| {
+        q.awaiting || (q.note.is_some() && target >= q.quota_max && target >= c.declared)
+    });
+    let decided = match held {
+        Some(q) if q.awaiting => Reason::AwaitingAdmission,
+        Some(_) => Reason::QuotaExhausted,
+        None if min < max => reason(c.declared, target, max),
+        None => Reason::Unchanged,
     };
     JobPlan {
         key: Cow::Borrowed(c.key),
@@ -405,6 +425,7 @@ fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'
         placements: Vec::new(),
         removals: removals(state, c.slot, removed),
         trainer: c.info.trainer,
+        kueue: held.and_then(|q| q.note.clone()),
     }
 }
 
@@ -415,8 +436,11 @@ fn job_plan<'s>(state: &ClusterState, c: &Candidate<'s>, diff: i64) -> JobPlan<'
 /// one outer iteration.
 pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> {
     let candidates = candidates(state);
+    let quota = ceilings(state);
+    let ceiling_of = |c: &Candidate| quota.get(c.key);
     let elastic: Vec<usize> = (0..candidates.len())
         .filter(|&i| candidates[i].sizes.min < candidates[i].sizes.max)
+        .filter(|&i| !ceiling_of(&candidates[i]).is_some_and(|q| q.awaiting))
         .collect();
     let jobs: Vec<DryJob> = elastic
         .iter()
@@ -428,7 +452,12 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                 .and_then(|class| state.eligibility().constraints(class))
                 .map(|constraints| constraints.extended.clone())
                 .unwrap_or_default();
-            DryJob::new(c.sizes, c.info, extended)
+            DryJob::new(
+                c.sizes,
+                c.info,
+                extended,
+                ceiling_of(c).map(|q| q.quota_max),
+            )
         })
         .collect();
     let cap = config.edl_iteration_cap.max(1);
@@ -452,7 +481,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
     let plans = candidates
         .iter()
         .zip(diff_of)
-        .map(|(c, d)| job_plan(state, c, d))
+        .map(|(c, d)| job_plan(state, c, d, ceiling_of(c)))
         .collect();
     let mut warnings = Vec::new();
     if !settled {

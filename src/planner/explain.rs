@@ -2,12 +2,13 @@
 //! job that wants more than it got, its place in the policy's queue. Computed after a pass and
 //! only where asked (`plan`, `explain`), so the pass itself costs nothing more.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::quota::{describe as describe_quota, room_after};
 use super::summary::free_by_node;
 use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan, aligned};
 use crate::api::speedup::SpeedupCurve;
@@ -69,6 +70,7 @@ pub fn explain_jobs(
         slots: &slots,
         classes: RefCell::default(),
         extended: RefCell::default(),
+        quota: OnceCell::new(),
     };
     which
         .iter()
@@ -159,7 +161,11 @@ fn infos<'s>(state: &'s ClusterState, jobs: &[JobPlan]) -> Vec<Option<&'s JobInf
 fn wants_more(job: &JobPlan) -> bool {
     let held_otherwise = matches!(
         job.reason,
-        Reason::Cooldown | Reason::LowGain | Reason::OverMax
+        Reason::Cooldown
+            | Reason::LowGain
+            | Reason::OverMax
+            | Reason::QuotaExhausted
+            | Reason::AwaitingAdmission
     );
     let fixed = job.reason == Reason::Unchanged && job.min == job.max;
     job.reason == Reason::Starving || (job.target < job.max && !held_otherwise && !fixed)
@@ -255,6 +261,17 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
             job.max,
             held(room, job, info, config, class)
         ),
+        Reason::QuotaExhausted => {
+            let quota = room.kueue(job);
+            if t < job.min {
+                format!("waits for its gang of {}: {quota}", trainers(job.min))
+            } else if t > c {
+                format!("grows {c} → {t}, then {quota}")
+            } else {
+                format!("at {t} of max {}: {quota}", job.max)
+            }
+        }
+        Reason::AwaitingAdmission => room.kueue(job),
     }
 }
 
@@ -384,9 +401,22 @@ struct Room<'a> {
     /// Free amounts of other resources after the plan, by resource name then node id; found
     /// once per resource asked about.
     extended: RefCell<HashMap<String, Vec<i64>>>,
+    /// Kueue's quota once the plan is applied; found once, when a message needs it.
+    quota: OnceCell<crate::cluster::quota::QuotaRoom<'a>>,
 }
 
 impl Room<'_> {
+    /// What Kueue's note on `job` says (its quota, or the admission it waits for).
+    fn kueue(&self, job: &JobPlan) -> String {
+        let Some(note) = job.kueue.as_deref() else {
+            return "held by Kueue".to_string();
+        };
+        let room = self
+            .quota
+            .get_or_init(|| room_after(self.state, &self.plan.jobs));
+        describe_quota(self.state, room, job, note)
+    }
+
     /// What the nodes `class` may use offer (schedulable ones; ties go to the first by name).
     fn class_room(&self, class: Option<PodClassId>) -> ClassRoom {
         if let Some(room) = self.classes.borrow().get(&class) {

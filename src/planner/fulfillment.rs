@@ -11,6 +11,7 @@ use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates, cap_fair_maxes, cap_useful_maxes};
 use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
+use super::quota::{cap_quota, raise_quota};
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
 use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
@@ -44,13 +45,16 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
             .map(Candidate::trainer)
             .chain(support::shapes(&support_pods)),
     );
+    // A job Kueue admitted less than it asks keeps its size, as one in cooldown does.
     let cooling: Vec<bool> = jobs
         .iter()
         .map(|j| {
-            j.last_scale
-                .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
+            j.awaiting()
+                || j.last_scale
+                    .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
         })
         .collect();
+    cap_quota(state, &mut jobs, &cooling);
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(state, &mut jobs, &mut index);
     // Pending masters and pservers get room before any trainer is placed.
@@ -106,6 +110,8 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                 &no_fit,
                 &mut moves_budget,
             )
+            // Quota that jobs could not use goes to those quota stopped, for another round.
+            && !raise_quota(state, &mut jobs, &cooling)
         {
             break;
         }
@@ -132,6 +138,8 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
         // A gang that waits keeps its pending pods; only a trim to max-instance lowers it.
         let reason = if j.kept < j.current {
             Reason::OverMax
+        } else if j.min > j.quota_max && j.quota_note().is_some() {
+            Reason::QuotaExhausted
         } else {
             Reason::Starving
         };
@@ -140,11 +148,16 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
     if let Some(reason) = j.reason {
         return (j.target(), reason);
     }
+    if j.awaiting() {
+        return (j.current, Reason::AwaitingAdmission);
+    }
     if cooling {
         return (j.current, Reason::Cooldown);
     }
     let target = j.target();
-    let reason = if target > j.current || (!j.placed.is_empty() && j.bound < j.min) {
+    let reason = if target >= j.quota_max && j.quota_note().is_some() {
+        Reason::QuotaExhausted
+    } else if target > j.current || (!j.placed.is_empty() && j.bound < j.min) {
         Reason::ScaleUp
     } else if target < j.current {
         if j.current > j.max {

@@ -11,6 +11,7 @@ mod fill_queue;
 mod fulfillment;
 mod nodes;
 mod plan;
+mod quota;
 mod rebalance;
 mod relief;
 mod relocate;
@@ -20,8 +21,8 @@ mod summary;
 mod support;
 
 pub use plan::{
-    JobPlan, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason, Removal,
-    ScalePlan, aligned,
+    JobPlan, KueueNote, NamedCount, NamedJobPlan, NamedRemoval, NodeCount, PlanSummary, Reason,
+    Removal, ScalePlan, aligned,
 };
 pub use support::SupportPlacement;
 

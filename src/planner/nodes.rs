@@ -1065,6 +1065,7 @@ mod tests {
                             index: None,
                             extended,
                             priority: 0,
+                            claim: None,
                         }),
                     );
                 }

@@ -1,6 +1,7 @@
 //! The result of a pass.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -31,11 +32,16 @@ pub enum Reason {
     /// `goodput`: held at (or brought down to) the size past which its next trainer adds less
     /// than `min_marginal_speedup`.
     LowGain,
+    /// Kueue-managed: its ClusterQueue's quota (with what it may borrow in its cohort) holds no
+    /// more of its workers ([`JobPlan::kueue`] names the queue and the resource).
+    QuotaExhausted,
+    /// Kueue-managed: a scale-up waits for Kueue's admission; kept at its size.
+    AwaitingAdmission,
 }
 
 impl Reason {
     /// Every reason, in the order metrics and reports list them.
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 11] = [
         Reason::ScaleUp,
         Reason::Reclaimed,
         Reason::Overload,
@@ -45,6 +51,8 @@ impl Reason {
         Reason::Unchanged,
         Reason::Starving,
         Reason::LowGain,
+        Reason::QuotaExhausted,
+        Reason::AwaitingAdmission,
     ];
 
     /// The reason as plans, events and logs write it (the serialized name).
@@ -59,6 +67,53 @@ impl Reason {
             Reason::Unchanged => "unchanged",
             Reason::Starving => "starving",
             Reason::LowGain => "low_gain",
+            Reason::QuotaExhausted => "quota_exhausted",
+            Reason::AwaitingAdmission => "awaiting_admission",
+        }
+    }
+}
+
+/// What Kueue says of a Kueue-managed job's size: why its quota holds no more of its workers,
+/// or which admission it waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum KueueNote {
+    /// The quota of `resource` in `flavor` (with what the queue may borrow) is used up.
+    QuotaExhausted {
+        cluster_queue: Arc<str>,
+        flavor: Arc<str>,
+        resource: Arc<str>,
+    },
+    /// Its workers request `resource`, for which the queue has no quota (in `flavor`, when its
+    /// admission assigned one): Kueue admits no pod requesting it.
+    NotCovered {
+        cluster_queue: Arc<str>,
+        resource: Arc<str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        flavor: Option<Arc<str>>,
+    },
+    /// The queue admits nothing new.
+    Inactive {
+        cluster_queue: Arc<str>,
+        why: String,
+    },
+    /// Kueue admitted `admitted` workers; the rest wait (for Workload slice `workload`).
+    AwaitingAdmission {
+        cluster_queue: Arc<str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        workload: Option<Arc<str>>,
+        admitted: i32,
+    },
+}
+
+impl KueueNote {
+    /// The ClusterQueue the note is about.
+    pub fn cluster_queue(&self) -> &Arc<str> {
+        match self {
+            KueueNote::QuotaExhausted { cluster_queue, .. }
+            | KueueNote::NotCovered { cluster_queue, .. }
+            | KueueNote::Inactive { cluster_queue, .. }
+            | KueueNote::AwaitingAdmission { cluster_queue, .. } => cluster_queue,
         }
     }
 }
@@ -97,6 +152,9 @@ pub struct JobPlan<'s> {
     pub removals: Vec<Removal>,
     /// Resources of one trainer (the TrainingJob states them).
     pub trainer: Resources,
+    /// Kueue's word on the size, when its quota or admission decided it (reasons
+    /// `quota_exhausted`, `awaiting_admission`).
+    pub kueue: Option<Box<KueueNote>>,
 }
 
 /// What `sorted` (keyed in [`JobKey`] order, as the state and the daemon's store keep jobs) holds
@@ -141,6 +199,7 @@ impl JobPlan<'_> {
             fulfillment_before: self.fulfillment_before,
             fulfillment_after: self.fulfillment_after,
             reason: self.reason,
+            kueue: self.kueue.as_deref(),
             placements: self
                 .placements
                 .iter()
@@ -181,6 +240,9 @@ pub struct NamedJobPlan<'a> {
     pub fulfillment_before: f64,
     pub fulfillment_after: f64,
     pub reason: Reason,
+    /// Kueue's word on the size (the ClusterQueue, the resource), when it decided it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kueue: Option<&'a KueueNote>,
     pub placements: Vec<NamedCount<'a>>,
     pub removals: Vec<NamedRemoval<'a>>,
 }

@@ -13,7 +13,7 @@ use crate::cluster::filters::PodClassId;
 
 /// Admits jobs below min as whole gangs, in priority then age order, reclaiming trainers from
 /// more fulfilled elastic jobs of no higher priority when that makes the gang fit. Returns which
-/// jobs stay starving; a job whose min is above the cap always does.
+/// jobs stay starving; a job whose min is above the cap (or its quota ceiling) always does.
 pub fn admit_starving(
     jobs: &mut [Candidate],
     index: &mut NodeIndex,
@@ -22,7 +22,7 @@ pub fn admit_starving(
 ) -> Vec<bool> {
     let mut starving: Vec<bool> = jobs
         .iter()
-        .map(|j| j.planned < j.min || j.min_above_cap)
+        .map(|j| j.planned < j.min || j.gang_blocked())
         .collect();
     retry_starving(jobs, index, cooling, &mut starving, repairs);
     starving
@@ -40,7 +40,7 @@ pub fn retry_starving(
     repairs: &mut Repairs,
 ) -> bool {
     let mut order: Vec<usize> = (0..jobs.len())
-        .filter(|&i| starving[i] && !jobs[i].min_above_cap)
+        .filter(|&i| starving[i] && !jobs[i].gang_blocked())
         .collect();
     order.sort_by(|&a, &b| jobs[a].order_key().cmp(&jobs[b].order_key()));
     let mut admitted = false;

@@ -6,6 +6,10 @@
 //!
 //! - **Arrival**: the original operator creates the TrainingJob (phase Creating) and its trainer
 //!   Job with `parallelism` = min; the trainer pods are pending.
+//! - **Under Kueue** (a scenario with `queues`): an arriving job's trainer Job is suspended until
+//!   its Workload is admitted; each tick starts with Kueue's admission round and brings the
+//!   cluster model's Workloads up to date (see [`super::kueue`]); a new target beyond what the
+//!   quota admits leaves the extra pods gated.
 //! - **Tick** (every `interval_s`): one planner pass over the [`ClusterState`](crate::cluster::ClusterState);
 //!   the trainer Job controller applies each new target (pods of the indexes at or above it
 //!   deleted, pending or bound; pods of missing indexes below it created); pending pods are bound
@@ -26,7 +30,8 @@ use ordered_float::OrderedFloat;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-use super::metrics::{HeldBy, JobOutcome, TickSample};
+use super::kueue::KueuePlay;
+use super::metrics::{HeldBy, JobOutcome, QueueGpus, QueueTicks, TickSample};
 use super::scenario::{Scenario, SchedulerKind};
 use super::scheduler::{NAMESPACE, World};
 use super::speedup::SpeedupModel;
@@ -35,6 +40,7 @@ use crate::api::priority::resolve_priority;
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
 use crate::cluster::JobInfo;
+use crate::operator::names::trainer_name;
 use crate::planner::{self, PlannerConfig, Policy};
 
 pub use super::metrics::RunResult;
@@ -148,6 +154,12 @@ pub struct Engine<'a> {
     held_by: [f64; HeldBy::COUNT],
     /// Jobs seen so at least once.
     partial_gang_jobs: std::collections::BTreeSet<usize>,
+    /// Kueue's admission, with the scenario's `queues`.
+    kueue: Option<KueuePlay>,
+    /// Per queue, the shares while it had waiting work.
+    queue_ticks: Vec<QueueTicks>,
+    /// Per job, the names of its Workloads in the cluster model.
+    workloads: Vec<Vec<String>>,
 }
 
 impl<'a> Engine<'a> {
@@ -244,6 +256,42 @@ impl<'a> Engine<'a> {
                 allocated_gpu_s: 0.0,
             });
         }
+        let (kueue, queue_ticks) = match &scenario.queues {
+            Some(queues) => {
+                let cluster = scenario
+                    .node_pools
+                    .iter()
+                    .fold(Resources::default(), |acc, p| {
+                        let n = i64::from(p.count);
+                        Resources::new(
+                            acc.cpu_milli + p.allocatable.cpu_milli * n,
+                            acc.memory + p.allocatable.memory * n,
+                            acc.gpu + p.allocatable.gpu * n,
+                        )
+                    });
+                let play = KueuePlay::new(
+                    queues,
+                    cluster,
+                    trace.iter().zip(&runs).map(|(t, r)| {
+                        queues
+                            .queue_of(&t.vc)
+                            .map(|q| (q, r.info.trainer, r.info.priority))
+                    }),
+                );
+                let ticks = queues
+                    .queues
+                    .iter()
+                    .map(|q| QueueTicks {
+                        name: q.name.clone(),
+                        nominal_gpus: q.gpus,
+                        cluster_gpus: cluster.gpu,
+                        ..QueueTicks::default()
+                    })
+                    .collect();
+                (Some(play), ticks)
+            }
+            None => (None, Vec::new()),
+        };
         let config = PlannerConfig {
             policy,
             max_load_desired: scenario.max_load_desired,
@@ -275,7 +323,11 @@ impl<'a> Engine<'a> {
             partial_gang_ticks: 0,
             held_by: [0.0; HeldBy::COUNT],
             partial_gang_jobs: Default::default(),
+            kueue,
+            queue_ticks,
+            workloads: Vec::new(),
         };
+        engine.feed_queues();
         for (i, t) in trace.iter().enumerate() {
             engine.push(t.submit_s, Event::Arrival { job: i });
         }
@@ -284,6 +336,51 @@ impl<'a> Engine<'a> {
         }
         engine.push(0.0, Event::Tick);
         engine
+    }
+
+    /// Puts Kueue's ResourceFlavor, ClusterQueues and LocalQueues into the cluster model.
+    fn feed_queues(&mut self) {
+        let Some(kueue) = &self.kueue else {
+            return;
+        };
+        self.workloads = vec![Vec::new(); self.runs.len()];
+        let (flavor, cqs, lqs) = kueue.queue_objects(NAMESPACE);
+        let state = &mut self.world.state;
+        let mut results = vec![state.apply_resource_flavor(&flavor)];
+        results.extend(cqs.iter().map(|cq| state.apply_cluster_queue(cq)));
+        results.extend(lqs.iter().map(|lq| state.apply_local_queue(lq)));
+        for e in results.into_iter().filter_map(Result::err) {
+            tracing::warn!(error = %e, "simulated Kueue object rejected by the cluster model");
+        }
+    }
+
+    /// Brings the cluster model's Workloads of the jobs whose Workloads changed up to date.
+    fn feed_workloads(&mut self) {
+        let Some(kueue) = self.kueue.as_mut() else {
+            return;
+        };
+        for job in kueue.take_changed() {
+            let name = &self.trace[job].id;
+            let wanted = kueue.workloads(job, name, &trainer_name(name), NAMESPACE);
+            let Some(fed) = self.workloads.get_mut(job) else {
+                continue;
+            };
+            for old in fed.iter() {
+                if !wanted
+                    .iter()
+                    .any(|w| w.metadata.name.as_deref() == Some(old.as_str()))
+                {
+                    self.world.state.delete_workload(NAMESPACE, old);
+                }
+            }
+            fed.clear();
+            for w in &wanted {
+                if let Err(e) = self.world.state.apply_workload(w) {
+                    tracing::warn!(error = %e, "simulated Workload rejected by the cluster model");
+                }
+                fed.extend(w.metadata.name.clone());
+            }
+        }
     }
 
     fn push(&mut self, t: f64, event: Event) {
@@ -370,7 +467,8 @@ impl<'a> Engine<'a> {
             .trace
             .iter()
             .zip(&self.runs)
-            .map(|(t, r)| JobOutcome {
+            .enumerate()
+            .map(|(i, (t, r))| JobOutcome {
                 id: t.id.clone(),
                 req_workers: t.req_workers,
                 req_gpus: t.gpus_per_worker * i64::from(t.req_workers),
@@ -381,6 +479,7 @@ impl<'a> Engine<'a> {
                 work_done_worker_s: r.work_done,
                 allocated_worker_s: r.allocated_worker_s,
                 allocated_gpu_s: r.allocated_gpu_s,
+                queue: self.kueue.as_ref().and_then(|k| k.queue_of(i)),
             })
             .collect();
         RunResult {
@@ -396,6 +495,15 @@ impl<'a> Engine<'a> {
             partial_gang_ticks: self.partial_gang_ticks,
             held_by: self.held_by,
             partial_gang_jobs: self.partial_gang_jobs.len(),
+            queues: self
+                .queue_ticks
+                .into_iter()
+                .enumerate()
+                .map(|(q, t)| QueueTicks {
+                    deferred_scale_ups: self.kueue.as_ref().map_or(0, |k| k.deferred_scale_ups(q)),
+                    ..t
+                })
+                .collect(),
         }
     }
 
@@ -415,10 +523,25 @@ impl<'a> Engine<'a> {
             .set_training_job(key.clone(), Some(run.info.clone()));
         self.world
             .state
-            .set_trainer_job(key, Some(Some(run.parallelism)));
-        // No pod exists yet: nothing bound can go.
-        self.world
-            .scale_to(job, run.parallelism.max(0) as u32, now as i64);
+            .set_trainer_job(key.clone(), Some(Some(run.parallelism)));
+        match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
+            // The trainer Job carries its queue's label; Kueue suspends it until its Workload is
+            // admitted: no pods yet.
+            Some(kueue) => {
+                kueue.submit(job, run.parallelism, now);
+                let queue = kueue.queue_of(job).and_then(|q| kueue.queue_name(q));
+                let trainer = trainer_name(&key.name);
+                self.world
+                    .state
+                    .set_trainer_job_queue(&key, Some((&trainer, queue)));
+                self.world.state.set_trainer_job_suspended(&key, true);
+            }
+            // No pod exists yet: nothing bound can go.
+            None => {
+                self.world
+                    .scale_to(job, run.parallelism.max(0) as u32, now as i64);
+            }
+        }
         self.active.insert(job);
     }
 
@@ -522,8 +645,14 @@ impl<'a> Engine<'a> {
         self.completed += 1;
         self.account_span(job, now);
         self.active.remove(&job);
+        if let Some(kueue) = self.kueue.as_mut() {
+            kueue.finish(job);
+        }
         self.world.remove_job_pods(job);
         let key = self.world.jobs[job].key.clone();
+        if self.kueue.is_some() {
+            self.world.state.set_trainer_job_queue(&key, None);
+        }
         self.world.state.set_trainer_job(key.clone(), None);
         self.world.state.set_training_job(key, None);
     }
@@ -551,8 +680,29 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// One planner pass, its application, and a scheduling pass. Returns whether anything changed.
+    /// Kueue admits the Workloads that fit: a job's first unsuspends its trainer Job, whose pods
+    /// are created; a scale-up slice ungates the pods it adds. Returns whether any was admitted.
+    fn admit_workloads(&mut self, now: f64) -> bool {
+        let Some(kueue) = self.kueue.as_mut() else {
+            return false;
+        };
+        let admitted = kueue.admit();
+        for a in &admitted {
+            if a.first {
+                let key = self.world.jobs[a.job].key.clone();
+                self.world.state.set_trainer_job_suspended(&key, false);
+            }
+            let pods = a.count.min(self.runs[a.job].parallelism).max(0);
+            self.world.scale_to(a.job, pods as u32, now as i64);
+        }
+        !admitted.is_empty()
+    }
+
+    /// One Kueue admission round, a planner pass, its application, and a scheduling pass.
+    /// Returns whether anything changed.
     fn tick(&mut self, now: f64) -> bool {
+        let admitted = self.admit_workloads(now);
+        self.feed_workloads();
         self.config.now = now as i64;
         let started = Instant::now();
         let plan = planner::plan(&self.world.state, &self.config);
@@ -586,7 +736,7 @@ impl<'a> Engine<'a> {
             .collect();
         drop(plan);
 
-        let mut changed = false;
+        let mut changed = admitted;
         let mut dirty = std::collections::BTreeSet::new();
         let mut placements: HashMap<usize, Vec<(usize, u32)>> = HashMap::new();
         for Decision {
@@ -606,7 +756,12 @@ impl<'a> Engine<'a> {
                 let key = self.world.jobs[job].key.clone();
                 self.world.state.set_training_job(key.clone(), Some(info));
                 self.world.state.set_trainer_job(key, Some(Some(target)));
-                if self.world.scale_to(job, target as u32, now as i64) {
+                // Under Kueue, pods beyond the admitted workers stay gated (not bindable).
+                let pods = match self.kueue.as_mut().filter(|k| k.queue_of(job).is_some()) {
+                    Some(kueue) => kueue.resize(job, target, now),
+                    None => target,
+                };
+                if self.world.scale_to(job, pods.max(0) as u32, now as i64) {
                     dirty.insert(job);
                 }
             }
@@ -668,6 +823,31 @@ impl<'a> Engine<'a> {
                 wanting.push(info.trainer);
             }
         }
+        let mut queue_gpus = Vec::new();
+        if let Some(kueue) = &self.kueue {
+            // Per queue: GPUs bound, GPUs wanted, whether a GPU job is below its max.
+            let mut per_queue = vec![(0i64, 0i64, false); kueue.queue_count()];
+            for &j in &self.active {
+                let Some(slot) = kueue.queue_of(j).and_then(|q| per_queue.get_mut(q)) else {
+                    continue;
+                };
+                let info = &self.runs[j].info;
+                let gpus = self.trace[j].gpus_per_worker;
+                let bound = self.world.bound(j) as i32;
+                slot.0 += i64::from(bound) * gpus;
+                slot.1 += i64::from(info.max.max(0)) * gpus;
+                slot.2 |= gpus > 0 && bound < info.max;
+            }
+            for (q, (used, demand, waiting)) in per_queue.into_iter().enumerate() {
+                if waiting && let Some(t) = self.queue_ticks.get_mut(q) {
+                    t.add(used, demand);
+                }
+                queue_gpus.push(QueueGpus {
+                    bound: used,
+                    admitted: kueue.used_gpus(q),
+                });
+            }
+        }
         let mut stranded = 0i64;
         if !wanting.is_empty() {
             for n in &self.world.nodes {
@@ -704,6 +884,7 @@ impl<'a> Engine<'a> {
             gpus_free_blocked,
             fulfillment_avg: (fulfillment.1 > 0).then(|| fulfillment.0 / f64::from(fulfillment.1)),
             pass_ms: self.pass_ms.last().copied().unwrap_or(0.0),
+            queues: queue_gpus,
         });
     }
 }

@@ -30,6 +30,17 @@ pub struct TickSample {
     pub fulfillment_avg: Option<f64>,
     /// Wall time of the planner pass (not deterministic).
     pub pass_ms: f64,
+    /// Per Kueue queue (empty without queues): GPUs of its jobs bound, and admitted.
+    pub queues: Vec<QueueGpus>,
+}
+
+/// One Kueue queue's GPUs after a tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct QueueGpus {
+    /// Bound to its jobs' trainers.
+    pub bound: i64,
+    /// Held by its jobs' admitted Workloads.
+    pub admitted: i64,
 }
 
 /// What holds a live job at its plan's size, from the pass's reason: its gang does not fit yet,
@@ -87,6 +98,8 @@ pub struct JobOutcome {
     pub allocated_worker_s: f64,
     /// Σ GPUs bound × seconds.
     pub allocated_gpu_s: f64,
+    /// Its Kueue queue (index in the scenario's `queues`), when the scenario has queues.
+    pub queue: Option<usize>,
 }
 
 impl JobOutcome {
@@ -94,6 +107,67 @@ impl JobOutcome {
     pub fn jct_s(&self) -> Option<f64> {
         self.finish_s.map(|f| f - self.submit_s)
     }
+}
+
+/// One Kueue queue over a run: the shares of the cluster's GPUs its jobs held and wanted,
+/// summed over the ticks at which it had waiting work (an arrived, unfinished GPU job below its
+/// max: pending, not admitted, or able to grow).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueueTicks {
+    pub name: String,
+    /// GPU nominal quota.
+    pub nominal_gpus: i64,
+    /// The cluster's GPUs (shares are of these).
+    pub cluster_gpus: i64,
+    /// Ticks at which it had waiting work.
+    pub waiting_ticks: u64,
+    /// Σ over those ticks of its jobs' bound GPUs / cluster GPUs.
+    pub used_share: f64,
+    /// Σ over those ticks of its demand / cluster GPUs, the demand being its arrived, unfinished
+    /// jobs' max × GPUs per worker, at most the cluster's GPUs.
+    pub demand_share: f64,
+    /// Σ over those ticks of min(nominal, demand) / cluster GPUs.
+    pub entitled_share: f64,
+    /// Scale-ups of its jobs that Kueue could not admit at once (the planner asked beyond the
+    /// quota; 0 when its quota arithmetic and Kueue's agree).
+    pub deferred_scale_ups: u64,
+}
+
+impl QueueTicks {
+    /// Adds one tick at which the queue had waiting work: `used` GPUs bound, `demand` GPUs wanted.
+    pub fn add(&mut self, used: i64, demand: i64) {
+        let cluster = self.cluster_gpus.max(1) as f64;
+        let demand = demand.clamp(0, self.cluster_gpus.max(0));
+        self.waiting_ticks += 1;
+        self.used_share += used as f64 / cluster;
+        self.demand_share += demand as f64 / cluster;
+        self.entitled_share += self.nominal_gpus.min(demand) as f64 / cluster;
+    }
+}
+
+/// The per-queue line of `queues.csv` and of the queue table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueueSummary {
+    pub policy: Policy,
+    pub scheduler: SchedulerKind,
+    pub queue: String,
+    pub nominal_gpus: i64,
+    /// Nominal GPUs / cluster GPUs.
+    pub nominal_share: f64,
+    /// Hours (ticks × interval) at which it had waiting work.
+    pub waiting_h: f64,
+    /// Mean share of the cluster's GPUs its jobs held while it had waiting work.
+    pub used_share: Option<f64>,
+    /// Mean demand share over the same ticks.
+    pub demand_share: Option<f64>,
+    /// Mean of min(nominal share, demand share) over the same ticks: what its quota entitles it
+    /// to.
+    pub entitled_share: Option<f64>,
+    pub jobs: usize,
+    pub completed: usize,
+    pub avg_jct_s: Option<f64>,
+    pub p99_jct_s: Option<f64>,
+    pub deferred_scale_ups: u64,
 }
 
 /// The raw result of one policy's run.
@@ -121,6 +195,8 @@ pub struct RunResult {
     pub held_by: [f64; HeldBy::COUNT],
     /// Jobs observed so at least once.
     pub partial_gang_jobs: usize,
+    /// Per Kueue queue, in the scenario's order (empty without queues).
+    pub queues: Vec<QueueTicks>,
 }
 
 /// The per-policy entry of `summary.json` (exactly the keys of the format).
@@ -275,6 +351,37 @@ impl RunResult {
         }
     }
 
+    /// Per Kueue queue: shares while it had waiting work, and its jobs' JCT.
+    pub fn queue_summaries(&self) -> Vec<QueueSummary> {
+        self.queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let jobs: Vec<&JobOutcome> =
+                    self.jobs.iter().filter(|j| j.queue == Some(i)).collect();
+                let jcts = sorted(jobs.iter().filter_map(|j| j.jct_s()).collect());
+                let ticks = q.waiting_ticks as f64;
+                let per_tick = |sum: f64| (q.waiting_ticks > 0).then(|| sum / ticks);
+                QueueSummary {
+                    policy: self.policy,
+                    scheduler: self.scheduler,
+                    queue: q.name.clone(),
+                    nominal_gpus: q.nominal_gpus,
+                    nominal_share: q.nominal_gpus as f64 / q.cluster_gpus.max(1) as f64,
+                    waiting_h: ticks * self.interval_s / 3600.0,
+                    used_share: per_tick(q.used_share),
+                    demand_share: per_tick(q.demand_share),
+                    entitled_share: per_tick(q.entitled_share),
+                    jobs: jobs.len(),
+                    completed: jcts.len(),
+                    avg_jct_s: mean(jcts.iter().copied()),
+                    p99_jct_s: percentile(&jcts, 0.99),
+                    deferred_scale_ups: q.deferred_scale_ups,
+                }
+            })
+            .collect()
+    }
+
     /// JCT by requested workers: 1, 2-4, 8, >=16 (`other` when any job is so).
     pub fn jct_by_size(&self) -> Vec<BucketJct> {
         SIZE_BUCKETS
@@ -314,5 +421,21 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), Some(4.0));
         assert_eq!(percentile(&v, 0.0), Some(1.0));
         assert_eq!(percentile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn queue_ticks_cap_demand_at_the_cluster_and_entitle_min_of_quota_and_demand() {
+        let mut q = QueueTicks {
+            name: "a".into(),
+            nominal_gpus: 4,
+            cluster_gpus: 16,
+            ..QueueTicks::default()
+        };
+        q.add(2, 2); // demand below quota: entitled to its demand
+        q.add(8, 40); // demand above the cluster: capped at 16; entitled to its quota
+        assert_eq!(q.waiting_ticks, 2);
+        assert_eq!(q.used_share, 10.0 / 16.0);
+        assert_eq!(q.demand_share, 18.0 / 16.0);
+        assert_eq!(q.entitled_share, 6.0 / 16.0);
     }
 }

@@ -10,6 +10,7 @@
 //! - [`trace`]: the job trace (CSV).
 //! - [`speedup`]: speedup models (`pollux`, `pollux-throughput`, `linear`, `amdahl:P`).
 //! - [`engine`]: the event loop.
+//! - [`kueue`]: Kueue's admission of the jobs of a scenario's `queues`.
 //! - [`scheduler`]: the simulated binding of pods (both ways) and job controller.
 //! - [`metrics`]: per-tick samples and per-job outcomes, summarised per policy.
 //! - [`report`]: `summary.json`, `timeseries.csv`, `jobs.csv`, the terminal table.
@@ -17,6 +18,7 @@
 
 pub mod engine;
 mod error;
+pub mod kueue;
 pub mod metrics;
 pub mod plot;
 pub mod report;
@@ -54,7 +56,7 @@ pub fn run_policies(
         .collect()
 }
 
-/// Loads the scenario's trace and speedup model.
+/// Loads the scenario's trace and speedup model; with `queues`, checks every trace VC has one.
 pub fn load_inputs(scenario: &Scenario) -> Result<(Vec<TraceJob>, SpeedupModel), SimError> {
     let speedup = SpeedupModel::load(&scenario.speedup)?;
     let jobs = trace::load(&scenario.trace)?;
@@ -62,5 +64,8 @@ pub fn load_inputs(scenario: &Scenario) -> Result<(Vec<TraceJob>, SpeedupModel),
         jobs.iter().map(|j| (j.application.as_str(), j.row)),
         &scenario.trace.path,
     )?;
+    if let Some(queues) = &scenario.queues {
+        queues.check_trace(&scenario.path, jobs.iter().map(|j| (j.vc.as_str(), j.row)))?;
+    }
     Ok((jobs, speedup))
 }

@@ -1,5 +1,5 @@
 //! Writing a simulation's results: `summary.json`, `timeseries.csv`, `jobs.csv`,
-//! `jct_by_size.csv`, and the side-by-side terminal table.
+//! `jct_by_size.csv`, `queues.csv` (with Kueue queues), and the side-by-side terminal table.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::SimError;
-use super::metrics::{BucketJct, HeldBy, PolicySummary, RunResult};
+use super::metrics::{BucketJct, HeldBy, PolicySummary, QueueSummary, RunResult};
 
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -107,7 +107,138 @@ pub fn write_all(dir: &Path, summary: &Summary, runs: &[RunResult]) -> Result<()
         );
     }
     write(&dir.join("jct_by_size.csv"), &sizes)?;
+
+    if runs.iter().any(|r| !r.queues.is_empty()) {
+        write(&dir.join("queues.csv"), &queues_csv(summary, runs))?;
+    }
     Ok(())
+}
+
+/// The all-job line of a run in the queue table and `queues.csv` (no queue can be so named).
+const ALL_JOBS: &str = "(all)";
+
+/// The all-job line of a run: the queues' nominal GPUs summed, the run's JCT.
+fn all_jobs(s: &PolicySummary, queues: &[QueueSummary], cluster_gpus: i64) -> QueueSummary {
+    let nominal_gpus = queues.iter().map(|q| q.nominal_gpus).sum::<i64>();
+    QueueSummary {
+        policy: s.policy,
+        scheduler: s.scheduler,
+        queue: ALL_JOBS.to_string(),
+        nominal_gpus,
+        nominal_share: nominal_gpus as f64 / cluster_gpus.max(1) as f64,
+        waiting_h: 0.0,
+        used_share: None,
+        demand_share: None,
+        entitled_share: None,
+        jobs: s.jobs_total,
+        completed: s.jobs_completed,
+        avg_jct_s: s.avg_jct_s,
+        p99_jct_s: s.p99_jct_s,
+        deferred_scale_ups: queues.iter().map(|q| q.deferred_scale_ups).sum(),
+    }
+}
+
+/// Per run, its queues' lines then its all-job line.
+fn queue_lines(summary: &Summary, runs: &[RunResult]) -> Vec<QueueSummary> {
+    let mut out = Vec::new();
+    for (s, r) in summary.policies.iter().zip(runs) {
+        let Some(first) = r.queues.first() else {
+            continue;
+        };
+        let queues = r.queue_summaries();
+        let all = all_jobs(s, &queues, first.cluster_gpus);
+        out.extend(queues);
+        out.push(all);
+    }
+    out
+}
+
+/// `queues.csv`: one line per run and queue, and a `(all)` line per run.
+pub fn queues_csv(summary: &Summary, runs: &[RunResult]) -> String {
+    let mut out = String::from(
+        "policy,scheduler,queue,nominal_gpus,nominal_share,waiting_h,used_share,demand_share,entitled_share,jobs,completed,avg_jct_s,p99_jct_s,deferred_scale_ups\n",
+    );
+    for q in queue_lines(summary, runs) {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{:.6},{:.3},{},{},{},{},{},{},{},{}",
+            q.policy.as_str(),
+            q.scheduler.as_str(),
+            q.queue,
+            q.nominal_gpus,
+            q.nominal_share,
+            q.waiting_h,
+            opt(q.used_share),
+            opt(q.demand_share),
+            opt(q.entitled_share),
+            q.jobs,
+            q.completed,
+            opt(q.avg_jct_s),
+            opt(q.p99_jct_s),
+            q.deferred_scale_ups
+        );
+    }
+    out
+}
+
+/// The queue table: per run and queue, the nominal share, the hours it had waiting work, the
+/// shares used and demanded meanwhile, min(quota, demand) and the gap, its jobs and their JCT,
+/// and its scale-ups Kueue could not admit at once.
+pub fn queue_table(summary: &Summary, runs: &[RunResult]) -> String {
+    let lines = queue_lines(summary, runs);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let share = |v: Option<f64>| v.map(pct).unwrap_or("-".into());
+    let mut grid = vec![
+        [
+            "queues (shares of the cluster's GPUs)",
+            "queue",
+            "nominal",
+            "waiting",
+            "used while waiting",
+            "demand",
+            "min(quota, demand)",
+            "used − min",
+            "jobs",
+            "avg JCT",
+            "p99 JCT",
+            "scale-ups waited",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for q in &lines {
+        let gap = q
+            .used_share
+            .zip(q.entitled_share)
+            .map(|(u, e)| format!("{:+.1} pt", (u - e) * 100.0))
+            .unwrap_or("-".into());
+        let jobs = if q.completed < q.jobs {
+            format!("{} ({} unfinished)", q.jobs, q.jobs - q.completed)
+        } else {
+            q.jobs.to_string()
+        };
+        grid.push(vec![
+            format!("{}/{}", q.policy.as_str(), q.scheduler.as_str()),
+            q.queue.clone(),
+            format!("{} ({})", pct(q.nominal_share), q.nominal_gpus),
+            if q.queue == ALL_JOBS {
+                "-".into()
+            } else {
+                format!("{:.1} h", q.waiting_h)
+            },
+            share(q.used_share),
+            share(q.demand_share),
+            share(q.entitled_share),
+            gap,
+            jobs,
+            secs(q.avg_jct_s),
+            secs(q.p99_jct_s),
+            q.deferred_scale_ups.to_string(),
+        ]);
+    }
+    render(&grid)
 }
 
 /// Seconds as `12345 s` or hours when large.
@@ -124,7 +255,7 @@ fn pct(v: f64) -> String {
 }
 
 /// The side-by-side table of the runs (one column per policy and scheduler), then JCT by job
-/// size (plain text, also valid Markdown).
+/// size, then with Kueue queues the queue table (plain text, also valid Markdown).
 pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     let p = &summary.policies;
     type Row = (&'static str, Box<dyn Fn(&PolicySummary) -> String>);
@@ -240,6 +371,11 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
     }
     out.push('\n');
     out.push_str(&render(&grid));
+    let queues = queue_table(summary, runs);
+    if !queues.is_empty() {
+        out.push('\n');
+        out.push_str(&queues);
+    }
     out
 }
 

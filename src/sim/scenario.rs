@@ -102,6 +102,83 @@ pub struct Fault {
     pub down_for_s: Option<f64>,
 }
 
+/// `queues`: Kueue queues the trace's jobs submit to, by virtual cluster (`vc`). Each is one
+/// ClusterQueue (GPU quota `gpus`; CPU and memory quota the cluster's, so only GPUs bind) and one
+/// LocalQueue of the same name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSet {
+    /// Every ClusterQueue's cohort (they borrow each other's unused quota); none: no borrowing.
+    pub cohort: Option<String>,
+    pub queues: Vec<QueueSpec>,
+}
+
+/// One queue of [`QueueSet`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueSpec {
+    /// The ClusterQueue's and the LocalQueue's name.
+    pub name: String,
+    /// The trace VCs whose jobs it takes.
+    pub vcs: Vec<String>,
+    /// It also takes every VC no queue names (`"*"` in `vcs`).
+    pub catch_all: bool,
+    /// GPU nominal quota.
+    pub gpus: i64,
+    /// GPUs it may borrow beyond `gpus` from its cohort; none: no limit.
+    pub borrowing_limit: Option<i64>,
+}
+
+impl QueueSet {
+    /// The index of the queue taking the jobs of `vc`: the one naming it, else the catch-all.
+    pub fn queue_of(&self, vc: &str) -> Option<usize> {
+        self.queues
+            .iter()
+            .position(|q| q.vcs.iter().any(|v| v == vc))
+            .or_else(|| self.queues.iter().position(|q| q.catch_all))
+    }
+
+    /// Checks that every VC of a trace has a queue: `vcs` yields each job's VC and trace row;
+    /// `path` is the scenario file (for the message).
+    pub fn check_trace<'a>(
+        &self,
+        path: &Path,
+        vcs: impl IntoIterator<Item = (&'a str, usize)>,
+    ) -> Result<(), SimError> {
+        if self.queues.iter().any(|q| q.catch_all) {
+            return Ok(());
+        }
+        let mut missing: BTreeMap<&str, usize> = BTreeMap::new();
+        for (vc, row) in vcs {
+            if self.queue_of(vc).is_none() {
+                missing.entry(vc).or_insert(row);
+            }
+        }
+        match missing.iter().next() {
+            None => Ok(()),
+            Some((vc, row)) => Err(SimError::key(
+                path,
+                "queues.queues",
+                format!(
+                    "the trace's VC {vc:?} (first at row {row}) is in no queue, and so are {} \
+                     other VC(s); name them in a queue's `vcs` or add a queue with vcs [\"*\"]",
+                    missing.len() - 1
+                ),
+            )),
+        }
+    }
+}
+
+/// Whether `name` is a DNS label (Kueue's queue and cohort names): 1 to 63 lowercase letters,
+/// digits and `-`, starting and ending with a letter or digit.
+fn dns_label(name: &str) -> bool {
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (1..=63).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && edge(name.chars().next())
+        && edge(name.chars().last())
+}
+
 /// A loaded, checked scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
@@ -131,6 +208,8 @@ pub struct Scenario {
     /// The `priority` string of jobs of each trace virtual cluster (`vc`): an integer or the name
     /// of one of `priority_classes`; jobs of other VCs have none (0).
     pub vc_priorities: BTreeMap<String, String>,
+    /// Kueue queues by VC; none: no Kueue (jobs are not queued).
+    pub queues: Option<QueueSet>,
 }
 
 /// A number or a string in YAML (`cpu: 96` as well as `cpu: "500m"`).
@@ -175,6 +254,31 @@ struct RawScenario {
     priority_classes: Vec<RawPriorityClass>,
     #[serde(default)]
     vc_priorities: BTreeMap<String, String>,
+    queues: Option<RawQueues>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueues {
+    cohort: Option<String>,
+    queues: Vec<RawQueue>,
+}
+
+/// A VC name: a string; anything else (YAML reads `103959` as a number) is named in the error.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawVc {
+    Text(String),
+    Other(serde_json::Value),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    name: String,
+    vcs: Vec<RawVc>,
+    gpus: i64,
+    borrowing_limit: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -243,6 +347,108 @@ struct RawFault {
     node_pool: String,
     count: i64,
     down_for_s: Option<f64>,
+}
+
+/// Checks the `queues` section: names are DNS labels and unique, a VC is in one queue at most,
+/// one queue at most takes `"*"`, quotas are not negative, a borrowing limit needs a cohort.
+fn read_queues(
+    raw: RawQueues,
+    err: &dyn Fn(&str, String) -> SimError,
+) -> Result<QueueSet, SimError> {
+    if let Some(c) = &raw.cohort
+        && !dns_label(c)
+    {
+        return Err(err(
+            "queues.cohort",
+            format!("{c:?} is not a DNS label (lowercase letters, digits and '-', at most 63)"),
+        ));
+    }
+    if raw.queues.is_empty() {
+        return Err(err("queues.queues", "needs at least one queue".into()));
+    }
+    // Where each VC (and "*") was first named.
+    let mut named: BTreeMap<&str, String> = BTreeMap::new();
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut queues = Vec::with_capacity(raw.queues.len());
+    for (i, q) in raw.queues.iter().enumerate() {
+        let key = |k: &str| format!("queues.queues[{i}].{k}");
+        if !dns_label(&q.name) {
+            return Err(err(
+                &key("name"),
+                format!(
+                    "{:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
+                    q.name
+                ),
+            ));
+        }
+        if let Some(first) = names.insert(&q.name, i) {
+            return Err(err(
+                &key("name"),
+                format!("{:?} is also the name of queues.queues[{first}]", q.name),
+            ));
+        }
+        if q.vcs.is_empty() {
+            return Err(err(&key("vcs"), "needs at least one VC (or \"*\")".into()));
+        }
+        let mut vcs = Vec::with_capacity(q.vcs.len());
+        for (j, vc) in q.vcs.iter().enumerate() {
+            let at = format!("queues.queues[{i}].vcs[{j}]");
+            let vc = match vc {
+                RawVc::Text(vc) => vc.as_str(),
+                RawVc::Other(v) => {
+                    return Err(err(
+                        &at,
+                        format!(
+                            "{v} is not a string: quote VC names YAML reads as numbers \
+                             (\"103959\", \"6214e9\")"
+                        ),
+                    ));
+                }
+            };
+            vcs.push(vc);
+            if vc.is_empty() {
+                return Err(err(&at, "a VC must not be empty".into()));
+            }
+            if let Some(first) = named.insert(vc, at.clone()) {
+                return Err(err(&at, format!("VC {vc:?} is already in {first}")));
+            }
+        }
+        if !(0..=1_000_000).contains(&q.gpus) {
+            return Err(err(
+                &key("gpus"),
+                format!("{} is not in 0..=1000000", q.gpus),
+            ));
+        }
+        if let Some(b) = q.borrowing_limit {
+            if !(0..=1_000_000).contains(&b) {
+                return Err(err(
+                    &key("borrowing_limit"),
+                    format!("{b} is not in 0..=1000000"),
+                ));
+            }
+            if raw.cohort.is_none() {
+                return Err(err(
+                    &key("borrowing_limit"),
+                    "a queue borrows only within a cohort: set queues.cohort".into(),
+                ));
+            }
+        }
+        queues.push(QueueSpec {
+            name: q.name.clone(),
+            vcs: vcs
+                .iter()
+                .filter(|v| **v != "*")
+                .map(|v| v.to_string())
+                .collect(),
+            catch_all: vcs.contains(&"*"),
+            gpus: q.gpus,
+            borrowing_limit: q.borrowing_limit,
+        });
+    }
+    Ok(QueueSet {
+        cohort: raw.cohort,
+        queues,
+    })
 }
 
 /// Checks a scenario name, which names its output directory: `[a-z0-9._-]`, not empty, not
@@ -691,6 +897,11 @@ impl Scenario {
             }
         }
 
+        let queues = raw
+            .queues
+            .map(|q| read_queues(q, &|key: &str, message| err(key, message)))
+            .transpose()?;
+
         Ok(Scenario {
             name,
             path: path.to_path_buf(),
@@ -710,6 +921,7 @@ impl Scenario {
             gang_scheduling: raw.gang_scheduling.unwrap_or(true),
             priority_classes,
             vc_priorities: raw.vc_priorities,
+            queues,
         })
     }
 
@@ -882,5 +1094,106 @@ faults:
             .unwrap_err()
             .to_string();
         assert!(e.contains("key `speedup.path`"), "{e}");
+    }
+
+    const QUEUES: &str = "queues:
+  cohort: philly
+  queues:
+    - {name: team-a, vcs: [ee9e8c], gpus: 8}
+    - {name: team-b, vcs: [b436b2, 6c71a0], gpus: 4, borrowing_limit: 2}
+    - {name: rest, vcs: ['*'], gpus: 4}
+";
+
+    #[test]
+    fn reads_queues_and_finds_each_vc_its_queue() {
+        assert_eq!(parse(GOOD).unwrap().queues, None);
+        let s = parse(&format!("{GOOD}{QUEUES}")).unwrap();
+        let q = s.queues.unwrap();
+        assert_eq!(q.cohort.as_deref(), Some("philly"));
+        assert_eq!(
+            q.queues[1],
+            QueueSpec {
+                name: "team-b".into(),
+                vcs: vec!["b436b2".into(), "6c71a0".into()],
+                catch_all: false,
+                gpus: 4,
+                borrowing_limit: Some(2),
+            }
+        );
+        assert!(q.queues[2].catch_all && q.queues[2].vcs.is_empty());
+        assert_eq!(q.queue_of("ee9e8c"), Some(0));
+        assert_eq!(q.queue_of("6c71a0"), Some(1));
+        assert_eq!(q.queue_of("103959"), Some(2));
+        assert_eq!(q.queue_of(""), Some(2));
+        // With a catch-all, every trace VC has a queue.
+        q.check_trace(Path::new("s.yaml"), [("zzz", 2)]).unwrap();
+    }
+
+    #[test]
+    fn bad_queues_are_named() {
+        let cases = [
+            // A VC in two queues.
+            (
+                "vcs: [b436b2, 6c71a0]",
+                "vcs: [b436b2, ee9e8c]",
+                "queues.queues[1].vcs[1]",
+            ),
+            // Two catch-alls.
+            (
+                "vcs: [b436b2, 6c71a0]",
+                "vcs: [b436b2, '*']",
+                "queues.queues[2].vcs[0]",
+            ),
+            // Negative quotas.
+            ("gpus: 8}", "gpus: -8}", "queues.queues[0].gpus"),
+            (
+                "borrowing_limit: 2",
+                "borrowing_limit: -1",
+                "queues.queues[1].borrowing_limit",
+            ),
+            // Borrowing without a cohort.
+            ("  cohort: philly\n", "", "queues.queues[1].borrowing_limit"),
+            ("cohort: philly", "cohort: Philly", "queues.cohort"),
+            ("name: rest", "name: team-a", "queues.queues[2].name"),
+            ("name: rest", "name: Rest_1", "queues.queues[2].name"),
+            ("vcs: ['*']", "vcs: []", "queues.queues[2].vcs"),
+            (
+                "gpus: 4}",
+                "gpus: 4, lending_limit: 1}",
+                "queues.queues[2].lending_limit",
+            ),
+            ("vcs: [ee9e8c]", "vcs: [103959]", "queues.queues[0].vcs[0]"),
+        ];
+        for (from, to, key) in cases {
+            let text = format!("{GOOD}{}", QUEUES.replacen(from, to, 1));
+            assert_ne!(text, format!("{GOOD}{QUEUES}"), "{from}");
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(&format!("key `{key}`")), "{key}: {e}");
+        }
+        let e = parse(&format!("{GOOD}queues: {{queues: []}}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("key `queues.queues`"), "{e}");
+    }
+
+    #[test]
+    fn a_trace_vc_without_a_queue_needs_a_catch_all() {
+        let text = format!("{GOOD}{QUEUES}").replace("vcs: ['*']", "vcs: ['103959']");
+        let q = parse(&text).unwrap().queues.unwrap();
+        q.check_trace(Path::new("s.yaml"), [("ee9e8c", 2), ("103959", 3)])
+            .unwrap();
+        let e = q
+            .check_trace(
+                Path::new("s.yaml"),
+                [("ee9e8c", 2), ("zz1", 3), ("zz2", 4), ("zz1", 5)],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("key `queues.queues`")
+                && e.contains("\"zz1\" (first at row 3)")
+                && e.contains("1 other VC"),
+            "{e}"
+        );
     }
 }

@@ -170,6 +170,7 @@ impl World {
                 index: Some(pod.index),
                 extended: Default::default(),
                 priority: 0,
+                claim: None,
             },
         ))
     }

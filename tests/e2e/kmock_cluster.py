@@ -2,12 +2,13 @@
 
 Runs kmock's KubernetesEmulator (PyPI `kmock` 0.8) seeded with the nodes (one roomy `node-1`, or
 `--nodes FILE`) and the PriorityClass `high` (value 1000), with `--pytorch-crds` also serving the
-PyTorchTrainingJob and PyTorchJob resources (discovery included), writes two kubeconfigs pointing
+PyTorchTrainingJob and PyTorchJob resources (discovery included), with `--jobset-crd` the JobSet
+resource (`jobset.x-k8s.io/v1alpha2` jobsets, discovery included), writes two kubeconfigs pointing
 at it, prints `READY <url>` and serves until stdin closes or `--lifetime` seconds pass (so it
 never outlives a crashed test). The test itself applies the TrainingJob. Bad input (an RBAC file,
 a `--nodes` file) is one line on stderr naming the file, object and field, and exit status 2,
 before READY (conflicting flags: argparse's usage error, status 2 too). `--self-test` checks the RBAC evaluation, the request
-classification and the fit without a server (exit status 0 when every check passes).
+classification, the fit and the Kueue model without a server (exit status 0 when every check passes).
 
 Nodes: `node-1` by default, its allocatable (and capacity) set by `--node-cpu` (16),
 `--node-memory` (64Gi), `--node-pods` (110), `--node-gpu` (`nvidia.com/gpu`, none) and its name
@@ -153,7 +154,9 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   nowhere is created Pending (no `nodeName`) with `PodScheduled=False`, reason `Unschedulable`,
   message as kube-scheduler's (`0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had
   untolerated taint {dedicated: big}.`), and is tried again every round (bound through
-  `pods/binding`, then started). Pods created by clients are not scheduled by the harness.
+  `pods/binding`, then started). A pod with `spec.schedulingGates` (its template's) is created
+  Pending with `PodScheduled=False`, reason `SchedulingGated`, and left alone until its gates
+  are gone (then tried as above). Pods created by clients are not scheduled by the harness.
   A pod whose template names any other scheduler (`trainscale`) is created pending: no
   `nodeName`, phase `Pending`, no conditions, for that scheduler to bind through `pods/binding`;
 - the kubelet: once such a pod is bound, the next round admits it as the kubelet does, against
@@ -172,6 +175,15 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
   `{"namespace", "name", "reason", "node"}`.
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
+- the JobSet controller (with `--jobset-crd`), with its ElasticJobSet feature gate on: for each
+  JobSet, one child batch/v1 Job per replicated Job and replica, named `<jobset>-<rjob>-<i>`, made
+  from the replicated Job's template, labelled `jobset.sigs.k8s.io/jobset-name`,
+  `jobset.sigs.k8s.io/replicatedjob-name` and `jobset.sigs.k8s.io/job-index` (the Job and its pod
+  template), controlled by the JobSet (ownerReference), suspended while the JobSet is; when a
+  replicated Job's `template.spec.parallelism` or `completions` changes (kept equal, as the
+  feature requires), its child Jobs' are patched to match. It writes no JobSet status and deletes
+  no child Job. The Job controller above plays these child Jobs, and the Jobs that opt in to
+  trainscale's elastic sizing (annotation `trainscale.io/min-replicas`), as the operator's;
 These fake controllers write through the emulator's own HTTP API, so every change reaches the
 watchers as a real watch event.
 
@@ -245,6 +257,106 @@ given out; from then on a watch from an older resourceVersion (not `""` or `"0"`
 `ERROR` event whose object is the API server's 410 Status (`reason: Expired`, `message: too old
 resource version: <rv> (<compacted>)`) and ends, so the client lists again. Lists are not
 affected.
+
+Kueue (`--kueue`, off by default). The API also serves `kueue.x-k8s.io/v1beta2` resourceflavors
+and clusterqueues (cluster-scoped), localqueues and workloads (namespaced), discovery included,
+with a `status` subresource for clusterqueues, localqueues and workloads; tests create the
+flavors and queues through the API (admin token). A client's write of them is checked as the
+CRD schema and Kueue's webhooks check it: 422 Invalid naming the field (a ClusterQueue's
+`resourceGroups`: non-empty `coveredResources`, each flavor listing them in order,
+`nominalQuota` a non-negative quantity, `borrowingLimit` and `lendingLimit` only with a
+`cohortName`; `queueingStrategy`; a LocalQueue's `clusterQueue`, required and immutable; a
+Workload's `podSets`); an unknown field of a ClusterQueue's spec answers 400 `strict decoding
+error: unknown field "spec.cohort"` (v1beta2 names it `cohortName`), as under
+`fieldValidation=Strict`. Kueue's webhooks on batch/v1 Jobs apply to every client:
+- on create, a Job labelled `kueue.x-k8s.io/queue-name` is stored with `spec.suspend: true`
+  (tests may create it suspended or not), and an elastic one (annotation
+  `kueue.x-k8s.io/elastic-job: "true"`) also with the scheduling gate
+  `kueue.x-k8s.io/elastic-job` in its pod template, so every pod of it starts gated;
+- refused with 403 Forbidden, `admission webhook "vjob.kb.io" denied the request: <field
+  error>` (how the API server answers a validating webhook's denial): the elastic annotation
+  together with `kueue.x-k8s.io/job-min-parallelism`; a change of the elastic annotation; a
+  change of the queue label of a Job not suspended; a change of `spec.parallelism` of a Job
+  with `job-min-parallelism` not suspended (`spec.parallelism: Forbidden: cannot change when
+  partial admission is enabled and the job is not suspended`). A plain (non-elastic) Job's
+  parallelism may change: Kueue does not refuse it, its Job reconciler requeues the Job.
+Kueue's controllers play in the rounds of the fake controllers (after the Job controller), as
+`admin`, for every Job labelled with a queue name (the Job controller above creates pods only
+for those labelled `trainscale.io/job`):
+- the Job reconciler: one Workload per Job, `job-<job>-<5 hex>` (sha1 of kind, group, name,
+  uid and, for an elastic Job, its generation, as Kueue names them), label
+  `kueue.x-k8s.io/job-uid`, a controller ownerReference to the Job (its uid), `spec.queueName`,
+  `spec.podSets: [{name: main, count: min(parallelism, completions), template}]`,
+  `spec.priority` (the value of the template's PriorityClass, with `priorityClassRef`); an
+  elastic Job's carry the annotations `kueue.x-k8s.io/elastic-job` and
+  `kueue.x-k8s.io/workload-slice-name` (the first slice's name). An elastic Job
+  (EnsureWorkloadSlices): a parallelism increase while its Workload is admitted creates a new
+  slice (annotation `kueue.x-k8s.io/workload-slice-replacement-for: <ns>/<old slice>`, count the
+  new one), pending until the quota allows the increase; a decrease, or a change while not
+  admitted, updates the count in place (`spec.podSets` and, admitted,
+  `status.admission.podSetAssignments[].count` and `resourceUsage`: the quota comes back at
+  once); of two admitted slices the older finishes `WorkloadSliceReplaced`, other strays
+  `OutOfSync`. Another Job whose Workload's count no longer matches (its parallelism changed)
+  has that Workload deleted and, running, is suspended (its template's node selector and
+  tolerations restored), then requeued with a new Workload (the same name) and resumed when it
+  is admitted. A Job `Complete` or `Failed` finishes its Workloads (`Finished=True`, reason
+  `Succeeded` or `Failed`, the Job condition's message); a deleted Job's Workloads are deleted
+  (the garbage collector's part, played for Workloads only);
+- the scheduler: the pending Workloads (no `status.admission`, not finished, `spec.active` not
+  false), by `spec.priority` then creation, each admitted when its ClusterQueue (its
+  LocalQueue's) has the quota: for each resource group covering a requested resource, the first
+  flavor (a replacement slice keeps its old slice's) where count × the pod's requests (as the
+  scheduler adds them; `pods` only when covered) fit what the queue may use now: without a
+  cohort `nominalQuota - usage`; in a cohort (`spec.cohortName`) what the cohort's nominal quota
+  leaves unused (the members' nominalQuota minus their usage, summed), capped by `nominalQuota +
+  borrowingLimit - usage` when the limit is set. A replacement slice needs room only for its
+  increase. Admission writes `status.admission {clusterQueue, podSetAssignments: [{name,
+  flavors, count, resourceUsage}]}` and the conditions `QuotaReserved` (reason `QuotaReserved`,
+  `Quota reserved in ClusterQueue <cq>`) and `Admitted` (`Admitted`) True; the replaced slice
+  gets `Finished=True`, reason `WorkloadSliceReplaced`. A Workload that does not fit gets
+  `QuotaReserved=False` with Kueue's reason and message: `WaitingForQuota` (`couldn't assign
+  flavors to pod set main: insufficient unused quota for cpu in flavor F, 2 more needed`),
+  `ExceedsMaxQuota` (`... > maximum capacity (8)`: more than the queue could ever use),
+  `NoMatchingFlavor` (`resource memory unavailable in ClusterQueue`), `Misconfigured`
+  (`LocalQueue L doesn't exist`, `ClusterQueue C doesn't exist`, `workload namespace doesn't
+  match ClusterQueue selector`) or `Suspended` (`ClusterQueue C is inactive`), and
+  `Admitted=False` (`NoReservation`). An admitted Workload whose `spec.active` turns false is
+  evicted (`Evicted=True`, reason `Deactivated`, `The workload is deactivated`; its admission
+  and quota released, `QuotaReserved=False`) and its Job suspended; set true again, it queues
+  again. A `StrictFIFO` queue admits nothing past its first Workload that does not fit;
+  `BestEffortFIFO` (the default) goes on. As in Kueue, a ClusterQueue without
+  `namespaceSelector` admits nothing: give `namespaceSelector: {}` (a selector is matched
+  against the namespace's `kubernetes.io/metadata.name` label only). A ClusterQueue naming a
+  flavor that does not exist, or with a `stopPolicy`, is inactive;
+- the Job starter: a suspended Job whose newest Workload is admitted is unsuspended (its pod
+  template given the assigned flavors' node labels, as node selector, and tolerations), also
+  after a client suspended it (Kueue owns `suspend`: stop a Job by deactivating its Workload,
+  or delete it); a running Job with a deactivated Workload, or non-elastic without an admitted
+  one, is suspended;
+- the elastic-job ungater: an elastic Job's gated pods are ungated (a patch removing the gate)
+  up to the count its newest admitted slice grants, less the pods already ungated (Succeeded
+  and Failed ones aside), lowest names first; the others stay gated, Pending;
+- the queues' status: a ClusterQueue's `Active` condition (`Ready`; `FlavorNotFound`,
+  `Stopped`), `flavorsReservation` and `flavorsUsage` (each flavor and resource of its spec:
+  `total`, `borrowed` beyond nominal), `pendingWorkloads`, `reservingWorkloads` and
+  `admittedWorkloads`; a LocalQueue's three counts.
+Where it simplifies: no preemption (nor reclaim within a cohort), no fair sharing, no
+`lendingLimit` (checked, not applied), no Cohort objects, no admission checks (a quota
+reservation is the admission), no partial admission (`job-min-parallelism` is only checked:
+admission is all or nothing), no PartialScaleUp, no waitForPodsReady, no `resource-in-use`
+finalizer, no flavor fungibility (the first flavor that fits, borrowing or not), no other job
+kinds than batch/v1 Jobs; a Workload a test creates itself is scheduled too. Amounts are
+quantity strings: whole ones plain (`3`), fractions in millis (`1500m`), memory with the largest
+binary suffix (`2Gi`). `GET /_harness/kueue` (404 without `--kueue`) answers `{"clusterQueues":
+{"<cq>": {"cohort", "active", "inactive" (why, or null), "queueingStrategy", "nominal",
+"usage", "borrowed" (each `{"<flavor>": {"<resource>": "<amount>"}}`), "admitted", "pending"
+(`["<ns>/<workload>"]`)}}, "workloads": {"<ns>/<workload>": {"owner" (its controller's name, or
+null), "ownerKind", "queue", "clusterQueue" (of its admission, or null), "count" (its spec's),
+"active" (`spec.active`), "admitted" (holds quota now), "admittedCount" (its admission's, or null), "flavors"
+(`{"<resource>": "<flavor>"}`), "finished" (the Finished reason, or null), "sliceOf" (the
+`"<ns>/<workload>"` it replaces, or null), "pending" (the QuotaReserved=False message, or
+null)}}}`. The daemon's requests for Kueue's objects go through RBAC like any
+(deploy/components/kueue/rbac.yaml). `tests/e2e/kueue_check.py` drives all this live.
 """
 
 import argparse
@@ -253,6 +365,7 @@ import collections
 import copy
 import datetime
 import decimal
+import hashlib
 import itertools
 import json
 import os
@@ -298,6 +411,22 @@ PYTORCH_RESOURCES = {
         namespaced=True, kind="PyTorchJob", subresources={"status", "scale"}
     ),
 }
+
+# The JobSet CRD, served with `--jobset-crd` (off by default), and the labels its controller puts
+# on child Jobs and their pods.
+JOBSET_RESOURCES = {
+    "jobset.x-k8s.io/v1alpha2/jobsets": dict(
+        namespaced=True, kind="JobSet", subresources={"status"},
+        verbs={"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"},
+    ),
+}
+JOBSET_KEY = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+# The annotation by which a batch/v1 Job opts in to trainscale's elastic sizing: the harness's Job
+# controller plays such Jobs.
+ELASTIC_JOB_ANNOTATION = "trainscale.io/min-replicas"
 
 # Discovery answers these verbs for every resource, so `kubectl get` and `kubectl describe` work
 # against the emulator (it serves them all).
@@ -1391,6 +1520,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.json_response(WATCH_VERSIONS)
         if path == BINDINGS_PATH:
             return aiohttp.web.json_response(BINDINGS)
+        if path == KUEUE_PATH:
+            return kueue_answer(self)
         if path == SERVE_PYTORCH_PATH:
             for key, info in PYTORCH_RESOURCES.items():
                 self.resources[key] = info
@@ -1472,6 +1603,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
         if not meta.get("name"):
             return status_response(422, "Invalid", "metadata.name: Required value: name or "
                                    "generateName is required")
+        refused = kueue_admission(request.resource.plural, request.resource.group, body)
+        if refused is not None:
+            return refused
         key = f"{request.resource.group}/{request.resource.version}/{request.resource.plural}" \
             if request.resource.group else f"{request.resource.version}/{request.resource.plural}"
         if live(self, key, meta.get("namespace"), meta["name"]) is not None:
@@ -1563,6 +1697,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
                         meta.pop(key, None)
                 meta["generation"] = old_meta.get("generation", 1) + (
                     new.get("spec") != current.get("spec"))
+                refused = kueue_admission(attrs.resource, attrs.group, new, current)
+                if refused is not None:
+                    return refused
             if without_version(new) == without_version(current):
                 return aiohttp.web.json_response(current)
             stamp(new)
@@ -1865,6 +2002,18 @@ def scheduled_condition():
             "lastTransitionTime": now()}
 
 
+def scheduling_gated(pod):
+    """Whether a pod has scheduling gates (`spec.schedulingGates` not empty)."""
+    return bool((pod.get("spec") or {}).get("schedulingGates"))
+
+
+def gated_condition():
+    """kube-scheduler's condition on a pod it may not schedule yet."""
+    return {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+            "lastProbeTime": None, "lastTransitionTime": now()}
+
+
 def unschedulable_condition(message):
     return {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
             "message": message, "lastProbeTime": None, "lastTransitionTime": now()}
@@ -1898,12 +2047,14 @@ class Controllers:
     """The ReplicaSet and Job controllers, the scheduler and the kubelet, as little as the tests
     need."""
 
-    def __init__(self, emulator, url, period):
+    def __init__(self, emulator, url, period, kueue=None):
         self.emulator = emulator
         self.url = url
         self.period = period
+        self.kueue = kueue  # a KueueController (`--kueue`), or None
         self.scheduler = None  # Placement: kube-scheduler's view, this round
         self.kubelet = None  # Placement: what the kubelets admitted, this round
+        self.jobsets = JobSetController(self)
 
     async def run(self, session):
         while True:
@@ -1946,7 +2097,9 @@ class Controllers:
             if name in names:
                 continue
             pod = pod_from(owner, name, index)
-            if played(pod):
+            if played(pod) and scheduling_gated(pod):
+                pod["status"]["conditions"] = [gated_condition()]
+            elif played(pod):
                 node, why = self.scheduler.place(pod)
                 if node is None:
                     pod["status"]["conditions"] = [unschedulable_condition(why)]
@@ -1967,9 +2120,18 @@ class Controllers:
                           if c.get("type") != "PodScheduled"]
             node = bound_node(pod)
             if node is None and played(pod) and not terminal(pod):
+                if scheduling_gated(pod):  # kube-scheduler leaves it until its gates go
+                    unready += 1
+                    continue
                 # kube-scheduler retries an unschedulable pod.
-                node, _why = self.scheduler.place(pod)
+                node, why = self.scheduler.place(pod)
                 if node is None:
+                    if any(c.get("reason") == "SchedulingGated" for c in
+                           (pod.get("status") or {}).get("conditions") or []):
+                        await self.call(session, "PATCH",
+                                        f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                        {"status": {"conditions": conditions +
+                                                    [unschedulable_condition(why)]}})
                     unready += 1
                     continue
                 binding = {"apiVersion": "v1", "kind": "Binding",
@@ -2006,6 +2168,7 @@ class Controllers:
         return False
 
     async def reconcile(self, session):
+        await self.jobsets.reconcile(session)
         # One scan of the store: pods by controller uid and pod names by namespace.
         pods_of = collections.defaultdict(dict)
         names = collections.defaultdict(set)
@@ -2024,7 +2187,8 @@ class Controllers:
                 nodes.append(obj.raw)
             elif res in ("apps/v1/replicasets", "batch/v1/jobs"):
                 raw = obj.raw
-                if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}):
+                if OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {}) \
+                        or (res == "batch/v1/jobs" and played_job(raw)):
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
         # The kubelets have not admitted the bound pods of these owners, nor bound pods of no
         # owner (created by clients), that did not start yet.
@@ -2057,6 +2221,8 @@ class Controllers:
             live_jobs.add(job["metadata"]["uid"])
         for uid in set(FAILURES.seen) - live_jobs:
             del FAILURES.seen[uid]
+        if self.kueue is not None:
+            await self.kueue.reconcile(self, session)
 
     async def sync_job(self, session, job, mine, names):
         name, ns, uid = job["metadata"]["name"], job["metadata"]["namespace"], job["metadata"]["uid"]
@@ -2135,6 +2301,1641 @@ class Controllers:
         if {k: current.get(k) for k in status} != status:
             await self.call(session, "PATCH", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}/status",
                             {"status": status})
+
+
+# ---------------------------------------------------------------------------------------------
+# Kueue (`--kueue`): its API, its webhooks on Jobs, its Job integration (workload slices), its
+# scheduler (quota, cohorts, borrowing) and its elastic-job ungater. Module docstring: "Kueue".
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_RESOURCES = {
+    f"{KUEUE_API}/resourceflavors": dict(
+        namespaced=False, kind="ResourceFlavor", singular="resourceflavor",
+        shortnames={"flavor", "flavors", "rf"}),
+    f"{KUEUE_API}/clusterqueues": dict(
+        namespaced=False, kind="ClusterQueue", subresources={"status"}, singular="clusterqueue",
+        shortnames={"cq"}),
+    f"{KUEUE_API}/localqueues": dict(
+        namespaced=True, kind="LocalQueue", subresources={"status"}, singular="localqueue",
+        shortnames={"queue", "queues", "lq"}),
+    f"{KUEUE_API}/workloads": dict(
+        namespaced=True, kind="Workload", subresources={"status"}, singular="workload",
+        shortnames={"wl"}),
+}
+for _info in KUEUE_RESOURCES.values():
+    _info["verbs"] = {"create", "delete", "deletecollection", "get", "list", "patch", "update",
+                      "watch"}
+
+KUEUE_PATH = "/_harness/kueue"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_ELASTIC = "kueue.x-k8s.io/elastic-job"  # the Job annotation, and the pods' scheduling gate
+KUEUE_SLICE_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+KUEUE_SLICE_NAME = "kueue.x-k8s.io/workload-slice-name"
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+KUEUE_PODSET = "main"
+KUEUE_SEQ = {}  # Workload uid -> its place in the queues (creation order, as first seen)
+_kueue_seq = itertools.count()
+
+
+def kueue_served():
+    """Whether the Kueue API is served (`--kueue`): its webhooks then apply too."""
+    return (KUEUE_GROUP, KUEUE_VERSION, "workloads") in SERVED
+
+
+def serve_kueue(emulator):
+    for key, info in KUEUE_RESOURCES.items():
+        emulator.resources[key] = info
+        SERVED[resource_key(key)] = info
+
+
+def played_job(job):
+    """Whether the Job controller plays a Job the operator did not create: a JobSet's child Job,
+    or a Job that opts in to trainscale's elastic sizing."""
+    meta = job.get("metadata") or {}
+    return JOBSET_NAME_LABEL in (meta.get("labels") or {}) \
+        or ELASTIC_JOB_ANNOTATION in (meta.get("annotations") or {})
+
+
+def jobset_children(jobset):
+    """The child Jobs a JobSet wants, as the JobSet controller creates them: one per replicated
+    Job and replica (`replicas`, default 1), `<jobset>-<rjob>-<i>`, from the replicated Job's
+    template, labelled on the Job and its pod template, controlled by the JobSet."""
+    meta = jobset["metadata"]
+    name, ns = meta["name"], meta["namespace"]
+    spec = jobset.get("spec") or {}
+    out = []
+    for rjob in spec.get("replicatedJobs") or []:
+        template = rjob.get("template") or {}
+        for i in range(rjob.get("replicas", 1)):
+            labels = {JOBSET_NAME_LABEL: name, REPLICATED_JOB_LABEL: rjob["name"],
+                      JOB_INDEX_LABEL: str(i)}
+            job_spec = copy.deepcopy(template.get("spec") or {})
+            if spec.get("suspend"):
+                job_spec["suspend"] = True
+            pod_meta = job_spec.setdefault("template", {}).setdefault("metadata", {})
+            pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+            job_meta = template.get("metadata") or {}
+            out.append({
+                "apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {
+                    "name": f"{name}-{rjob['name']}-{i}", "namespace": ns,
+                    "labels": {**(job_meta.get("labels") or {}), **labels},
+                    "annotations": dict(job_meta.get("annotations") or {}),
+                    "ownerReferences": [{
+                        "apiVersion": jobset.get("apiVersion", "jobset.x-k8s.io/v1alpha2"),
+                        "kind": "JobSet", "name": name, "uid": meta.get("uid"),
+                        "controller": True, "blockOwnerDeletion": True,
+                    }],
+                },
+                "spec": job_spec,
+            })
+    return out
+
+
+def child_scaling(wanted, current):
+    """The merge patch ElasticJobSet makes on an existing child Job whose `parallelism` or
+    `completions` differ from its template's, or None: none either while the template does not
+    keep them equal (the controller's `jobScalingNeedsPatch`)."""
+    want = wanted.get("spec") or {}
+    have = current.get("spec") or {}
+    p, c = want.get("parallelism"), want.get("completions")
+    if p != c or (have.get("parallelism"), have.get("completions")) == (p, c):
+        return None
+    return {"spec": {"parallelism": p, "completions": c}}
+
+
+class JobSetController:
+    """The JobSet controller, minimally (see the module doc); a round of `Controllers`, only while
+    the JobSet resource is served."""
+
+    def __init__(self, controllers):
+        self.controllers = controllers
+
+    async def reconcile(self, session):
+        if JOBSET_KEY not in SERVED:
+            return
+        jobsets, jobs = [], {}
+        for (res, ns, name), obj in list(self.controllers.emulator.objects.items()):
+            if obj.deleted:
+                continue
+            if res == "jobset.x-k8s.io/v1alpha2/jobsets":
+                jobsets.append(obj.raw)
+            elif res == "batch/v1/jobs":
+                jobs[(ns, name)] = obj.raw
+        for jobset in jobsets:
+            for child in jobset_children(jobset):
+                ns, name = child["metadata"]["namespace"], child["metadata"]["name"]
+                current = jobs.get((ns, name))
+                if current is None:
+                    await self.controllers.call(session, "POST",
+                                                f"/apis/batch/v1/namespaces/{ns}/jobs", child,
+                                                allowed=(404, 409))
+                    continue
+                patch = child_scaling(child, current)
+                if patch is not None:
+                    await self.controllers.call(session, "PATCH",
+                                                f"/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+                                                patch)
+
+
+def seed_jobset_crd(emulator):
+    """Serves the JobSet resource (`--jobset-crd`), discovery included."""
+    for key, info in JOBSET_RESOURCES.items():
+        emulator.resources[key] = info
+        SERVED[resource_key(key)] = info
+
+
+def kueue_amount(resource, value):
+    """An amount as a Kubernetes quantity string: whole amounts plain (bytes of memory-like
+    resources with the largest binary suffix dividing them), others in millis (or nanos)."""
+    value = decimal.Decimal(value)
+    if value == value.to_integral_value():
+        n = int(value)
+        if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+            for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+                if n > 0 and n % _SUFFIXES[suffix] == 0:
+                    return f"{n // _SUFFIXES[suffix]}{suffix}"
+        return str(n)
+    millis = value * 1000
+    if millis == millis.to_integral_value():
+        return f"{int(millis)}m"
+    return f"{int((value * 10 ** 9).to_integral_value(rounding=decimal.ROUND_CEILING))}n"
+
+
+def _meta(obj):
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _spec(obj):
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def obj_key(obj):
+    meta = _meta(obj)
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def kueue_queue_name(obj):
+    """The LocalQueue a Job names (label `kueue.x-k8s.io/queue-name`), or None."""
+    return (_meta(obj).get("labels") or {}).get(KUEUE_QUEUE_LABEL) or None
+
+
+def kueue_elastic(obj):
+    """Whether an object is an elastic job (annotation `kueue.x-k8s.io/elastic-job: "true"`)."""
+    return (_meta(obj).get("annotations") or {}).get(KUEUE_ELASTIC) == "true"
+
+
+def job_suspended(job):
+    return bool(_spec(job).get("suspend"))
+
+
+def job_parallelism(job):
+    value = _spec(job).get("parallelism", 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"job {obj_key(job)}: spec.parallelism: not a count: {value!r}")
+    return value
+
+
+def job_pod_count(job):
+    """The pods a Job runs at once, as Kueue counts its pod set: min(parallelism, completions)."""
+    count = job_parallelism(job)
+    completions = _spec(job).get("completions")
+    if completions is None:
+        return count
+    if not isinstance(completions, int) or isinstance(completions, bool) or completions < 0:
+        raise ValueError(f"job {obj_key(job)}: spec.completions: not a count: {completions!r}")
+    return min(count, completions)
+
+
+def kueue_gated(pod):
+    return any(isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC
+               for g in (pod.get("spec") or {}).get("schedulingGates") or [])
+
+
+# The webhooks Kueue installs for Jobs (pkg/controller/jobs/job/job_webhook.go).
+
+def kueue_default_job(job):
+    """Kueue's mutating webhook on a Job create (`mjob.kb.io`): a Job naming a LocalQueue is
+    created suspended, and an elastic one gets the `kueue.x-k8s.io/elastic-job` scheduling gate
+    in its pod template (so every pod starts gated until the ungater lets it go)."""
+    if not kueue_queue_name(job) or not isinstance(job.get("spec"), dict):
+        return
+    spec = job["spec"]
+    spec["suspend"] = True
+    if not kueue_elastic(job):
+        return
+    template = spec.setdefault("template", {})
+    pod_spec = template.setdefault("spec", {}) if isinstance(template, dict) else None
+    if not isinstance(pod_spec, dict):
+        return
+    gates = pod_spec.get("schedulingGates")
+    gates = gates if isinstance(gates, list) else []
+    if not any(isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC for g in gates):
+        gates.append({"name": KUEUE_ELASTIC})
+    pod_spec["schedulingGates"] = gates
+
+
+def kueue_job_errors(old, new):
+    """What Kueue's validating webhook on Jobs (`vjob.kb.io`) refuses of a create (`old` None)
+    or an update: the field errors, as `field.Error` prints them."""
+    errors = []
+    annotations = _meta(new).get("annotations") or {}
+    if KUEUE_MIN_PARALLELISM in annotations and kueue_elastic(new):
+        errors.append(f'metadata.annotations[{KUEUE_MIN_PARALLELISM}]: Invalid value: '
+                      f'"{annotations[KUEUE_MIN_PARALLELISM]}": partial admission and elastic job '
+                      "cannot be used together")
+    if old is None:
+        return errors
+    if kueue_elastic(old) != kueue_elastic(new):
+        errors.append(f"metadata.annotations[{KUEUE_ELASTIC}]: Invalid value: "
+                      f"{str(kueue_elastic(new)).lower()}: field is immutable")
+    if not job_suspended(new) and kueue_queue_name(old) != kueue_queue_name(new):
+        errors.append(f'metadata.labels[{KUEUE_QUEUE_LABEL}]: Invalid value: '
+                      f'"{kueue_queue_name(new) or ""}": field is immutable')
+    if KUEUE_MIN_PARALLELISM in (_meta(old).get("annotations") or {}) and not job_suspended(old) \
+            and _spec(old).get("parallelism", 1) != _spec(new).get("parallelism", 1):
+        errors.append("spec.parallelism: Forbidden: cannot change when partial admission is "
+                      "enabled and the job is not suspended")
+    return errors
+
+
+def webhook_denied(webhook, errors):
+    """The API server's answer when a validating webhook denies a request: 403 Forbidden with
+    the webhook's message (controller-runtime denies a field-error list as Forbidden)."""
+    reason = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    return status_response(403, "Forbidden",
+                           f'admission webhook "{webhook}" denied the request: {reason}')
+
+
+# The Kueue objects' schema (and Kueue's own webhooks), checked on create and update.
+
+CQ_SPEC_FIELDS = {"resourceGroups", "cohortName", "queueingStrategy", "namespaceSelector",
+                  "flavorFungibility", "preemption", "admissionChecksStrategy", "stopPolicy",
+                  "fairSharing", "admissionScope", "concurrentAdmissionPolicy"}
+
+
+def _quantity_error(value, field):
+    """A field error for a quantity that does not parse or is negative, else None."""
+    try:
+        if quantity(value, field) < 0:
+            return f"{field}: Invalid value: {json.dumps(value)}: must be greater than or equal to 0"
+    except ValueError:
+        return f"{field}: Invalid value: {json.dumps(value)}: must be a quantity"
+    return None
+
+
+def kueue_unknown_field(kind, obj):
+    """The first unknown top-level `spec` field of a ClusterQueue (`spec.cohort`, v1beta1's
+    name for `cohortName`, above all), or None."""
+    if kind != "ClusterQueue":
+        return None
+    for key in _spec(obj):
+        if key not in CQ_SPEC_FIELDS:
+            return f"spec.{key}"
+    return None
+
+
+def kueue_object_errors(kind, obj, old=None):
+    """The field errors the API server (the CRD's schema, Kueue's webhooks) finds in a Kueue
+    object written by a client: a ClusterQueue's resource groups and quotas, a LocalQueue's
+    `clusterQueue` (immutable), a Workload's pod sets."""
+    errors = []
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        return ["spec: Invalid value: must be an object"]
+    spec = spec or {}
+    if kind == "ClusterQueue":
+        cohort = spec.get("cohortName")
+        if cohort is not None and not isinstance(cohort, str):
+            errors.append(f"spec.cohortName: Invalid value: {json.dumps(cohort)}: must be a string")
+        strategy = spec.get("queueingStrategy")
+        if strategy is not None and strategy not in ("StrictFIFO", "BestEffortFIFO"):
+            errors.append(f'spec.queueingStrategy: Unsupported value: {json.dumps(strategy)}: '
+                          'supported values: "BestEffortFIFO", "StrictFIFO"')
+        selector = spec.get("namespaceSelector")
+        if selector is not None and not isinstance(selector, dict):
+            errors.append("spec.namespaceSelector: Invalid value: must be a label selector")
+        groups = spec.get("resourceGroups") or []
+        if not isinstance(groups, list):
+            return errors + ["spec.resourceGroups: Invalid value: must be a list"]
+        seen = set()
+        for g, group in enumerate(groups):
+            at = f"spec.resourceGroups[{g}]"
+            if not isinstance(group, dict):
+                errors.append(f"{at}: Invalid value: must be an object")
+                continue
+            covered = group.get("coveredResources")
+            if not isinstance(covered, list) or not covered or \
+                    not all(isinstance(r, str) and r for r in covered):
+                errors.append(f"{at}.coveredResources: Required value: a non-empty list of "
+                              "resource names")
+                continue
+            for r in covered:
+                if r in seen:
+                    errors.append(f'{at}.coveredResources: Duplicate value: "{r}"')
+                seen.add(r)
+            flavors = group.get("flavors")
+            if not isinstance(flavors, list) or not flavors:
+                errors.append(f"{at}.flavors: Required value: a non-empty list")
+                continue
+            for f, flavor in enumerate(flavors):
+                fat = f"{at}.flavors[{f}]"
+                if not isinstance(flavor, dict) or not isinstance(flavor.get("name"), str) \
+                        or not flavor["name"]:
+                    errors.append(f"{fat}.name: Required value")
+                    continue
+                resources = flavor.get("resources")
+                if not isinstance(resources, list) or \
+                        [r.get("name") if isinstance(r, dict) else None for r in resources] != covered:
+                    errors.append(f"{fat}.resources: Invalid value: must list the coveredResources "
+                                  f"{covered} in the same order")
+                    continue
+                for r, res in enumerate(resources):
+                    rat = f"{fat}.resources[{r}]"
+                    if "nominalQuota" not in res:
+                        errors.append(f"{rat}.nominalQuota: Required value")
+                    else:
+                        errors.append(_quantity_error(res["nominalQuota"], f"{rat}.nominalQuota"))
+                    for limit in ("borrowingLimit", "lendingLimit"):
+                        if res.get(limit) is None:
+                            continue
+                        errors.append(_quantity_error(res[limit], f"{rat}.{limit}"))
+                        if not cohort:
+                            errors.append(f"{rat}.{limit}: Invalid value: {json.dumps(res[limit])}: "
+                                          "must be nil when cohort is empty")
+    elif kind == "LocalQueue":
+        cq = spec.get("clusterQueue")
+        if not isinstance(cq, str) or not cq:
+            errors.append("spec.clusterQueue: Required value")
+        elif old is not None and _spec(old).get("clusterQueue") != cq:
+            errors.append(f'spec.clusterQueue: Invalid value: "{cq}": field is immutable')
+    elif kind == "Workload":
+        pod_sets = spec.get("podSets")
+        if not isinstance(pod_sets, list) or not pod_sets:
+            errors.append("spec.podSets: Required value: at least one pod set")
+        else:
+            for i, ps in enumerate(pod_sets):
+                at = f"spec.podSets[{i}]"
+                if not isinstance(ps, dict):
+                    errors.append(f"{at}: Invalid value: must be an object")
+                    continue
+                if not isinstance(ps.get("name", KUEUE_PODSET), str):
+                    errors.append(f"{at}.name: Invalid value: must be a string")
+                count = ps.get("count")
+                if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                    errors.append(f"{at}.count: Invalid value: {json.dumps(count)}: must be a "
+                                  "non-negative integer")
+                if not isinstance(ps.get("template"), dict):
+                    errors.append(f"{at}.template: Required value")
+        queue = spec.get("queueName")
+        if queue is not None and not isinstance(queue, str):
+            errors.append(f"spec.queueName: Invalid value: {json.dumps(queue)}: must be a string")
+    elif kind == "ResourceFlavor":
+        labels = spec.get("nodeLabels")
+        if labels is not None and (not isinstance(labels, dict) or
+                                   not all(isinstance(v, str) for v in labels.values())):
+            errors.append("spec.nodeLabels: Invalid value: must map label keys to strings")
+        tolerations = spec.get("tolerations")
+        if tolerations is not None and not isinstance(tolerations, list):
+            errors.append("spec.tolerations: Invalid value: must be a list")
+    return [e for e in errors if e]
+
+
+def kueue_admission(kind_plural, group, obj, old=None):
+    """The API server's admission of a client's create (`old` None) or update of a Job or a
+    Kueue object while Kueue is served: mutates a created Job (Kueue's defaulting webhook) and
+    answers the refusal (a response), or None when the write may proceed."""
+    if not kueue_served():
+        return None
+    if group == "batch" and kind_plural == "jobs":
+        if old is None:
+            kueue_default_job(obj)
+        errors = kueue_job_errors(old, obj)
+        return webhook_denied("vjob.kb.io", errors) if errors else None
+    if group != KUEUE_GROUP:
+        return None
+    info = SERVED.get((KUEUE_GROUP, KUEUE_VERSION, kind_plural)) or {}
+    kind = info.get("kind", kind_plural)
+    unknown = kueue_unknown_field(kind, obj)
+    if unknown is not None:
+        hint = " (v1beta2 names it spec.cohortName)" if unknown == "spec.cohort" else ""
+        return bad_request(f'strict decoding error: unknown field "{unknown}"{hint}')
+    errors = kueue_object_errors(kind, obj, old)
+    if not errors:
+        return None
+    name = _meta(obj).get("name")
+    summary = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    causes = [{"reason": "FieldValueInvalid", "field": e.split(":", 1)[0],
+               "message": e.split(": ", 1)[1] if ": " in e else e} for e in errors]
+    return status_response(422, "Invalid", f'{kind}.{KUEUE_GROUP} "{name}" is invalid: {summary}',
+                           {"name": name, "group": KUEUE_GROUP, "kind": kind, "causes": causes})
+
+
+# Workloads: names, counts, states.
+
+def kueue_workload_name(job, extra=""):
+    """Kueue's Workload name for a Job: `job-<name>-<5 hex of sha1(kind, group, name, uid[,
+    extra])>` (the Job's generation as `extra` for an elastic Job: each slice its own name)."""
+    meta = _meta(job)
+    digest = hashlib.sha1()
+    parts = ["Job", "batch", meta.get("name", ""), meta.get("uid", "")] + ([extra] if extra else [])
+    digest.update("\n".join(parts).encode())
+    prefix = f"job-{meta.get('name', '')}"[:253 - 1 - 5]
+    return f"{prefix}-{digest.hexdigest()[:5]}"
+
+
+def wl_pod_sets(wl):
+    pod_sets = _spec(wl).get("podSets")
+    return [ps for ps in pod_sets if isinstance(ps, dict)] if isinstance(pod_sets, list) else []
+
+
+def wl_count(wl):
+    """The count of the Workload's `main` pod set (or of its first one)."""
+    pod_sets = wl_pod_sets(wl)
+    main = next((ps for ps in pod_sets if ps.get("name") == KUEUE_PODSET), None)
+    main = main or (pod_sets[0] if pod_sets else {})
+    count = main.get("count", 0)
+    return count if isinstance(count, int) else 0
+
+
+def wl_admission(wl):
+    admission = (wl.get("status") or {}).get("admission")
+    return admission if isinstance(admission, dict) else None
+
+
+def wl_reserved(wl):
+    """Whether the Workload holds quota: admitted (the harness plays no admission checks, so a
+    reservation is an admission) and not finished."""
+    return wl_admission(wl) is not None and condition_true(wl, "QuotaReserved") and \
+        not condition_true(wl, "Finished")
+
+
+def wl_admitted_count(wl):
+    admission = wl_admission(wl) or {}
+    for psa in admission.get("podSetAssignments") or []:
+        if isinstance(psa, dict) and isinstance(psa.get("count"), int):
+            return psa["count"]
+    return wl_count(wl) if admission else None
+
+
+def kueue_order(wl):
+    """A Workload's place in its queue, after priority: creation order (as the harness saw it)."""
+    meta = _meta(wl)
+    priority = _spec(wl).get("priority")
+    priority = priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
+    return (-priority, KUEUE_SEQ.get(meta.get("uid"), float("inf")),
+            meta.get("creationTimestamp") or "", meta.get("name") or "")
+
+
+def kueue_new_workload(job, count, priorities, replaces=None):
+    """The Workload Kueue creates for a Job (one pod set `main` of `count` pods of its template,
+    a controller reference to it): for an elastic Job, a slice, replacing `replaces` if given."""
+    meta = _meta(job)
+    elastic = kueue_elastic(job)
+    name = kueue_workload_name(job, str(meta.get("generation", 1)) if elastic else "")
+    template = copy.deepcopy(_spec(job).get("template") or {})
+    class_name = (template.get("spec") or {}).get("priorityClassName")
+    spec = {"queueName": kueue_queue_name(job),
+            "podSets": [{"name": KUEUE_PODSET, "count": count, "template": template}],
+            "priority": priorities.get(class_name, 0) if class_name else 0, "active": True}
+    if class_name and class_name in priorities:
+        spec["priorityClassRef"] = {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                    "name": class_name}
+    annotations = {}
+    if elastic:
+        annotations[KUEUE_ELASTIC] = "true"
+        if replaces is None:
+            annotations[KUEUE_SLICE_NAME] = name
+        else:
+            annotations[KUEUE_SLICE_FOR] = obj_key(replaces)
+            annotations[KUEUE_SLICE_NAME] = (_meta(replaces).get("annotations") or {}).get(
+                KUEUE_SLICE_NAME) or _meta(replaces).get("name")
+    out_meta = {"name": name, "namespace": meta.get("namespace"),
+                "labels": {KUEUE_JOB_UID: meta.get("uid")},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                     "name": meta.get("name"), "uid": meta.get("uid"),
+                                     "controller": True, "blockOwnerDeletion": True}]}
+    if annotations:
+        out_meta["annotations"] = annotations
+    return {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": out_meta, "spec": spec}
+
+
+def kueue_normalize_slices(wls):
+    """workloadslicing.normalizeActiveSlices over a Job's unfinished Workloads (oldest first):
+    the one to keep in step with the Job (a pending replacement, else the newest admitted, else
+    the newest) and the others to finish, `[(wl, reason, message)]`."""
+    replacements = {}
+    for wl in wls:
+        key = (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR)
+        if key and (key not in replacements or
+                    (not wl_reserved(replacements[key]) and wl_reserved(wl))):
+            replacements[key] = wl
+    latest_reserved = pending = latest = None
+    for wl in wls:
+        latest = wl
+        if not wl_reserved(wl):
+            continue
+        replacement = replacements.get(obj_key(wl))
+        if replacement is not None and wl_reserved(replacement):
+            continue
+        latest_reserved = wl
+    if latest_reserved is not None:
+        replacement = replacements.get(obj_key(latest_reserved))
+        if replacement is not None and not wl_reserved(replacement):
+            pending = replacement
+    selected = pending or latest_reserved or latest
+    finishing = []
+    for wl in wls:
+        if wl is selected or wl is latest_reserved:
+            continue
+        if obj_key(wl) in replacements:
+            finishing.append((wl, "WorkloadSliceReplaced",
+                              "Replaced to accommodate a new workload slice"))
+        else:
+            finishing.append((wl, "OutOfSync", "The workload slice is out of sync with its parent job"))
+    return selected, finishing
+
+
+def kueue_plan_job(job, wls, priorities):
+    """What Kueue's Job reconciler does to a Job's Workloads (`wls`: its unfinished ones, oldest
+    first), as a list of actions: `("create", workload)`, `("count", wl, n)` (the pod count
+    changed in place), `("finish", wl, reason, message)`, `("delete", wl)`, `("stop", wl or None,
+    message)` (suspend the Job). Elastic Jobs follow EnsureWorkloadSlices: a scale-up of an
+    admitted Workload is a new slice, a scale-down (or any change while not admitted) updates it
+    in place; other Jobs keep one Workload matching their count, else are stopped and requeued."""
+    complete, failed = job_complete(job), job_failed(job)
+    if complete or failed:
+        kind = "Complete" if complete else "Failed"
+        message = next((c.get("message") or "" for c in (job.get("status") or {}).get("conditions")
+                        or [] if c.get("type") == kind), "")
+        reason = "Succeeded" if complete else "Failed"
+        return [("finish", wl, reason, message) for wl in wls]
+    count = job_pod_count(job)
+    if kueue_elastic(job):
+        if not wls:
+            return [("create", kueue_new_workload(job, count, priorities))]
+        selected, finishing = (wls[0], []) if len(wls) == 1 else kueue_normalize_slices(wls)
+        actions = [("finish", wl, reason, message) for wl, reason, message in finishing]
+        have = wl_count(selected)
+        if have == count:
+            return actions
+        if not wl_reserved(selected) or count < have:
+            return actions + [("count", selected, count)]
+        return actions + [("create", kueue_new_workload(job, count, priorities, replaces=selected))]
+    match = next((wl for wl in wls if wl_count(wl) == count), None)
+    others = [wl for wl in wls if wl is not match]
+    if match is None and others and job_suspended(job) and not wl_reserved(others[0]):
+        return [("count", others[0], count)] + [("delete", wl) for wl in others[1:]]
+    actions = []
+    if match is None and not job_suspended(job):
+        actions.append(("stop", others[0] if len(others) == 1 else None,
+                        "No matching Workload; restoring pod templates according to existent "
+                        "Workload" if len(others) == 1 else "Missing Workload"))
+    actions += [("delete", wl) for wl in others]
+    if match is None and not others:
+        actions.append(("create", kueue_new_workload(job, count, priorities)))
+    return actions
+
+
+def kueue_active_slice(wls):
+    """The newest admitted Workload of a Job (FindLatestActiveWorkload), or None."""
+    return next((wl for wl in reversed(wls) if wl_reserved(wl)), None)
+
+
+def kueue_plan_run(job, wls):
+    """Whether Kueue starts or stops a Job after scheduling: `("stop", wl, message)` when it
+    runs with a deactivated Workload (`spec.active: false`), or, not elastic, without an admitted
+    one; `("start", wl)` when it is suspended and a Workload of it is admitted; else None
+    (elastic Jobs wait on their pods' gates)."""
+    if job_complete(job) or job_failed(job):
+        return None
+    inactive = next((wl for wl in wls if _spec(wl).get("active", True) is False), None)
+    if inactive is not None:
+        return None if job_suspended(job) else ("stop", inactive, "The workload is deactivated")
+    active = kueue_active_slice(wls)
+    if job_suspended(job):
+        return ("start", active) if active is not None else None
+    if active is None and not kueue_elastic(job):
+        return ("stop", wls[-1] if wls else None, "Not admitted by cluster queue")
+    return None
+
+
+def kueue_ungate(active, pods):
+    """The names of the gated pods the elastic-job ungater lets go: as many as the admitted
+    count leaves room for beyond the pods already ungated (terminated pods aside), lowest names
+    first."""
+    granted = wl_admitted_count(active) or 0
+    live = [p for p in pods if not terminal(p)]
+    gated = sorted(p["metadata"]["name"] for p in live if kueue_gated(p))
+    room = granted - (len(live) - len(gated))
+    return gated[:max(room, 0)]
+
+
+# Quota and the scheduler.
+
+def selector_matches(selector, labels):
+    """A LabelSelector (`matchLabels`, `matchExpressions`) against labels; None matches nothing."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(expression_matches(e, labels) for e in selector.get("matchExpressions") or [])
+
+
+class KueueQuota:
+    """The ClusterQueues' quota (nominal, borrowing limits, cohorts) and what the admitted
+    Workloads use of it, per (ClusterQueue, flavor, resource): Kueue's cache snapshot. A
+    ClusterQueue without a cohort has its nominal quota; in a cohort it may use up to
+    `nominalQuota + borrowingLimit` (no limit when unset) of what the cohort's nominal quotas
+    leave unused."""
+
+    def __init__(self):
+        self.nominal = {}  # (cq, flavor, resource) -> Decimal
+        self.borrowing = {}  # (cq, flavor, resource) -> Decimal or None
+        self.groups = {}  # cq -> [(covered resources, flavor names)]
+        self.cohort = {}  # cq -> cohort name or None
+        self.strict = {}  # cq -> StrictFIFO
+        self.usage = collections.defaultdict(decimal.Decimal)
+
+    def add_queue(self, cq):
+        """Adds a ClusterQueue's spec; a ValueError names the field it cannot use."""
+        name = _meta(cq).get("name")
+        spec = _spec(cq)
+        groups = []
+        for g, group in enumerate(spec.get("resourceGroups") or []):
+            covered = list(group.get("coveredResources") or [])
+            flavors = []
+            for f, flavor in enumerate(group.get("flavors") or []):
+                flavors.append(flavor["name"])
+                for r, res in enumerate(flavor.get("resources") or []):
+                    at = (f"clusterqueue {name}: spec.resourceGroups[{g}].flavors[{f}]"
+                          f".resources[{r}]")
+                    key = (name, flavor["name"], res["name"])
+                    self.nominal[key] = quantity(res.get("nominalQuota", 0), f"{at}.nominalQuota")
+                    limit = res.get("borrowingLimit")
+                    self.borrowing[key] = None if limit is None else \
+                        quantity(limit, f"{at}.borrowingLimit")
+            groups.append((covered, flavors))
+        self.groups[name] = groups
+        self.cohort[name] = spec.get("cohortName") or None
+        self.strict[name] = spec.get("queueingStrategy") == "StrictFIFO"
+
+    def members(self, cq):
+        cohort = self.cohort.get(cq)
+        return [q for q, c in self.cohort.items() if c == cohort] if cohort else [cq]
+
+    def covers(self, cq, resource):
+        return any(resource in covered for covered, _ in self.groups.get(cq, []))
+
+    def add(self, cq, usage, sign=1):
+        """Adds (or with `sign` -1 removes) `{(flavor, resource): amount}` to a queue's usage."""
+        for (flavor, resource), amount in usage.items():
+            self.usage[cq, flavor, resource] += sign * amount
+
+    def capacity(self, cq, flavor, resource):
+        """The most the queue could ever use (Kueue's PotentialAvailable)."""
+        nominal = self.nominal.get((cq, flavor, resource), decimal.Decimal(0))
+        if not self.cohort.get(cq):
+            return nominal
+        pool = sum((self.nominal.get((m, flavor, resource), decimal.Decimal(0))
+                    for m in self.members(cq)), decimal.Decimal(0))
+        limit = self.borrowing.get((cq, flavor, resource))
+        return pool if limit is None else min(pool, nominal + limit)
+
+    def available(self, cq, flavor, resource):
+        """What the queue may still use now."""
+        used = self.usage[cq, flavor, resource]
+        nominal = self.nominal.get((cq, flavor, resource), decimal.Decimal(0))
+        if not self.cohort.get(cq):
+            return nominal - used
+        members = self.members(cq)
+        unused = sum((self.nominal.get((m, flavor, resource), decimal.Decimal(0)) -
+                      self.usage[m, flavor, resource] for m in members), decimal.Decimal(0))
+        limit = self.borrowing.get((cq, flavor, resource))
+        return unused if limit is None else min(unused, nominal + limit - used)
+
+    def assign(self, cq, pod_sets, replaced=None):
+        """Kueue's flavor assignment of `pod_sets` (`[(name, count, per-pod requests)]`) in
+        `cq`: for each resource group, the first flavor (the replaced slice's flavor for a
+        replacement) where every requested resource of the group fits. `replaced` is the
+        replaced slice's `(flavors {pod set: {resource: flavor}}, usage {(flavor, resource):
+        amount})`, whose usage makes room for its replacement. Returns `(assignments, usage)`
+        (podSetAssignments and `{(flavor, resource): amount}`) or `(None, (reason, message))`."""
+        kept_flavors, old_usage = replaced if replaced is not None else ({}, {})
+        assumed = collections.defaultdict(decimal.Decimal)
+        assignments = []
+        for name, count, per_pod in pod_sets:
+            total = {r: v * count for r, v in per_pod.items() if r != "pods"}
+            if self.covers(cq, "pods"):
+                total["pods"] = decimal.Decimal(count)
+            total = {r: v for r, v in total.items() if v}
+            for r in sorted(total):
+                if not self.covers(cq, r):
+                    return None, ("NoMatchingFlavor", f"couldn't assign flavors to pod set "
+                                  f"{name}: resource {r} unavailable in ClusterQueue")
+            flavors = {}
+            for covered, group_flavors in self.groups.get(cq, []):
+                need = {r: total[r] for r in covered if r in total}
+                if not need:
+                    continue
+                kept = {(kept_flavors.get(name) or {}).get(r) for r in need} - {None}
+                candidates = sorted(kept) if len(kept) == 1 and kept <= set(group_flavors) \
+                    else group_flavors
+                problems, exceeds, chosen = [], 0, None
+                for flavor in candidates:
+                    misses = []
+                    for r, amount in need.items():
+                        ask = assumed[flavor, r] + amount
+                        if ask > self.capacity(cq, flavor, r):
+                            misses.append(("ExceedsMaxQuota", (
+                                f"insufficient quota for {r} in flavor {flavor}, previously "
+                                f"considered podsets requests ({kueue_amount(r, assumed[flavor, r])}) "
+                                f"+ current podset request ({kueue_amount(r, amount)}) > maximum "
+                                f"capacity ({kueue_amount(r, self.capacity(cq, flavor, r))})")))
+                            continue
+                        more = ask - old_usage.get((flavor, r), 0) - self.available(cq, flavor, r)
+                        if more > 0:
+                            misses.append(("WaitingForQuota", f"insufficient unused quota for {r} "
+                                           f"in flavor {flavor}, {kueue_amount(r, more)} more needed"))
+                    if not misses:
+                        chosen = flavor
+                        break
+                    exceeds += all(reason == "ExceedsMaxQuota" for reason, _ in misses)
+                    problems += [message for _, message in misses]
+                if chosen is None:
+                    reason = "ExceedsMaxQuota" if exceeds == len(candidates) else "WaitingForQuota"
+                    return None, (reason, f"couldn't assign flavors to pod set {name}: " +
+                                  ", ".join(problems))
+                for r, amount in need.items():
+                    flavors[r] = chosen
+                    assumed[chosen, r] += amount
+            assignments.append({
+                "name": name, "flavors": flavors, "count": count,
+                "resourceUsage": {r: kueue_amount(r, v) for r, v in sorted(total.items())},
+            })
+        usage = {k: v for k, v in assumed.items() if v}
+        return assignments, usage
+
+
+def kueue_pod_sets(wl):
+    """`[(name, count, per-pod requests)]` of a Workload; a ValueError names the field."""
+    out = []
+    for i, ps in enumerate(wl_pod_sets(wl)):
+        template = ps.get("template") if isinstance(ps.get("template"), dict) else {}
+        try:
+            per_pod = pod_requests({"metadata": {"name": obj_key(wl)}, "spec": template.get("spec")
+                                    if isinstance(template.get("spec"), dict) else {}})
+        except ValueError as e:
+            raise ValueError(f"workload {obj_key(wl)}: spec.podSets[{i}].template: {e}") from None
+        count = ps.get("count", 0)
+        out.append((ps.get("name", KUEUE_PODSET), count if isinstance(count, int) else 0, per_pod))
+    return out
+
+
+def admission_usage(wl):
+    """`{(flavor, resource): amount}` an admitted Workload holds, from its admission."""
+    usage = collections.defaultdict(decimal.Decimal)
+    for i, psa in enumerate((wl_admission(wl) or {}).get("podSetAssignments") or []):
+        flavors = psa.get("flavors") or {}
+        for r, amount in (psa.get("resourceUsage") or {}).items():
+            if r in flavors:
+                usage[flavors[r], r] += quantity(
+                    amount, f"workload {obj_key(wl)}: status.admission.podSetAssignments[{i}]"
+                    f".resourceUsage.{r}")
+    return dict(usage)
+
+
+def admission_flavors(wl):
+    return {psa.get("name"): dict(psa.get("flavors") or {})
+            for psa in (wl_admission(wl) or {}).get("podSetAssignments") or []}
+
+
+class KueueView:
+    """Kueue's view of the cluster at one moment: flavors, queues, Workloads and the quota they
+    hold. Built from lists of stored objects; does no I/O (the self-test builds it by hand)."""
+
+    def __init__(self, flavors, cqs, lqs, workloads):
+        self.flavors = {_meta(f).get("name"): f for f in flavors}
+        self.cqs = {_meta(q).get("name"): q for q in cqs}
+        self.lqs = {(_meta(q).get("namespace"), _meta(q).get("name")): q for q in lqs}
+        self.workloads = sorted(workloads, key=kueue_order)
+        self.by_key = {obj_key(wl): wl for wl in self.workloads}
+        self.quota = KueueQuota()
+        self.broken = {}  # cq -> why its spec cannot be used
+        for name, cq in self.cqs.items():
+            try:
+                self.quota.add_queue(cq)
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                self.broken[name] = f"clusterqueue {name}: spec: {e}"
+        self.held = {}  # workload key -> (cq, usage)
+        for wl in self.workloads:
+            if not wl_reserved(wl):
+                continue
+            cq = (wl_admission(wl) or {}).get("clusterQueue")
+            try:
+                usage = admission_usage(wl)
+            except ValueError as e:
+                print(f"kueue: {e}", file=sys.stderr, flush=True)
+                continue
+            self.held[obj_key(wl)] = (cq, usage)
+            self.quota.add(cq, usage)
+
+    def missing_flavors(self, cq):
+        return sorted({f for _, flavors in self.quota.groups.get(cq, []) for f in flavors}
+                      - set(self.flavors))
+
+    def inactive(self, cq):
+        """Why a ClusterQueue admits nothing (`(reason, message)`), or None when it is active."""
+        if cq in self.broken:
+            return "Unknown", f"Can't admit new workloads: {self.broken[cq]}."
+        stop = _spec(self.cqs[cq]).get("stopPolicy")
+        if stop not in (None, "None"):
+            return "Stopped", "Can't admit new workloads: is stopped."
+        missing = self.missing_flavors(cq)
+        if missing:
+            return "FlavorNotFound", ("Can't admit new workloads: references missing "
+                                      f"ResourceFlavor(s): {','.join(missing)}.")
+        return None
+
+    def queue_of(self, wl):
+        """The ClusterQueue a Workload goes to, or `(None, (reason, message))` why none takes it."""
+        ns = _meta(wl).get("namespace")
+        lq_name = _spec(wl).get("queueName")
+        lq = self.lqs.get((ns, lq_name))
+        if lq is None:
+            return None, ("Misconfigured", f"LocalQueue {lq_name} doesn't exist")
+        cq = _spec(lq).get("clusterQueue")
+        if cq not in self.cqs:
+            return None, ("Misconfigured", f"ClusterQueue {cq} doesn't exist")
+        if self.inactive(cq) is not None:
+            return None, ("Suspended", f"ClusterQueue {cq} is inactive")
+        selector = _spec(self.cqs[cq]).get("namespaceSelector")
+        if not selector_matches(selector, {"kubernetes.io/metadata.name": ns}):
+            return None, ("Misconfigured", "workload namespace doesn't match ClusterQueue selector")
+        return cq, None
+
+    def pending(self):
+        """The Workloads waiting for quota, in queue order (priority, then creation)."""
+        return [wl for wl in self.workloads
+                if wl_admission(wl) is None and not condition_true(wl, "Finished")
+                and _spec(wl).get("active", True) is not False and _spec(wl).get("queueName")]
+
+    def replaced_by(self, wl):
+        """The admitted slice a pending Workload replaces (its `workload-slice-replacement-for`
+        annotation), or None."""
+        key = (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR)
+        old = self.by_key.get(key) if key else None
+        return old if old is not None and obj_key(old) in self.held else None
+
+    def schedule(self):
+        """One scheduling pass: every pending Workload, in order, is admitted when it fits (its
+        usage then counts for the next ones; a replacement frees its old slice's), else stays
+        pending with Kueue's reason; a StrictFIFO queue admits nothing past its first Workload
+        that does not fit. An admitted Workload whose `spec.active` is false is evicted first
+        (its quota freed). Returns `[("evict", wl) | ("admit", wl, cq, assignments, replaced or
+        None) | ("pending", wl, reason, message) | ("wait", wl)]`."""
+        out, blocked = [], set()
+        for wl in self.workloads:
+            if obj_key(wl) in self.held and _spec(wl).get("active", True) is False:
+                cq, usage = self.held.pop(obj_key(wl))
+                self.quota.add(cq, usage, -1)
+                out.append(("evict", wl))
+        for wl in self.pending():
+            cq, why = self.queue_of(wl)
+            if cq is None:
+                out.append(("pending", wl, *why))
+                continue
+            if cq in blocked:
+                out.append(("wait", wl))
+                continue
+            try:
+                pod_sets = kueue_pod_sets(wl)
+            except ValueError as e:
+                out.append(("pending", wl, "Misconfigured", str(e)))
+                continue
+            old = self.replaced_by(wl)
+            replaced = None
+            if old is not None:
+                old_cq, old_usage = self.held[obj_key(old)]
+                replaced = (admission_flavors(old), old_usage if old_cq == cq else {})
+            assignments, result = self.quota.assign(cq, pod_sets, replaced)
+            if assignments is None:
+                out.append(("pending", wl, *result))
+                if self.quota.strict.get(cq):
+                    blocked.add(cq)
+                continue
+            if old is not None:
+                old_cq, old_usage = self.held.pop(obj_key(old))
+                self.quota.add(old_cq, old_usage, -1)
+            self.quota.add(cq, result)
+            self.held[obj_key(wl)] = (cq, result)
+            out.append(("admit", wl, cq, assignments, old))
+        return out
+
+    def cq_counts(self, cq):
+        """`(admitted, pending)` Workload keys of a ClusterQueue, in queue order."""
+        admitted = [k for k, (q, _) in self.held.items() if q == cq]
+        pending = [obj_key(wl) for wl in self.pending() if self.target(wl) == cq]
+        return admitted, pending
+
+    def target(self, wl):
+        """The ClusterQueue a Workload's LocalQueue points to, or None."""
+        lq = self.lqs.get((_meta(wl).get("namespace"), _spec(wl).get("queueName")))
+        return _spec(lq).get("clusterQueue") if lq is not None else None
+
+    def cq_status(self, cq, current):
+        """The ClusterQueue's status: Active, flavorsReservation/flavorsUsage (every flavor and
+        resource of its spec, `borrowed` beyond nominal) and the Workload counts."""
+        status = copy.deepcopy(current or {})
+        why = self.inactive(cq)
+        set_condition(status, {
+            "type": "Active", "status": "False" if why else "True",
+            "reason": why[0] if why else "Ready",
+            "message": why[1] if why else "Can admit new workloads",
+            "observedGeneration": _meta(self.cqs[cq]).get("generation", 1),
+            "lastTransitionTime": now()})
+        usage = []
+        for covered, flavors in self.quota.groups.get(cq, []):
+            for flavor in flavors:
+                resources = []
+                for r in covered:
+                    total = self.quota.usage[cq, flavor, r]
+                    nominal = self.quota.nominal.get((cq, flavor, r), decimal.Decimal(0))
+                    resources.append({"name": r, "total": kueue_amount(r, total),
+                                      "borrowed": kueue_amount(r, max(total - nominal, 0))})
+                usage.append({"name": flavor, "resources": resources})
+        admitted, pending = self.cq_counts(cq)
+        status.update(flavorsReservation=usage, flavorsUsage=copy.deepcopy(usage),
+                      pendingWorkloads=len(pending), reservingWorkloads=len(admitted),
+                      admittedWorkloads=len(admitted))
+        return status
+
+    def lq_status(self, key, current):
+        """A LocalQueue's Workload counts."""
+        status = copy.deepcopy(current or {})
+        mine = {obj_key(wl) for wl in self.workloads
+                if (_meta(wl).get("namespace"), _spec(wl).get("queueName")) == key}
+        admitted = len(mine & set(self.held))
+        pending = sum(obj_key(wl) in mine for wl in self.pending())
+        status.update(pendingWorkloads=pending, reservingWorkloads=admitted,
+                      admittedWorkloads=admitted)
+        return status
+
+    def summary(self):
+        """The JSON of `GET /_harness/kueue` (module docstring)."""
+        queues = {}
+        for cq in sorted(self.cqs):
+            nominal, usage, borrowed = {}, {}, {}
+            for covered, flavors in self.quota.groups.get(cq, []):
+                for flavor in flavors:
+                    for r in covered:
+                        n = self.quota.nominal.get((cq, flavor, r), decimal.Decimal(0))
+                        u = self.quota.usage[cq, flavor, r]
+                        nominal.setdefault(flavor, {})[r] = kueue_amount(r, n)
+                        usage.setdefault(flavor, {})[r] = kueue_amount(r, u)
+                        borrowed.setdefault(flavor, {})[r] = kueue_amount(r, max(u - n, 0))
+            admitted, pending = self.cq_counts(cq)
+            why = self.inactive(cq)
+            queues[cq] = {"cohort": self.quota.cohort.get(cq), "active": why is None,
+                          "inactive": why[1] if why else None,
+                          "queueingStrategy": _spec(self.cqs[cq]).get("queueingStrategy",
+                                                                      "BestEffortFIFO"),
+                          "nominal": nominal, "usage": usage, "borrowed": borrowed,
+                          "admitted": admitted, "pending": pending}
+        workloads = {}
+        for wl in self.workloads:
+            owner = next((r for r in _meta(wl).get("ownerReferences") or []
+                          if isinstance(r, dict) and r.get("controller")), None)
+            finished = next((c for c in (wl.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "Finished" and c.get("status") == "True"), None)
+            reserved = next((c for c in (wl.get("status") or {}).get("conditions") or []
+                             if c.get("type") == "QuotaReserved"), None)
+            admission = wl_admission(wl)
+            workloads[obj_key(wl)] = {
+                "owner": owner.get("name") if owner else None,
+                "ownerKind": owner.get("kind") if owner else None,
+                "queue": _spec(wl).get("queueName"),
+                "clusterQueue": (admission or {}).get("clusterQueue"),
+                "count": wl_count(wl),
+                "active": _spec(wl).get("active", True) is not False,
+                "admitted": wl_reserved(wl),
+                "admittedCount": wl_admitted_count(wl) if admission else None,
+                "flavors": admission_flavors(wl).get(KUEUE_PODSET, {}),
+                "finished": finished.get("reason") if finished else None,
+                "sliceOf": (_meta(wl).get("annotations") or {}).get(KUEUE_SLICE_FOR),
+                "pending": reserved.get("message") if reserved is not None and
+                reserved.get("status") == "False" else None,
+            }
+        return {"clusterQueues": queues, "workloads": workloads}
+
+
+def kueue_condition(kind, status, reason, message, wl):
+    return {"type": kind, "status": status, "reason": reason, "message": message,
+            "observedGeneration": _meta(wl).get("generation", 1), "lastTransitionTime": now()}
+
+
+def kueue_store(emulator):
+    """The stored objects Kueue looks at: `{"flavors", "cqs", "lqs", "workloads", "jobs"
+    (naming a LocalQueue), "job_uids" (every live Job), "pods" (by controller uid),
+    "priorities" (PriorityClass name -> value)}`. Workloads first seen get their queue place."""
+    store = {k: [] for k in ("flavors", "cqs", "lqs", "workloads", "jobs")}
+    store.update(job_uids=set(), pods=collections.defaultdict(list), priorities={})
+    kinds = {(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors"): "flavors",
+             (KUEUE_GROUP, KUEUE_VERSION, "clusterqueues"): "cqs",
+             (KUEUE_GROUP, KUEUE_VERSION, "localqueues"): "lqs",
+             (KUEUE_GROUP, KUEUE_VERSION, "workloads"): "workloads"}
+    for (res, _ns, _name), obj in list(emulator.objects.items()):
+        if obj.deleted:
+            continue
+        raw = obj.raw
+        res = (res.group or "", res.version, res.plural)
+        if res in kinds:
+            store[kinds[res]].append(raw)
+        elif res == ("batch", "v1", "jobs"):
+            store["job_uids"].add(_meta(raw).get("uid"))
+            if kueue_queue_name(raw):
+                store["jobs"].append(raw)
+        elif res == ("", "v1", "pods"):
+            uid = controller_uid(raw)
+            if uid is not None:
+                store["pods"][uid].append(raw)
+        elif res == ("scheduling.k8s.io", "v1", "priorityclasses") and isinstance(raw.get("value"), int):
+            store["priorities"][_meta(raw).get("name")] = raw["value"]
+    unseen = [wl for wl in store["workloads"] if _meta(wl).get("uid") not in KUEUE_SEQ]
+    def created(wl):
+        version = str(_meta(wl).get("resourceVersion") or "")
+        return (_meta(wl).get("creationTimestamp") or "", int(version) if version.isdigit() else 0)
+
+    for wl in sorted(unseen, key=created):
+        KUEUE_SEQ[_meta(wl).get("uid")] = next(_kueue_seq)
+    return store
+
+
+def kueue_answer(emulator):
+    """`GET /_harness/kueue`."""
+    if not kueue_served():
+        return status_response(404, "NotFound", "Kueue is not served (start with --kueue)")
+    store = kueue_store(emulator)
+    return aiohttp.web.json_response(
+        KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"]).summary())
+
+
+class KueueController:
+    """Kueue's controllers, one pass per round of the fake controllers, writing through the API
+    as `admin`: the Job reconciler (Workloads, slices), the garbage collector of Workloads
+    whose Job is gone, the scheduler, the Job starter, the elastic-job ungater and the queues'
+    status."""
+
+    def __init__(self, emulator):
+        self.emulator = emulator
+
+    @staticmethod
+    def wl_path(wl, sub=""):
+        meta = _meta(wl)
+        return (f"/apis/{KUEUE_API}/namespaces/{meta.get('namespace')}/workloads/"
+                f"{meta.get('name')}{'/' + sub if sub else ''}")
+
+    @staticmethod
+    def job_path(job):
+        meta = _meta(job)
+        return f"/apis/batch/v1/namespaces/{meta.get('namespace')}/jobs/{meta.get('name')}"
+
+    async def put_status(self, ctl, session, wl, status):
+        body = {"apiVersion": KUEUE_API, "kind": "Workload",
+                "metadata": {"name": _meta(wl).get("name"), "namespace": _meta(wl).get("namespace")},
+                "status": status}
+        await ctl.call(session, "PUT", self.wl_path(wl, "status"), body)
+
+    async def finish(self, ctl, session, wl, reason, message):
+        status = copy.deepcopy(wl.get("status") or {})
+        set_condition(status, kueue_condition("Finished", "True", reason, message, wl))
+        await self.put_status(ctl, session, wl, status)
+
+    async def set_count(self, ctl, session, wl, count):
+        """An in-place count change: the pod set's count and, when admitted, its admission."""
+        pod_sets = copy.deepcopy(wl_pod_sets(wl))
+        for ps in pod_sets:
+            if ps.get("name", KUEUE_PODSET) == KUEUE_PODSET:
+                ps["count"] = count
+        await ctl.call(session, "PATCH", self.wl_path(wl), {"spec": {"podSets": pod_sets}})
+        if not wl_reserved(wl):
+            return
+        status = copy.deepcopy(wl["status"])
+        per_pod = dict(kueue_pod_sets(wl)[0][2]) if wl_pod_sets(wl) else {}
+        per_pod["pods"] = decimal.Decimal(1)
+        for psa in status["admission"].get("podSetAssignments") or []:
+            if psa.get("name") == KUEUE_PODSET:
+                psa["count"] = count
+                psa["resourceUsage"] = {r: kueue_amount(r, per_pod.get(r, 0) * count)
+                                        for r in psa.get("resourceUsage") or {}}
+        await self.put_status(ctl, session, wl, status)
+
+    async def stop(self, ctl, session, job, wl):
+        """Suspends a Job, its pod template's node selector and tolerations restored from the
+        Workload's (what admission added goes)."""
+        spec = {"suspend": True}
+        if wl is not None and wl_pod_sets(wl):
+            original = (wl_pod_sets(wl)[0].get("template") or {}).get("spec") or {}
+            current = (_spec(job).get("template") or {}).get("spec") or {}
+            selector = {k: None for k in current.get("nodeSelector") or {}}
+            selector.update(original.get("nodeSelector") or {})
+            template = {}
+            if selector != dict(current.get("nodeSelector") or {}):
+                template["nodeSelector"] = selector or None
+            if original.get("tolerations") != current.get("tolerations"):
+                template["tolerations"] = original.get("tolerations")
+            if template:
+                spec["template"] = {"spec": template}
+        await ctl.call(session, "PATCH", self.job_path(job), {"spec": spec})
+
+    async def start(self, ctl, session, job, wl, flavors):
+        """Unsuspends a Job, its pod template given the node labels (as a node selector) and
+        tolerations of the flavors its Workload was admitted with."""
+        spec = {"suspend": False}
+        current = (_spec(job).get("template") or {}).get("spec") or {}
+        selector, tolerations = dict(current.get("nodeSelector") or {}), \
+            list(current.get("tolerations") or [])
+        for name in sorted(set(admission_flavors(wl).get(KUEUE_PODSET, {}).values())):
+            flavor_spec = _spec(flavors.get(name) or {})
+            selector.update(flavor_spec.get("nodeLabels") or {})
+            tolerations += [t for t in flavor_spec.get("tolerations") or [] if t not in tolerations]
+        template = {}
+        if selector != (current.get("nodeSelector") or {}):
+            template["nodeSelector"] = selector
+        if tolerations != list(current.get("tolerations") or []):
+            template["tolerations"] = tolerations
+        if template:
+            spec["template"] = {"spec": template}
+        await ctl.call(session, "PATCH", self.job_path(job), {"spec": spec})
+
+    async def reconcile(self, ctl, session):
+        # The Job reconciler, and the garbage collector for Workloads of Jobs that are gone.
+        store = kueue_store(self.emulator)
+        owned = collections.defaultdict(list)
+        for wl in sorted(store["workloads"], key=kueue_order):
+            uid = controller_uid(wl)
+            if uid is not None and not condition_true(wl, "Finished"):
+                owned[uid].append(wl)
+        for job in store["jobs"]:
+            try:
+                actions = kueue_plan_job(job, owned[_meta(job).get("uid")], store["priorities"])
+                for action in actions:
+                    await self.apply(ctl, session, job, action)
+            except (ValueError, RuntimeError) as e:
+                print(f"kueue: job {obj_key(job)}: {e}", file=sys.stderr, flush=True)
+        for wl in store["workloads"]:
+            owner = next((r for r in _meta(wl).get("ownerReferences") or []
+                          if isinstance(r, dict) and r.get("kind") == "Job"
+                          and r.get("apiVersion") == "batch/v1"), None)
+            if owner is not None and owner.get("uid") not in store["job_uids"]:
+                await ctl.call(session, "DELETE", self.wl_path(wl))
+
+        # The scheduler.
+        store = kueue_store(self.emulator)
+        view = KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"])
+        for decision in view.schedule():
+            try:
+                await self.decide(ctl, session, decision)
+            except RuntimeError as e:
+                print(f"kueue: workload {obj_key(decision[1])}: {e}", file=sys.stderr, flush=True)
+
+        # Jobs start (or stop) with their Workloads' admission; the ungater lets admitted pods go.
+        store = kueue_store(self.emulator)
+        flavors = {_meta(f).get("name"): f for f in store["flavors"]}
+        owned = collections.defaultdict(list)
+        for wl in sorted(store["workloads"], key=kueue_order):
+            uid = controller_uid(wl)
+            if uid is not None and not condition_true(wl, "Finished"):
+                owned[uid].append(wl)
+        for job in store["jobs"]:
+            uid = _meta(job).get("uid")
+            try:
+                run = kueue_plan_run(job, owned[uid])
+                if run is not None and run[0] == "start":
+                    await self.start(ctl, session, job, run[1], flavors)
+                elif run is not None:
+                    await self.stop(ctl, session, job, run[1])
+                active = kueue_active_slice(owned[uid])
+                if kueue_elastic(job) and active is not None and not job_suspended(job):
+                    for name in kueue_ungate(active, store["pods"][uid]):
+                        pod = next(p for p in store["pods"][uid] if p["metadata"]["name"] == name)
+                        gates = [g for g in pod["spec"]["schedulingGates"]
+                                 if not (isinstance(g, dict) and g.get("name") == KUEUE_ELASTIC)]
+                        await ctl.call(session, "PATCH",
+                                       f"/api/v1/namespaces/{_meta(job).get('namespace')}/pods/{name}",
+                                       {"spec": {"schedulingGates": gates or None}})
+            except RuntimeError as e:
+                print(f"kueue: job {obj_key(job)}: {e}", file=sys.stderr, flush=True)
+
+        # The queues' status.
+        view = KueueView(store["flavors"], store["cqs"], store["lqs"], store["workloads"])
+        for name, cq in view.cqs.items():
+            status = view.cq_status(name, cq.get("status"))
+            if status != cq.get("status"):
+                await ctl.call(session, "PUT", f"/apis/{KUEUE_API}/clusterqueues/{name}/status",
+                               {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+                                "metadata": {"name": name}, "status": status})
+        for (ns, name), lq in view.lqs.items():
+            status = view.lq_status((ns, name), lq.get("status"))
+            if status != lq.get("status"):
+                await ctl.call(session, "PUT",
+                               f"/apis/{KUEUE_API}/namespaces/{ns}/localqueues/{name}/status",
+                               {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                                "metadata": {"name": name, "namespace": ns}, "status": status})
+
+    async def apply(self, ctl, session, job, action):
+        """One action of kueue_plan_job."""
+        kind = action[0]
+        if kind == "create":
+            wl = action[1]
+            await ctl.call(session, "POST",
+                           f"/apis/{KUEUE_API}/namespaces/{wl['metadata']['namespace']}/workloads",
+                           wl, allowed=(404, 409))
+        elif kind == "count":
+            await self.set_count(ctl, session, action[1], action[2])
+        elif kind == "finish":
+            await self.finish(ctl, session, action[1], action[2], action[3])
+        elif kind == "delete":
+            await ctl.call(session, "DELETE", self.wl_path(action[1]))
+        elif kind == "stop":
+            await self.stop(ctl, session, job, action[1])
+
+    async def decide(self, ctl, session, decision):
+        """Writes one decision of KueueView.schedule."""
+        kind, wl = decision[0], decision[1]
+        if kind == "wait":
+            return
+        status = copy.deepcopy(wl.get("status") or {})
+        if kind == "evict":
+            status.pop("admission", None)
+            message = "The workload is deactivated"
+            set_condition(status, kueue_condition("Evicted", "True", "Deactivated", message, wl))
+            set_condition(status, kueue_condition("QuotaReserved", "False", "PendingEvaluation",
+                                                  message, wl))
+            set_condition(status, kueue_condition("Admitted", "False", "NoReservation",
+                                                  "The workload has no reservation", wl))
+            await self.put_status(ctl, session, wl, status)
+            return
+        if kind == "pending":
+            _, _, reason, message = decision
+            set_condition(status, kueue_condition("QuotaReserved", "False", reason, message, wl))
+            set_condition(status, kueue_condition("Admitted", "False", "NoReservation",
+                                                  "The workload has no reservation", wl))
+            if status != (wl.get("status") or {}):
+                await self.put_status(ctl, session, wl, status)
+            return
+        _, _, cq, assignments, replaced = decision
+        status["admission"] = {"clusterQueue": cq, "podSetAssignments": assignments}
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if c.get("type") != "Evicted"]
+        set_condition(status, kueue_condition("QuotaReserved", "True", "QuotaReserved",
+                                              f"Quota reserved in ClusterQueue {cq}", wl))
+        set_condition(status, kueue_condition("Admitted", "True", "Admitted",
+                                              "The workload is admitted", wl))
+        await self.put_status(ctl, session, wl, status)
+        if replaced is not None:
+            await self.finish(ctl, session, replaced, "WorkloadSliceReplaced", (
+                f"Replaced to accommodate a workload (UID: {_meta(wl).get('uid')}, JobUID: "
+                f"{(_meta(wl).get('labels') or {}).get(KUEUE_JOB_UID, '')}) due to workload "
+                "slice aggregation"))
+
+
+def kueue_self_test(check):
+    """`--self-test` checks of the Kueue model: quantities, quota arithmetic (fits, borrowing,
+    the cohort's limit), flavor assignment, admission order, workload slices, the webhooks, the
+    schema checks and the ungater."""
+    d = decimal.Decimal
+    check([kueue_amount("cpu", d("2.5")), kueue_amount("cpu", 3), kueue_amount("memory", 2 ** 31),
+           kueue_amount("memory", 1000), kueue_amount("nvidia.com/gpu", 4)] ==
+          ["2500m", "3", "2Gi", "1000", "4"], "kueue amounts")
+
+    def cq(name, cpu, cohort=None, borrowing=None, flavors=("f",), strategy=None, covered=("cpu",),
+           selector=None):
+        def resources(flavor):
+            out = []
+            for r in covered:
+                res = {"name": r, "nominalQuota": cpu if r == "cpu" else "100"}
+                if borrowing is not None and r == "cpu":
+                    res["borrowingLimit"] = borrowing
+                out.append(res)
+            return out
+        spec = {"namespaceSelector": {} if selector is None else selector, "resourceGroups": [
+            {"coveredResources": list(covered),
+             "flavors": [{"name": f, "resources": resources(f)} for f in flavors]}]}
+        if cohort:
+            spec["cohortName"] = cohort
+        if strategy:
+            spec["queueingStrategy"] = strategy
+        return {"metadata": {"name": name, "generation": 1}, "spec": spec}
+
+    def quota(*queues):
+        q = KueueQuota()
+        for queue in queues:
+            q.add_queue(queue)
+        return q
+
+    def cpus(n, per="1", count=1):
+        return [(KUEUE_PODSET, count * n, {"cpu": quantity(per, "per-pod cpu"), "pods": d(1)})]
+
+    def fits(result):
+        return result[0] is not None
+
+    def refused(result):
+        """`(reason, message)` of a refused assignment, or `("fits", "")`."""
+        return result[1] if result[0] is None else ("fits", "")
+
+    # Without a cohort: the nominal quota, waiting (how much more) and beyond it for good.
+    q = quota(cq("a", "4"))
+    assignments, usage = q.assign("a", cpus(2))
+    check(assignments == [{"name": "main", "flavors": {"cpu": "f"}, "count": 2,
+                           "resourceUsage": {"cpu": "2"}}] and usage == {("f", "cpu"): 2},
+          f"kueue: 2 CPUs fit in 4: {assignments} {usage}")
+    q.add("a", usage)
+    why = refused(q.assign("a", cpus(3)))
+    check(why == ("WaitingForQuota", "couldn't assign flavors to pod set main: insufficient "
+                  "unused quota for cpu in flavor f, 1 more needed"), f"kueue: waiting: {why}")
+    why = refused(q.assign("a", cpus(5)))
+    check(why[0] == "ExceedsMaxQuota" and "> maximum capacity (4)" in why[1],
+          f"kueue: beyond nominal without a cohort: {why}")
+    check(fits(q.assign("a", cpus(4, per="500m"))), "kueue: 4 half CPUs fit in the 2 left")
+
+    # A cohort: borrowing up to nominal + borrowingLimit, within what the others leave unused.
+    q = quota(cq("a", "4", "team", borrowing="2"), cq("b", "4", "team"), cq("solo", "4"))
+    check(fits(q.assign("a", cpus(6))), "kueue: a borrows 2 of b's idle quota")
+    why = refused(q.assign("a", cpus(7)))
+    check(why[0] == "ExceedsMaxQuota" and "maximum capacity (6)" in why[1],
+          f"kueue: the borrowing limit caps a at 6: {why}")
+    q.add("b", {("f", "cpu"): d(3)})
+    why = refused(q.assign("a", cpus(6)))
+    check(why[0] == "WaitingForQuota" and why[1].endswith("1 more needed"),
+          f"kueue: b's use leaves a 5: {why}")
+    check(fits(q.assign("b", cpus(5))), "kueue: b (no limit) borrows a's unused quota")
+    why = refused(q.assign("b", cpus(6)))
+    check(why[0] == "WaitingForQuota" and why[1].endswith("1 more needed"),
+          f"kueue: the cohort's unused quota limits b: {why}")
+    why = refused(q.assign("b", cpus(9)))
+    check(why[0] == "ExceedsMaxQuota" and "maximum capacity (8)" in why[1],
+          f"kueue: the cohort's total nominal caps b: {why}")
+    check(not fits(q.assign("solo", cpus(5))) and q.capacity("solo", "f", "cpu") == 4,
+          "kueue: a queue outside the cohort borrows nothing")
+
+    # Flavors in order; resources the queue does not cover; `pods` when covered.
+    q = quota(cq("m", "2", flavors=("small", "big"), covered=("cpu", "pods")))
+    q.add("m", {("small", "cpu"): d(2)})
+    assignments, usage = q.assign("m", cpus(2))
+    check(assignments[0]["flavors"] == {"cpu": "big", "pods": "big"} and
+          usage == {("big", "cpu"): 2, ("big", "pods"): 2}, f"kueue: the next flavor: {usage}")
+    why = refused(quota(cq("c", "8")).assign(
+        "c", [(KUEUE_PODSET, 1, {"cpu": d(1), "memory": d(2 ** 30), "pods": d(1)})]))
+    check(why == ("NoMatchingFlavor", "couldn't assign flavors to pod set main: resource memory "
+                  "unavailable in ClusterQueue"), f"kueue: an uncovered resource: {why}")
+
+    # Admission order: priority, then creation; BestEffortFIFO passes a Workload that does not
+    # fit, StrictFIFO stops at it.
+    def workload(name, cpu, count=1, queue="lq", ns="ml", priority=0, admitted_in=None,
+                 annotations=None, seq=None):
+        uid = f"uid-{ns}-{name}"
+        KUEUE_SEQ[uid] = seq if seq is not None else next(_kueue_seq)
+        wl = {"metadata": {"name": name, "namespace": ns, "uid": uid, "generation": 1,
+                           "annotations": annotations or {}},
+              "spec": {"queueName": queue, "priority": priority, "podSets": [
+                  {"name": KUEUE_PODSET, "count": count, "template": {"spec": {"containers": [
+                      {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}}]}}
+        if admitted_in is not None:
+            total = quantity(cpu, "cpu") * count
+            wl["status"] = {"admission": {"clusterQueue": admitted_in, "podSetAssignments": [
+                {"name": KUEUE_PODSET, "flavors": {"cpu": "f"}, "count": count,
+                 "resourceUsage": {"cpu": kueue_amount("cpu", total)}}]},
+                "conditions": [{"type": "QuotaReserved", "status": "True"},
+                               {"type": "Admitted", "status": "True"}]}
+        return wl
+
+    flavor = {"metadata": {"name": "f"}}
+
+    def lq(name="lq", target="q", ns="ml"):
+        return {"metadata": {"name": name, "namespace": ns}, "spec": {"clusterQueue": target}}
+
+    def decisions(view):
+        return [(x[0], _meta(x[1])["name"]) for x in view.schedule()]
+
+    w1, w2, w3 = workload("w1", "1"), workload("w2", "2"), workload("w3", "1")
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [w3, w2, w1]))
+    check(got == [("admit", "w1"), ("pending", "w2"), ("admit", "w3")],
+          f"kueue: BestEffortFIFO: {got}")
+    got = decisions(KueueView([flavor], [cq("q", "2", strategy="StrictFIFO")], [lq()], [w1, w2, w3]))
+    check(got == [("admit", "w1"), ("pending", "w2"), ("wait", "w3")], f"kueue: StrictFIFO: {got}")
+    urgent = workload("urgent", "2", priority=1000)
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [w1, urgent]))
+    check(got == [("admit", "urgent"), ("pending", "w1")], f"kueue: priority first: {got}")
+    view = KueueView([flavor], [cq("q", "2", selector={"matchLabels": {
+        "kubernetes.io/metadata.name": "other"}})], [lq()], [w1])
+    check(view.schedule()[0][2:] == ("Misconfigured", "workload namespace doesn't match "
+                                     "ClusterQueue selector"), "kueue: the namespace selector")
+    view = KueueView([], [cq("q", "2")], [lq(), lq("lost", "gone")], [w1, workload("w4", "1",
+                                                                                  queue="lost")])
+    got = [x[2:] for x in view.schedule()]
+    check(got == [("Suspended", "ClusterQueue q is inactive"),
+                  ("Misconfigured", "ClusterQueue gone doesn't exist")] and
+          view.inactive("q") == ("FlavorNotFound", "Can't admit new workloads: references missing "
+                                 "ResourceFlavor(s): f."), f"kueue: inactive queues: {got}")
+
+    idle = workload("idle", "2", admitted_in="q")
+    idle["spec"]["active"] = False
+    got = decisions(KueueView([flavor], [cq("q", "2")], [lq()], [idle, w1]))
+    check(got == [("evict", "idle"), ("admit", "w1")],
+          f"kueue: a deactivated Workload is evicted, its quota freed: {got}")
+
+    # Workload slices: a replacement needs quota only for the increase, and replaces its slice.
+    old = workload("old", "1", count=2, admitted_in="q")
+    other = workload("other", "1", admitted_in="q")
+    bigger = workload("bigger", "1", count=4, annotations={KUEUE_SLICE_FOR: "ml/old"})
+    view = KueueView([flavor], [cq("q", "4")], [lq()], [old, other, bigger])
+    got = view.schedule()
+    check(got[0][0] == "pending" and got[0][3].endswith("1 more needed"),
+          f"kueue: a slice of 4 over 2 needs 2 more of 1 left: {got}")
+    bigger["spec"]["podSets"][0]["count"] = 3
+    view = KueueView([flavor], [cq("q", "4")], [lq()], [old, other, bigger])
+    got = view.schedule()
+    check(got[0][0] == "admit" and got[0][4] is old and view.quota.usage["q", "f", "cpu"] == 4 and
+          sorted(view.held) == ["ml/bigger", "ml/other"],
+          f"kueue: the slice of 3 replaces the one of 2: {got}")
+
+    def job(parallelism, elastic=True, suspend=False, conditions=None, generation=1):
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ml", "uid": "uid-j", "generation": generation,
+                             "labels": {KUEUE_QUEUE_LABEL: "lq"},
+                             "annotations": {KUEUE_ELASTIC: "true"} if elastic else {}},
+                "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": suspend,
+                         "template": {"spec": {"priorityClassName": "high", "containers": [
+                             {"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}},
+                "status": {"conditions": conditions or []}}
+
+    plan = kueue_plan_job(job(2), [], {"high": 1000})
+    created = plan[0][1] if plan and plan[0][0] == "create" else {}
+    check(len(plan) == 1 and re.fullmatch(r"job-j-[0-9a-f]{5}", _meta(created).get("name", "")) and
+          wl_count(created) == 2 and _spec(created).get("priority") == 1000 and
+          _meta(created)["annotations"] == {KUEUE_ELASTIC: "true",
+                                            KUEUE_SLICE_NAME: _meta(created)["name"]} and
+          _meta(created)["ownerReferences"][0]["uid"] == "uid-j", f"kueue: a Job's first Workload: {plan}")
+    first = workload("job-j-aaaaa", "1", count=2, admitted_in="q",
+                     annotations={KUEUE_ELASTIC: "true", KUEUE_SLICE_NAME: "job-j-aaaaa"})
+    plan = kueue_plan_job(job(4, generation=2), [first], {})
+    check([a[0] for a in plan] == ["create"] and wl_count(plan[0][1]) == 4 and
+          _meta(plan[0][1])["annotations"][KUEUE_SLICE_FOR] == "ml/job-j-aaaaa" and
+          _meta(plan[0][1])["annotations"][KUEUE_SLICE_NAME] == "job-j-aaaaa" and
+          _meta(plan[0][1])["name"] != _meta(created)["name"], f"kueue: a scale-up slice: {plan}")
+    check(kueue_plan_job(job(1), [first], {}) == [("count", first, 1)],
+          "kueue: a scale-down changes the admitted Workload in place")
+    pending = workload("job-j-bbbbb", "1", count=4, annotations={KUEUE_SLICE_FOR: "ml/job-j-aaaaa"})
+    check(kueue_plan_job(job(4), [first, pending], {}) == [], "kueue: a pending slice in step")
+    check(kueue_plan_job(job(3), [first, pending], {}) == [("count", pending, 3)],
+          "kueue: a pending slice follows the Job")
+    admitted = workload("job-j-bbbbb", "1", count=4, admitted_in="q",
+                        annotations={KUEUE_SLICE_FOR: "ml/job-j-aaaaa"})
+    plan = kueue_plan_job(job(4), [first, admitted], {})
+    check(plan == [("finish", first, "WorkloadSliceReplaced",
+                    "Replaced to accommodate a new workload slice")],
+          f"kueue: two admitted slices: the old one finishes: {plan}")
+    check(kueue_plan_run(job(2, suspend=True), [first]) == ("start", first) and
+          kueue_plan_run(job(4), [first, pending]) is None, "kueue: an elastic Job starts, waits")
+    fixed = workload("job-j-ccccc", "1", count=1, admitted_in="q")
+    plan = kueue_plan_job(job(2, elastic=False), [fixed], {})
+    check([a[0] for a in plan] == ["stop", "delete"] and plan[0][1] is fixed,
+          f"kueue: a non-elastic Job resized while admitted is stopped and requeued: {plan}")
+    check([a[0] for a in kueue_plan_job(job(2, elastic=False, suspend=True), [], {})] == ["create"],
+          "kueue: requeued with a new Workload")
+    check(kueue_plan_run(job(2, elastic=False), [workload("p", "1")])[0] == "stop",
+          "kueue: a non-elastic Job runs only admitted")
+    check(kueue_plan_run(job(2), [idle])[:2] == ("stop", idle) and
+          kueue_plan_run(job(2, suspend=True), [idle]) is None,
+          "kueue: a deactivated Workload stops its Job, which stays stopped")
+    done = job(2, conditions=[{"type": "Complete", "status": "True", "message": "done"}])
+    check(kueue_plan_job(done, [first], {}) == [("finish", first, "Succeeded", "done")],
+          "kueue: a finished Job finishes its Workloads")
+    base = kueue_workload_name(job(2))
+    check(base == kueue_workload_name(job(2)) and base != kueue_workload_name(job(2), "2") and
+          base == "job-j-" + hashlib.sha1(b"Job\nbatch\nj\nuid-j").hexdigest()[:5],
+          f"kueue: workload names: {base}")
+
+    # The ungater: as many gated pods as the admitted count leaves room for, lowest names first.
+    def pod(name, gated_pod=False, phase="Running"):
+        return {"metadata": {"name": name}, "status": {"phase": phase},
+                "spec": {"schedulingGates": [{"name": KUEUE_ELASTIC}] if gated_pod else []}}
+    pods = [pod("j-0"), pod("j-3", True), pod("j-1", True), pod("j-2", True),
+            pod("j-9", phase="Failed")]
+    active = workload("a", "1", count=3, admitted_in="q")
+    check(kueue_ungate(active, pods) == ["j-1", "j-2"], "kueue: ungating within the admitted count")
+
+    # The webhooks and the schema.
+    created = job(2)
+    kueue_default_job(created)
+    check(created["spec"]["suspend"] is True and
+          created["spec"]["template"]["spec"]["schedulingGates"] == [{"name": KUEUE_ELASTIC}],
+          "kueue: the Job webhook suspends and gates")
+    unqueued = job(2)
+    unqueued["metadata"]["labels"] = {}
+    kueue_default_job(unqueued)
+    check(unqueued["spec"]["suspend"] is False, "kueue: a Job naming no queue is left alone")
+    partial = job(1, elastic=False)
+    partial["metadata"]["annotations"] = {KUEUE_MIN_PARALLELISM: "1"}
+    resized = copy.deepcopy(partial)
+    resized["spec"]["parallelism"] = 2
+    moved = job(2)
+    moved["metadata"]["labels"][KUEUE_QUEUE_LABEL] = "other"
+    check(kueue_job_errors(partial, resized) == [
+        "spec.parallelism: Forbidden: cannot change when partial admission is enabled and the "
+        "job is not suspended"] and kueue_job_errors(job(2), job(2, elastic=False)) == [
+        f"metadata.annotations[{KUEUE_ELASTIC}]: Invalid value: false: field is immutable"] and
+        kueue_job_errors(job(2), moved) == [
+        f'metadata.labels[{KUEUE_QUEUE_LABEL}]: Invalid value: "other": field is immutable'] and
+        kueue_job_errors(job(2), job(5)) == [], "kueue: the Job validating webhook")
+    bad = cq("bad", "lots", borrowing="1")
+    errors = kueue_object_errors("ClusterQueue", bad)
+    check(errors == ['spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: '
+                     '"lots": must be a quantity',
+                     'spec.resourceGroups[0].flavors[0].resources[0].borrowingLimit: Invalid '
+                     'value: "1": must be nil when cohort is empty'], f"kueue: schema: {errors}")
+    check(kueue_object_errors("LocalQueue", {"spec": {}}) == ["spec.clusterQueue: Required value"]
+          and kueue_object_errors("LocalQueue", lq("x", "b"), lq("x", "a")) ==
+          ['spec.clusterQueue: Invalid value: "b": field is immutable'] and
+          kueue_unknown_field("ClusterQueue", {"spec": {"cohort": "t"}}) == "spec.cohort",
+          "kueue: LocalQueue and unknown fields")
+
+    sa = USERS[SA_TOKEN]
+    deploy = Rbac.from_files(default_rbac_files())
+    for method, path, allowed in [
+        ("GET", f"/apis/{KUEUE_API}/workloads", True),
+        ("GET", f"/apis/{KUEUE_API}/clusterqueues/q", True),
+        ("PATCH", f"/apis/{KUEUE_API}/namespaces/ml/workloads/w", False),
+    ]:
+        check(deploy.allows(sa, request_attributes(method, path, {})) == allowed,
+              f"kueue RBAC: the service account {method} {path}: want allowed={allowed}")
+
+
+def jobset_self_test(check):
+    """The JobSet checks of `--self-test`: deploy/'s RBAC for JobSets, the child Jobs and the
+    ElasticJobSet patch."""
+    sa = USERS[SA_TOKEN]
+    deploy = Rbac.from_files(default_rbac_files())
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets"
+    for method, url, query, allowed in [
+        ("GET", path, {"watch": "true"}, True), ("GET", "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+                                                 {}, True),
+        ("GET", f"{path}/js", {}, True), ("PATCH", f"{path}/js", {}, True),
+        ("PUT", f"{path}/js", {}, False), ("DELETE", f"{path}/js", {}, False),
+        ("PATCH", f"{path}/js/status", {}, False), ("POST", path, {}, False),
+    ]:
+        method_path = f"{method} {url} {query}"
+        attrs = request_attributes(method, url, query)
+        check(deploy.allows(sa, attrs) == allowed,
+              f"deploy RBAC: the service account {method_path}: want allowed={allowed}")
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": "ml", "uid": "uid-js"},
+        "spec": {"replicatedJobs": [
+            {"name": "launcher", "template": {"spec": {"parallelism": 1, "template": {
+                "spec": {"containers": [{"name": "c"}]}}}}},
+            {"name": "workers", "replicas": 2, "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"completionMode": "Indexed", "parallelism": 3, "completions": 3,
+                         "template": {"metadata": {"labels": {"app": "w"}},
+                                      "spec": {"containers": [{"name": "c"}]}}}}},
+        ]},
+    }
+    children = jobset_children(jobset)
+    check([c["metadata"]["name"] for c in children] == ["js-launcher-0", "js-workers-0",
+                                                        "js-workers-1"],
+          f"one child Job per replicated Job and replica: {[c['metadata']['name'] for c in children]}")
+    worker = children[2]
+    want = {JOBSET_NAME_LABEL: "js", REPLICATED_JOB_LABEL: "workers", JOB_INDEX_LABEL: "1"}
+    check(worker["metadata"]["labels"] == {"team": "a", **want}, f"Job labels: {worker['metadata']}")
+    check(worker["spec"]["template"]["metadata"]["labels"] == {"app": "w", **want},
+          f"pod template labels: {worker['spec']['template']}")
+    owner = worker["metadata"]["ownerReferences"][0]
+    check(owner["kind"] == "JobSet" and owner["uid"] == "uid-js" and owner["controller"],
+          f"controlled by the JobSet: {owner}")
+    check(worker["spec"]["parallelism"] == 3 and not worker["spec"].get("suspend"),
+          f"the template's spec: {worker['spec']}")
+    check(played_job(worker) and not played_job({"metadata": {"name": "backup"}}),
+          "a child Job is played, an ordinary Job is not")
+    check(played_job({"metadata": {"annotations": {ELASTIC_JOB_ANNOTATION: "1"}}}),
+          "an elastic Job is played")
+    suspended = jobset_children(dict(jobset, spec=dict(jobset["spec"], suspend=True)))
+    check(all(c["spec"].get("suspend") for c in suspended), "a suspended JobSet's children are")
+    resized = copy.deepcopy(worker)
+    resized["spec"]["parallelism"] = resized["spec"]["completions"] = 5
+    check(child_scaling(resized, worker) == {"spec": {"parallelism": 5, "completions": 5}},
+          "a template resized with parallelism == completions patches the child")
+    check(child_scaling(worker, worker) is None, "an unchanged template patches nothing")
+    uneven = copy.deepcopy(resized)
+    uneven["spec"]["completions"] = 4
+    check(child_scaling(uneven, worker) is None, "parallelism != completions patches nothing")
 
 
 KUBECONFIG = """apiVersion: v1
@@ -2489,6 +4290,9 @@ def self_test():
                        {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
 
+    kueue_self_test(check)
+    jobset_self_test(check)
+
     for failure in failures:
         print(f"FAIL {failure}")
     print(f"self-test: {count - len(failures)} of {count} checks passed")
@@ -2517,11 +4321,17 @@ def parse_args(argv):
     parser.add_argument("--pytorch-crds", action="store_true",
                         help="also serve pytorchtrainingjobs (batch.tensorstack.dev/v1beta1) "
                              "and pytorchjobs (kubeflow.org/v1)")
+    parser.add_argument("--kueue", action="store_true",
+                        help="also serve Kueue (kueue.x-k8s.io/v1beta2) and play its webhooks "
+                             "and controllers")
+    parser.add_argument("--jobset-crd", action="store_true",
+                        help="also serve jobsets (jobset.x-k8s.io/v1alpha2) and play the JobSet "
+                             "controller")
     parser.add_argument("--rbac", action="append", metavar="FILE",
                         help="enforce the RBAC objects of FILE (repeatable) instead of deploy/'s")
     parser.add_argument("--no-rbac", action="store_true", help="authorize every request")
     parser.add_argument("--self-test", action="store_true",
-                        help="check the RBAC evaluation and the fit, then exit")
+                        help="check the RBAC evaluation, the fit and the Kueue model, then exit")
     args = parser.parse_args(argv)
     if args.self_test:
         return args
@@ -2556,13 +4366,19 @@ async def main():
     emulator = StampingEmulator()
     emulator.rbac = rbac
     seed(emulator, nodes, args.pytorch_crds)
+    if args.kueue:
+        serve_kueue(emulator)
+    if args.jobset_crd:
+        seed_jobset_crd(emulator)
     headers = {"User-Agent": HARNESS_AGENT, "Authorization": f"Bearer {ADMIN_TOKEN}"}
     async with emulator, kmock.Server(emulator, port=args.port) as server, aiohttp.ClientSession(headers=headers) as session:
         url = str(server.url).rstrip("/")
         write_kubeconfigs(args.kubeconfig, url)
         tasks = []
         if args.controllers:
-            tasks.append(asyncio.create_task(Controllers(emulator, url, args.period).run(session)))
+            kueue = KueueController(emulator) if args.kueue else None
+            tasks.append(asyncio.create_task(
+                Controllers(emulator, url, args.period, kueue).run(session)))
         print(f"READY {url}", flush=True)
         stdin_closed = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await asyncio.wait([stdin_closed], timeout=args.lifetime)

@@ -1,14 +1,33 @@
 //! The PaddleJob adapter (`paddlepaddle.org/v1`, seed 001): read as the TrainingJob spec it runs
 //! as, with problems named by the PaddleJob's own object and fields.
 
-use super::{JobAdapter, ReadJob, Reading};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::{JobAdapter, ReadJob, Reading, Records, Resize};
 use crate::api::priority::PriorityClasses;
 use crate::api::validate::check_training_job;
-use crate::api::{FieldError, JobKind, PaddleJob, paddle_job_problem};
+use crate::api::{
+    FieldError, JobKind, PaddleJob, TrainingJob, TrainingJobPhase, paddle_job_problem,
+};
 use crate::cluster::objects::read_training_job_spec;
 
 impl JobAdapter for PaddleJob {
     const KIND: JobKind = JobKind::PaddleJob;
+    const RESIZE: Resize = Resize::TrainerJob;
+    const RECORDS: Records = Records::Status;
+    const SIZE_FIELDS: [&'static str; 3] = <TrainingJob as JobAdapter>::SIZE_FIELDS;
+    const PRIORITY_FIELD: &'static str = <TrainingJob as JobAdapter>::PRIORITY_FIELD;
+
+    fn phase(&self) -> TrainingJobPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+
+    fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {

@@ -7,11 +7,69 @@
 //! - T9k PyTorchTrainingJob: the job is named by the controller ownerReference
 //!   (`batch.tensorstack.dev/v1beta1` PyTorchTrainingJob); the pod is a worker unless a label
 //!   whose key ends in `replica-type` says `master`, or its name has a `-master-` part.
+//!
+//! The pods of the elastic batch/v1 Job and of the JobSet cannot tell by themselves whether they
+//! are a job's: a pod of any Job has a Job owner, and which replicated Job of a JobSet is the
+//! elastic one only the JobSet says. Such a pod *claims* a job ([`pod_claim`]); `ClusterState`
+//! makes it the job's once the job object gives a [`super::PodRule`], and forgets that when the
+//! object goes:
+//! - JobSet: the labels `jobset.sigs.k8s.io/jobset-name` and `jobset.sigs.k8s.io/replicatedjob-name`
+//!   (on every pod of its child Jobs) claim the JobSet, the replicated Job being the group;
+//! - elastic Job: the controller ownerReference (`batch/v1` Job), else the label
+//!   `batch.kubernetes.io/job-name`, claims the Job.
+//!
+//! A pod of trainscale's own trainer Jobs is the TrainingJob's or PaddleJob's by its labels before
+//! any claim is looked at.
+
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::api::{JobKind, KUBEFLOW_JOB_NAME, KUBEFLOW_REPLICA_TYPE};
+use crate::api::{
+    JOB_NAME_LABEL, JOBSET_NAME_LABEL, JobKey, JobKind, KUBEFLOW_JOB_NAME, KUBEFLOW_REPLICA_TYPE,
+    REPLICATED_JOB_NAME_LABEL,
+};
 use crate::cluster::objects::Role;
+
+/// The job a pod may belong to, which only the job object can confirm (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodClaim {
+    pub job: JobKey,
+    /// The part of the job the pod was made for (a JobSet's replicated Job).
+    pub group: Option<Arc<str>>,
+}
+
+/// The job a pod in `namespace` claims, if any.
+pub fn pod_claim(meta: &ObjectMeta, namespace: &str) -> Option<PodClaim> {
+    let labels = meta.labels.as_ref();
+    if let Some(jobset) = labels.and_then(|l| l.get(JOBSET_NAME_LABEL)) {
+        return Some(PodClaim {
+            job: JobKey::of_kind(JobKind::JobSet, namespace, jobset.as_str()),
+            group: labels
+                .and_then(|l| l.get(REPLICATED_JOB_NAME_LABEL))
+                .map(|g| Arc::from(g.as_str())),
+        });
+    }
+    let job = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| {
+            o.controller == Some(true)
+                && o.kind == JobKind::BatchJob.as_str()
+                && o.api_version == JobKind::BatchJob.api_version()
+        })
+        .map(|o| o.name.as_str())
+        .or_else(|| {
+            labels
+                .and_then(|l| l.get(JOB_NAME_LABEL))
+                .map(String::as_str)
+        })?;
+    Some(PodClaim {
+        job: JobKey::of_kind(JobKind::BatchJob, namespace, job),
+        group: None,
+    })
+}
 
 /// The kind, name and role of the sized-only job a pod belongs to, if any.
 pub fn sized_pod_owner(meta: &ObjectMeta) -> Option<(JobKind, String, Role)> {
@@ -88,6 +146,38 @@ mod tests {
         let no_role = meta(serde_json::json!({"name": "x",
             "labels": {"training.kubeflow.org/job-name": "p"}}));
         assert_eq!(sized_pod_owner(&no_role), None);
+    }
+
+    #[test]
+    fn jobset_and_job_pods_claim_their_job() {
+        let jobset = meta(serde_json::json!({"name": "js-workers-0-1", "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "js",
+            "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+            "batch.kubernetes.io/job-name": "js-workers-0"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "js-workers-0",
+                "uid": "u", "controller": true}]}));
+        assert_eq!(
+            pod_claim(&jobset, "ml"),
+            Some(PodClaim {
+                job: JobKey::of_kind(JobKind::JobSet, "ml", "js"),
+                group: Some(Arc::from("workers")),
+            })
+        );
+        let owned = meta(serde_json::json!({"name": "e-0", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "e", "uid": "u", "controller": true}]}));
+        assert_eq!(
+            pod_claim(&owned, "ml").map(|c| c.job),
+            Some(JobKey::of_kind(JobKind::BatchJob, "ml", "e"))
+        );
+        let labelled = meta(serde_json::json!({"name": "e-1",
+            "labels": {"batch.kubernetes.io/job-name": "e"}}));
+        assert_eq!(
+            pod_claim(&labelled, "ml").map(|c| c.job),
+            Some(JobKey::of_kind(JobKind::BatchJob, "ml", "e"))
+        );
+        let not_controller = meta(serde_json::json!({"name": "x", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "Job", "name": "e", "uid": "u"}]}));
+        assert_eq!(pod_claim(&not_controller, "ml"), None);
     }
 
     #[test]

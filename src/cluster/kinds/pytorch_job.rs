@@ -9,18 +9,15 @@
 //! resolved against the PriorityClasses. A `Succeeded` or `Failed` condition that is True
 //! finishes it.
 
-use kube::ResourceExt;
-
 use super::template::{
-    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+    SizedFields, check_bounds, check_requests, sized_job_info, template_request,
 };
 use std::sync::Arc;
 
-use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, Records, Resize, template_constraints};
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::{FieldError, JobKind, PyTorchJob, TrainingJobPhase};
 use crate::cluster::filters::PodConstraints;
-use crate::cluster::objects::JobInfo;
 
 /// The replica type whose size trainscale writes.
 pub const WORKER: &str = "Worker";
@@ -35,6 +32,19 @@ fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Re
 
 impl JobAdapter for PyTorchJob {
     const KIND: JobKind = JobKind::PyTorchJob;
+    const RESIZE: Resize = Resize::Field(&["spec", "pytorchReplicaSpecs", "Worker", "replicas"]);
+    const RECORDS: Records = Records::Annotation;
+    const SIZE_FIELDS: [&'static str; 3] = [
+        "spec.elasticPolicy.minReplicas",
+        "spec.elasticPolicy.maxReplicas",
+        "spec.pytorchReplicaSpecs.Worker.replicas",
+    ];
+    const PRIORITY_FIELD: &'static str =
+        "spec.pytorchReplicaSpecs.Worker.template.spec.priorityClassName";
+
+    fn phase(&self) -> TrainingJobPhase {
+        kubeflow_phase(self)
+    }
 
     fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
         let worker = self.spec.pytorch_replica_specs.get(WORKER)?;
@@ -117,28 +127,19 @@ impl JobAdapter for PyTorchJob {
         } else {
             resolve_priority(&class, classes)
         };
-        let mut warnings = Vec::new();
-        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let (speedup, warning) = speedup_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let phase = kubeflow_phase(self);
-        let info = JobInfo {
-            min,
-            max,
-            trainer,
-            exact: exact_of(trainer),
-            priority: priority.value,
-            priority_class: priority.class,
-            created: self
-                .creation_timestamp()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-            phase,
-            stored_parallelism: worker.replicas,
-            last_scale,
-            speedup,
-        };
+        let (info, warnings) = sized_job_info(
+            &self.metadata,
+            &object,
+            SizedFields {
+                min,
+                max,
+                stored: worker.replicas,
+                trainer,
+                priority: priority.value,
+                priority_class: priority.class,
+                phase: kubeflow_phase(self),
+            },
+        );
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,

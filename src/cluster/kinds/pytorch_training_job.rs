@@ -7,24 +7,33 @@
 //! default 10 when the T9k scheduler is named without one, else 0). Status phases Succeeded and
 //! Failed finish it.
 
-use kube::ResourceExt;
-
 use super::template::{
-    check_bounds, check_requests, exact_of, last_scale_of, speedup_of, template_request,
+    SizedFields, check_bounds, check_requests, sized_job_info, template_request,
 };
 use std::sync::Arc;
 
-use super::{JobAdapter, LeftAlone, ReadJob, Reading, template_constraints};
+use super::{JobAdapter, LeftAlone, ReadJob, Reading, Records, Resize, template_constraints};
 use crate::api::priority::PriorityClasses;
 use crate::api::{FieldError, JobKind, PyTorchTrainingJob, TrainingJobPhase};
 use crate::cluster::filters::PodConstraints;
-use crate::cluster::objects::JobInfo;
 
 /// T9k's default priority of a job naming its scheduler without a priority.
 const T9K_DEFAULT_PRIORITY: i32 = 10;
 
 impl JobAdapter for PyTorchTrainingJob {
     const KIND: JobKind = JobKind::PyTorchTrainingJob;
+    const RESIZE: Resize = Resize::Field(&["spec", "elastic", "expectedReplicas"]);
+    const RECORDS: Records = Records::Annotation;
+    const SIZE_FIELDS: [&'static str; 3] = [
+        "spec.elastic.minReplicas",
+        "spec.elastic.maxReplicas",
+        "spec.elastic.expectedReplicas",
+    ];
+    const PRIORITY_FIELD: &'static str = "spec.scheduler.t9kScheduler.priority";
+
+    fn phase(&self) -> TrainingJobPhase {
+        t9k_phase(self)
+    }
 
     fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
         let (i, worker) = self
@@ -107,27 +116,20 @@ impl JobAdapter for PyTorchTrainingJob {
             Some(s) => s.priority.unwrap_or(T9K_DEFAULT_PRIORITY),
             None => 0,
         };
-        let (last_scale, warning) = last_scale_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let (speedup, warning) = speedup_of(&self.metadata, &object);
-        warnings.extend(warning);
-        let phase = t9k_phase(self);
-        let info = JobInfo {
-            min,
-            max,
-            trainer,
-            exact: exact_of(trainer),
-            priority,
-            priority_class: None,
-            created: self
-                .creation_timestamp()
-                .map(|t| t.0.as_second())
-                .unwrap_or(0),
-            phase,
-            stored_parallelism: elastic.expected_replicas,
-            last_scale,
-            speedup,
-        };
+        let (info, more) = sized_job_info(
+            &self.metadata,
+            &object,
+            SizedFields {
+                min,
+                max,
+                stored: elastic.expected_replicas,
+                trainer,
+                priority,
+                priority_class: None,
+                phase: t9k_phase(self),
+            },
+        );
+        warnings.extend(more);
         Ok(Reading::Planned(ReadJob {
             key: self.job_key(),
             info,

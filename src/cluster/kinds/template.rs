@@ -1,5 +1,7 @@
-//! What the sized-only kinds share: a replica's per-pod request from its pod template, and the
-//! `trainscale.io/last-scale` and `trainscale.io/speedup` annotations.
+//! What the sized-only kinds share: a replica's per-pod request and priority from its pod
+//! template, the `trainscale.io/last-scale` and `trainscale.io/speedup` annotations, and the
+//! `trainscale.io/min-replicas` and `max-replicas` annotations the elastic Job and the JobSet opt
+//! in with.
 
 use std::sync::Arc;
 
@@ -8,10 +10,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use crate::api::TrainingJobPhase;
+use crate::api::priority::{Priority, PriorityClasses, resolve_priority};
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::validate::{NEEDS_A_REQUEST, requests_anything};
-use crate::api::{FieldError, LAST_SCALE_ANNOTATION, Quantity, Resources, parse_resources};
-use crate::cluster::objects::{pod_requests, read_speedup};
+use crate::api::{
+    FieldError, LAST_SCALE_ANNOTATION, MAX_REPLICAS_ANNOTATION, MIN_REPLICAS_ANNOTATION, Quantity,
+    Resources, parse_resources,
+};
+use crate::cluster::objects::{JobInfo, pod_requests, read_speedup};
 
 /// The request of one pod made from `template` (at `field`), as kube-scheduler counts it (see
 /// [`pod_requests`]: sidecars added, a limit standing for a missing request, overhead on top).
@@ -157,6 +164,66 @@ pub fn last_scale_of(meta: &ObjectMeta, object: &str) -> (Option<i64>, Option<Fi
     }
 }
 
+/// The priority of the pods made from `template`: its `priorityClassName` (what Kubernetes orders
+/// and preempts them by) resolved against `classes`. A number is no PriorityClass name: only
+/// names are resolved.
+pub fn template_priority(template: &PodTemplateSpec, classes: &PriorityClasses) -> Priority {
+    let class = template
+        .spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref())
+        .unwrap_or_default();
+    if class.trim().parse::<i64>().is_ok() {
+        resolve_priority("", classes)
+    } else {
+        resolve_priority(class, classes)
+    }
+}
+
+/// The field an annotation is named by in errors: `metadata.annotations[trainscale.io/min-replicas]`.
+pub fn annotation_field(name: &str) -> String {
+    format!("metadata.annotations[{name}]")
+}
+
+/// `metadata.annotations[trainscale.io/min-replicas]`.
+pub const MIN_FIELD: &str = "metadata.annotations[trainscale.io/min-replicas]";
+/// `metadata.annotations[trainscale.io/max-replicas]`.
+pub const MAX_FIELD: &str = "metadata.annotations[trainscale.io/max-replicas]";
+
+/// Whether an object opts in to elastic sizing by annotation: it has `trainscale.io/min-replicas`
+/// or `trainscale.io/max-replicas`.
+pub fn opted_in(meta: &ObjectMeta) -> bool {
+    meta.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(MIN_REPLICAS_ANNOTATION) || a.contains_key(MAX_REPLICAS_ANNOTATION)
+    })
+}
+
+/// Min and max from the `trainscale.io/min-replicas` and `max-replicas` annotations: both
+/// required, integers, 0 <= min <= max; each error names its annotation.
+pub fn annotation_bounds(meta: &ObjectMeta, object: &str) -> Result<(i32, i32), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut number = |name: &str, field: &str| {
+        let text = meta.annotations.as_ref().and_then(|a| a.get(name))?;
+        match text.trim().parse::<i32>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                errors.push(FieldError::new(
+                    object,
+                    field,
+                    format!("{text:?} is not an integer"),
+                ));
+                None
+            }
+        }
+    };
+    let min = number(MIN_REPLICAS_ANNOTATION, MIN_FIELD);
+    let max = number(MAX_REPLICAS_ANNOTATION, MAX_FIELD);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    check_bounds(object, (min, MIN_FIELD), (max, MAX_FIELD))
+}
+
 /// Checks min and max as read from `min_field` and `max_field`.
 pub fn check_bounds(
     object: &str,
@@ -192,6 +259,50 @@ pub fn check_bounds(
     } else {
         Err(errors)
     }
+}
+
+/// What a sized-only kind's adapter reads of a job besides the annotations every such kind shares.
+pub struct SizedFields {
+    pub min: i32,
+    pub max: i32,
+    /// The size its field holds, if set.
+    pub stored: Option<i32>,
+    pub trainer: Resources,
+    pub priority: i32,
+    pub priority_class: Option<Arc<str>>,
+    pub phase: TrainingJobPhase,
+}
+
+/// The planning model's view of a sized-only job: `fields` plus its creation time and its
+/// `trainscale.io/last-scale` and `trainscale.io/speedup` annotations, with their warnings.
+pub fn sized_job_info(
+    meta: &ObjectMeta,
+    object: &str,
+    fields: SizedFields,
+) -> (JobInfo, Vec<FieldError>) {
+    let mut warnings = Vec::new();
+    let (last_scale, warning) = last_scale_of(meta, object);
+    warnings.extend(warning);
+    let (speedup, warning) = speedup_of(meta, object);
+    warnings.extend(warning);
+    let info = JobInfo {
+        min: fields.min,
+        max: fields.max,
+        trainer: fields.trainer,
+        exact: exact_of(fields.trainer),
+        priority: fields.priority,
+        priority_class: fields.priority_class,
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second())
+            .unwrap_or(0),
+        phase: fields.phase,
+        stored_parallelism: fields.stored,
+        last_scale,
+        speedup,
+    };
+    (info, warnings)
 }
 
 #[cfg(test)]
@@ -243,6 +354,55 @@ mod tests {
         .unwrap();
         let e = template_request(&template, "X ns/a", "spec.t").unwrap_err();
         assert_eq!(e.field, "spec.t.spec.containers[0].resources.requests.cpu");
+    }
+
+    #[test]
+    fn annotation_bounds_name_the_annotation() {
+        let meta = |pairs: &[(&str, &str)]| ObjectMeta {
+            annotations: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        };
+        let ok = meta(&[
+            (MIN_REPLICAS_ANNOTATION, "1"),
+            (MAX_REPLICAS_ANNOTATION, " 4 "),
+        ]);
+        assert!(opted_in(&ok));
+        assert_eq!(annotation_bounds(&ok, "Job ns/a"), Ok((1, 4)));
+        let only_min = meta(&[(MIN_REPLICAS_ANNOTATION, "1")]);
+        let e = annotation_bounds(&only_min, "Job ns/a").unwrap_err();
+        assert_eq!(
+            e[0].field,
+            "metadata.annotations[trainscale.io/max-replicas]"
+        );
+        assert_eq!(e[0].object, "Job ns/a");
+        let word = meta(&[
+            (MIN_REPLICAS_ANNOTATION, "two"),
+            (MAX_REPLICAS_ANNOTATION, "4"),
+        ]);
+        let e = annotation_bounds(&word, "Job ns/a").unwrap_err();
+        assert_eq!(
+            e[0].field,
+            "metadata.annotations[trainscale.io/min-replicas]"
+        );
+        assert!(e[0].to_string().contains("not an integer"), "{}", e[0]);
+        let inverted = meta(&[
+            (MIN_REPLICAS_ANNOTATION, "5"),
+            (MAX_REPLICAS_ANNOTATION, "4"),
+        ]);
+        let e = annotation_bounds(&inverted, "Job ns/a").unwrap_err();
+        assert_eq!(e[0].field, MIN_FIELD);
+        let negative = meta(&[
+            (MIN_REPLICAS_ANNOTATION, "-1"),
+            (MAX_REPLICAS_ANNOTATION, "4"),
+        ]);
+        assert!(annotation_bounds(&negative, "Job ns/a").is_err());
+        assert!(!opted_in(&meta(&[("other", "1")])));
+        assert_eq!(annotation_field("x/y"), "metadata.annotations[x/y]");
     }
 
     #[test]

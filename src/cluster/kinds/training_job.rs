@@ -1,13 +1,34 @@
 //! The TrainingJob adapter (`paddlepaddle.org/v1alpha1`).
 
-use super::{JobAdapter, ReadJob, Reading};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use super::{JobAdapter, ReadJob, Reading, Records, Resize};
 use crate::api::priority::PriorityClasses;
 use crate::api::validate::check_training_job;
-use crate::api::{FieldError, JobKind, TrainingJob};
+use crate::api::{FieldError, JobKind, TrainingJob, TrainingJobPhase};
 use crate::cluster::objects::read_training_job_spec;
 
 impl JobAdapter for TrainingJob {
     const KIND: JobKind = JobKind::TrainingJob;
+    const RESIZE: Resize = Resize::TrainerJob;
+    const RECORDS: Records = Records::Status;
+    const SIZE_FIELDS: [&'static str; 3] = [
+        "spec.trainer.min-instance",
+        "spec.trainer.max-instance",
+        "spec.trainer.replicaSpec.spec.parallelism",
+    ];
+    const PRIORITY_FIELD: &'static str = "spec.annotations.priority";
+
+    fn phase(&self) -> TrainingJobPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+
+    fn conditions(&self) -> Vec<Condition> {
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.clone())
+            .unwrap_or_default()
+    }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let findings = check_training_job(self);

@@ -69,6 +69,7 @@ impl ClusterState {
             index: Some(index),
             extended,
             priority: 0,
+            claim: None,
         };
         self.account_pod(&pod, 1);
         if let Some(p) = Position::of(&pod) {

@@ -77,6 +77,7 @@ fn add_pod(
         index: None,
         extended: Default::default(),
         priority: 0,
+        claim: None,
     };
     state.set_pod(("ns".to_string(), name), Some(info));
 }
@@ -128,6 +129,7 @@ fn dry(current: i64, (min, max): (i64, i64), res: [&str; 3]) -> DryJob {
         current,
         min,
         max,
+        ceiling: max,
         cpu_milli: exact[1].milli_ceil(),
         memory_mega: exact[2].mega_ceil(),
         gpu: exact[0].value_ceil(),

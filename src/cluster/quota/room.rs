@@ -1,0 +1,305 @@
+//! Kueue's quota arithmetic on one snapshot of the model, as its scheduler cache does it
+//! (`pkg/cache/scheduler/resource_node.go`), for flat cohorts: a ClusterQueue may take what its
+//! lending limit keeps for itself and is unused, plus what its cohort has unused (the members'
+//! nominal quotas less what they keep, less what they use beyond what they keep), the latter at
+//! most its borrowing limit beyond its own lendable quota. Flavors stay apart: a worker is
+//! charged to the flavors its job's admission assigned.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use super::QuotaModel;
+use super::read::{FlavorResource, PerResource, QueueInfo, Quota, WorkerSet};
+
+/// A ClusterQueue's index in a [`QuotaRoom`].
+pub type QueueId = usize;
+
+/// Why a job's workers cannot be charged to its ClusterQueue at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// The queue has no quota for `resource` (in `flavor`, when admission assigned one):
+    /// Kueue admits no pod requesting it.
+    Uncovered {
+        resource: Arc<str>,
+        flavor: Option<Arc<str>>,
+    },
+    /// The queue admits nothing new (why).
+    Inactive(String),
+}
+
+/// What one more worker of a job takes: `(flavor-resource id, amount)` in its ClusterQueue.
+pub type Need = Vec<(u32, i64)>;
+
+/// Quota and usage of a flavor and resource as a message shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Standing {
+    pub nominal: i64,
+    pub used: i64,
+    /// What the queue could still take.
+    pub available: i64,
+}
+
+#[derive(Debug, Clone)]
+struct QueueRoom<'m> {
+    info: &'m QueueInfo,
+    cohort: Option<usize>,
+    /// By flavor-resource id.
+    quota: Vec<Option<Quota>>,
+    usage: Vec<i64>,
+    inactive: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct CohortRoom {
+    name: Arc<str>,
+    /// The members' nominal quotas less what their lending limits keep, by flavor-resource id.
+    subtree: Vec<i64>,
+    /// The members' usage beyond what their lending limits keep.
+    usage: Vec<i64>,
+}
+
+/// Every ClusterQueue's quota and usage, changed as a pass charges workers.
+#[derive(Debug, Clone)]
+pub struct QuotaRoom<'m> {
+    frs: Vec<FlavorResource>,
+    ids: HashMap<Arc<str>, HashMap<Arc<str>, u32>>,
+    queues: Vec<QueueRoom<'m>>,
+    queue_ids: BTreeMap<&'m str, QueueId>,
+    cohorts: Vec<CohortRoom>,
+}
+
+/// What a queue keeps from lending: `max(0, nominal − lendingLimit)`, 0 without a limit.
+fn kept(q: Option<Quota>) -> i64 {
+    q.and_then(|q| q.lending_limit.map(|l| q.nominal.saturating_sub(l).max(0)))
+        .unwrap_or(0)
+}
+
+impl<'m> QuotaRoom<'m> {
+    /// The room as the model's ClusterQueues and Workloads leave it.
+    pub fn new(model: &'m QuotaModel) -> Self {
+        let mut room = QuotaRoom {
+            frs: Vec::new(),
+            ids: HashMap::new(),
+            queues: Vec::new(),
+            queue_ids: BTreeMap::new(),
+            cohorts: Vec::new(),
+        };
+        for info in model.cluster_queues() {
+            for (flavor, resource, _) in info.quotas() {
+                room.intern(flavor, resource);
+            }
+            for (flavor, resource) in model.usage(&info.name).into_iter().flat_map(|u| u.keys()) {
+                room.intern(flavor, resource);
+            }
+        }
+        let n = room.frs.len();
+        let mut cohort_ids: BTreeMap<&str, usize> = BTreeMap::new();
+        for info in model.cluster_queues() {
+            let mut quota = vec![None; n];
+            for (flavor, resource, q) in info.quotas() {
+                if let Some(id) = room.id(flavor, resource) {
+                    quota[id as usize] = Some(q);
+                }
+            }
+            let mut usage = vec![0i64; n];
+            for ((flavor, resource), amount) in model.usage(&info.name).into_iter().flatten() {
+                if let Some(id) = room.id(flavor, resource) {
+                    usage[id as usize] = *amount;
+                }
+            }
+            let cohort = info.cohort.as_ref().map(|name| {
+                *cohort_ids.entry(name).or_insert_with(|| {
+                    room.cohorts.push(CohortRoom {
+                        name: Arc::clone(name),
+                        subtree: vec![0; n],
+                        usage: vec![0; n],
+                    });
+                    room.cohorts.len() - 1
+                })
+            });
+            if let Some(c) = cohort {
+                let cohort = &mut room.cohorts[c];
+                for fr in 0..n {
+                    let keep = kept(quota[fr]);
+                    let nominal = quota[fr].map_or(0, |q| q.nominal);
+                    cohort.subtree[fr] = cohort.subtree[fr].saturating_add(nominal - keep);
+                    cohort.usage[fr] =
+                        cohort.usage[fr].saturating_add(usage[fr].saturating_sub(keep).max(0));
+                }
+            }
+            let inactive = match &info.stop_policy {
+                Some(policy) => Some(format!("its spec.stopPolicy is {policy}")),
+                None => info
+                    .flavors()
+                    .find(|f| !model.flavor_exists(f))
+                    .map(|f| format!("ResourceFlavor {f} does not exist")),
+            };
+            room.queue_ids.insert(&info.name, room.queues.len());
+            room.queues.push(QueueRoom {
+                info,
+                cohort,
+                quota,
+                usage,
+                inactive,
+            });
+        }
+        room
+    }
+
+    fn intern(&mut self, flavor: &Arc<str>, resource: &Arc<str>) {
+        let next = self.frs.len() as u32;
+        let by_resource = self.ids.entry(Arc::clone(flavor)).or_default();
+        if !by_resource.contains_key(resource) {
+            by_resource.insert(Arc::clone(resource), next);
+            self.frs.push((Arc::clone(flavor), Arc::clone(resource)));
+        }
+    }
+
+    /// The id of `flavor` and `resource`, when some ClusterQueue names them.
+    pub fn id(&self, flavor: &str, resource: &str) -> Option<u32> {
+        self.ids.get(flavor)?.get(resource).copied()
+    }
+
+    /// The ClusterQueue named `name`.
+    pub fn queue(&self, name: &str) -> Option<QueueId> {
+        self.queue_ids.get(name).copied()
+    }
+
+    /// The ClusterQueue at `q`.
+    pub fn info(&self, q: QueueId) -> &'m QueueInfo {
+        self.queues[q].info
+    }
+
+    /// The cohort of the ClusterQueue at `q`, by name.
+    pub fn cohort(&self, q: QueueId) -> Option<&Arc<str>> {
+        self.queues[q].cohort.map(|c| &self.cohorts[c].name)
+    }
+
+    /// The flavor and resource of id `fr`.
+    pub fn flavor_resource(&self, fr: u32) -> &FlavorResource {
+        &self.frs[fr as usize]
+    }
+
+    /// What one more worker takes in ClusterQueue `q`: per resource of `per_pod` (the
+    /// admission's per-pod charge, else `fallback`), plus one `pods` when the queue covers pods,
+    /// in the flavor admission assigned (else the first flavor of the group covering it). An
+    /// error when the queue admits nothing new or covers a requested resource with no quota.
+    pub fn need(
+        &self,
+        q: QueueId,
+        worker: &WorkerSet,
+        fallback: impl FnOnce() -> PerResource,
+    ) -> Result<Need, Stop> {
+        let queue = &self.queues[q];
+        if let Some(why) = &queue.inactive {
+            return Err(Stop::Inactive(why.clone()));
+        }
+        let mut per_pod = if worker.per_pod.is_empty() {
+            fallback()
+        } else {
+            worker.per_pod.clone()
+        };
+        if queue.info.covers("pods") && !per_pod.iter().any(|(r, _)| &**r == "pods") {
+            per_pod.push((Arc::from("pods"), 1));
+        }
+        let mut need = Vec::with_capacity(per_pod.len());
+        for (resource, amount) in per_pod.into_iter().filter(|(_, a)| *a > 0) {
+            let uncovered = |flavor: Option<&Arc<str>>| Stop::Uncovered {
+                resource: Arc::clone(&resource),
+                flavor: flavor.cloned(),
+            };
+            let Some(group) = queue.info.group_of(&resource) else {
+                return Err(uncovered(None));
+            };
+            let assigned = worker
+                .flavors
+                .iter()
+                .find(|(r, _)| *r == resource)
+                .map(|(_, f)| f);
+            let Some(flavor) = assigned.or_else(|| group.flavors.first().map(|(f, _)| f)) else {
+                return Err(uncovered(None));
+            };
+            match self.id(flavor, &resource) {
+                Some(fr) if queue.quota[fr as usize].is_some() => need.push((fr, amount)),
+                _ => return Err(uncovered(Some(flavor))),
+            }
+        }
+        Ok(need)
+    }
+
+    /// How much more of flavor-resource `fr` ClusterQueue `q` may take (below zero when it holds
+    /// more than it may).
+    pub fn available(&self, q: QueueId, fr: u32) -> i64 {
+        let queue = &self.queues[q];
+        let f = fr as usize;
+        let quota = queue.quota[f];
+        let nominal = quota.map_or(0, |q| q.nominal);
+        let keep = kept(quota);
+        let usage = queue.usage[f];
+        let Some(c) = queue.cohort else {
+            return nominal.saturating_sub(usage);
+        };
+        let cohort = &self.cohorts[c];
+        let mut from_cohort = cohort.subtree[f].saturating_sub(cohort.usage[f]);
+        if let Some(limit) = quota.and_then(|q| q.borrowing_limit) {
+            let lent = nominal.saturating_sub(keep);
+            let used_there = usage.saturating_sub(keep).max(0);
+            from_cohort = from_cohort.min(lent.saturating_sub(used_there).saturating_add(limit));
+        }
+        keep.saturating_sub(usage)
+            .max(0)
+            .saturating_add(from_cohort)
+    }
+
+    /// How many more workers of `need` ClusterQueue `q` takes, and the flavor-resource that
+    /// stops the next one (`None` when `need` is empty: nothing limits it).
+    pub fn fit(&self, q: QueueId, need: &Need) -> (i64, Option<u32>) {
+        need.iter()
+            .map(|&(fr, amount)| ((self.available(q, fr) / amount).max(0), Some(fr)))
+            .min_by_key(|(n, _)| *n)
+            .unwrap_or((i64::MAX, None))
+    }
+
+    /// Charges `n` workers of `need` to ClusterQueue `q` (beyond what its lending limit keeps,
+    /// to its cohort too).
+    pub fn take(&mut self, q: QueueId, need: &Need, n: i64) {
+        if n <= 0 {
+            return;
+        }
+        for &(fr, amount) in need {
+            let f = fr as usize;
+            let value = amount.saturating_mul(n);
+            let queue = &mut self.queues[q];
+            let keep = kept(queue.quota[f]);
+            let local = keep.saturating_sub(queue.usage[f]).max(0);
+            queue.usage[f] = queue.usage[f].saturating_add(value);
+            if let Some(c) = queue.cohort
+                && value > local
+            {
+                let cohort = &mut self.cohorts[c];
+                cohort.usage[f] = cohort.usage[f].saturating_add(value.saturating_sub(local));
+            }
+        }
+    }
+
+    /// Quota, usage and room of flavor-resource `fr` in ClusterQueue `q`.
+    pub fn standing(&self, q: QueueId, fr: u32) -> Standing {
+        let queue = &self.queues[q];
+        Standing {
+            nominal: queue.quota[fr as usize].map_or(0, |q| q.nominal),
+            used: queue.usage[fr as usize],
+            available: self.available(q, fr),
+        }
+    }
+
+    /// The first ClusterQueue and flavor-resource it holds more of than it may, if any.
+    pub fn overdrawn(&self) -> Option<(QueueId, u32)> {
+        (0..self.queues.len()).find_map(|q| {
+            (0..self.frs.len() as u32)
+                .find(|&fr| {
+                    self.queues[q].quota[fr as usize].is_some() && self.available(q, fr) < 0
+                })
+                .map(|fr| (q, fr))
+        })
+    }
+}

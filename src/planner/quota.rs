@@ -1,0 +1,441 @@
+//! Kueue's quota as capacity. Before any trainer is placed, every Kueue-managed job that may
+//! grow is given a quota ceiling ([`Candidate::quota_max`]) by water-filling them all together,
+//! in the pass's own fairness order (least fulfilled first, or under `goodput` the largest gain
+//! of the next trainer; ties by priority, age, name), one worker at a time, each charged at its
+//! pod's request to its ClusterQueue in the flavors its admission assigned, while the queue and
+//! its cohort have room (see `cluster::quota::QuotaRoom`). Every job starts at its current size;
+//! the workers a job asks beyond what Kueue admitted (a pending scale-up) are charged first, as
+//! Kueue admits that older slice before any newer one. The ceiling caps the job's growth
+//! ([`Candidate::ceiling`]) and its fair max; it is never below the job's current size (quota
+//! never shrinks a job: Kueue preempts, trainscale does not).
+//!
+//! After water-filling, [`raise_quota`] hands quota that jobs could not use (no node had room
+//! for their trainers) to the jobs quota stopped, so a ceiling no node could fill does not idle
+//! the queue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::candidates::Candidate;
+use super::explain::bytes;
+use super::fill_queue::{FillQueue, Key, key_at, tie_ranks};
+use super::{JobPlan, KueueNote};
+use crate::api::{GPU_RESOURCE_NAMES, JobKey, Quantity, Resources};
+use crate::cluster::ClusterState;
+use crate::cluster::filters::PodClassId;
+use crate::cluster::quota::{Admission, Need, PerResource, QueueId, QuotaRoom, Stop};
+
+/// Where a Kueue-managed job's workers are charged: its ClusterQueue and what one worker takes.
+type Charge = Option<(QueueId, Need)>;
+
+/// What one worker requests as the planner knows it (`t`, and the other resources of its class),
+/// per resource in Kueue's units: the fallback when the admitted Workload states no per-pod
+/// request.
+fn trainer_request(state: &ClusterState, t: Resources, class: Option<PodClassId>) -> PerResource {
+    let mut request: PerResource = vec![
+        (Arc::from("cpu"), t.cpu_milli),
+        (Arc::from("memory"), t.memory),
+        (Arc::from(GPU_RESOURCE_NAMES[0]), t.gpu),
+    ];
+    if let Some(constraints) = class.and_then(|c| state.eligibility().constraints(c)) {
+        request.extend(
+            constraints
+                .extended
+                .iter()
+                .map(|(name, amount)| (Arc::from(name.as_str()), *amount)),
+        );
+    }
+    request.retain(|(_, amount)| *amount > 0);
+    request
+}
+
+/// The note for a queue that cannot be charged at all.
+fn stop_note(cluster_queue: &Arc<str>, stop: Stop) -> KueueNote {
+    let cluster_queue = Arc::clone(cluster_queue);
+    match stop {
+        Stop::Uncovered { resource, flavor } => KueueNote::NotCovered {
+            cluster_queue,
+            resource,
+            flavor,
+        },
+        Stop::Inactive(why) => KueueNote::Inactive { cluster_queue, why },
+    }
+}
+
+/// What the job could grow to without quota: max-instance, at most its useful max.
+fn unquoted_ceiling(j: &Candidate) -> i32 {
+    let max = j.max.min(j.useful_max);
+    if j.kept < j.current {
+        j.kept.min(max)
+    } else {
+        max
+    }
+}
+
+/// Whether the job would grow this pass, quota aside.
+fn wants_growth(j: &Candidate, holding: bool) -> bool {
+    !holding && !j.awaiting() && j.elastic() && j.current < unquoted_ceiling(j)
+}
+
+/// Each Kueue-managed job's queue and per-worker charge, with every job's workers beyond its
+/// admission charged (at `count_of` each) to `room`; a job whose queue cannot be charged gets a
+/// note saying why, when it would grow.
+fn charges(
+    state: &ClusterState,
+    jobs: &mut [Candidate],
+    room: &mut QuotaRoom,
+    holding: &[bool],
+    count_of: impl Fn(&Candidate) -> i32,
+) -> Vec<Charge> {
+    let mut out: Vec<Charge> = vec![None; jobs.len()];
+    for (i, j) in jobs.iter_mut().enumerate() {
+        let Some(k) = j.kueue() else {
+            continue;
+        };
+        let wants = wants_growth(j, holding[i]);
+        let Some(q) = room.queue(&k.cluster_queue) else {
+            if wants {
+                j.set_quota_note(Some(KueueNote::Inactive {
+                    cluster_queue: Arc::clone(&k.cluster_queue),
+                    why: "it does not exist".to_string(),
+                }));
+            }
+            continue;
+        };
+        match room.need(q, &k.worker, || {
+            trainer_request(state, j.trainer(), j.class)
+        }) {
+            Ok(need) => {
+                let beyond = (count_of(j) - k.admitted()).max(0);
+                room.take(q, &need, i64::from(beyond));
+                out[i] = Some((q, need));
+            }
+            Err(stop) if wants => j.set_quota_note(Some(stop_note(&k.cluster_queue, stop))),
+            Err(_) => {}
+        }
+    }
+    out
+}
+
+/// Water-fills the jobs `growing` selects from `granted` up to their unquoted ceiling, charging
+/// each worker beyond a job's admitted count to its queue; a job the room stops below its
+/// ceiling gets a `QuotaExhausted` note.
+fn water_fill(
+    jobs: &mut [Candidate],
+    ties: &[u32],
+    room: &mut QuotaRoom,
+    charge: &[Charge],
+    granted: &mut [i32],
+    growing: impl Fn(usize, &Candidate) -> bool,
+) {
+    let mut queue = FillQueue::new();
+    for (i, j) in jobs.iter().enumerate() {
+        if charge[i].is_some() && growing(i, j) && granted[i] < unquoted_ceiling(j) {
+            queue.push(key_at(j, ties[i], i, granted[i]));
+        }
+    }
+    while let Some(Key { job: i, .. }) = queue.pop() {
+        let Some((q, need)) = &charge[i] else {
+            continue;
+        };
+        let j = &jobs[i];
+        let admitted = j.kueue().map_or(0, |k| k.admitted());
+        let cap = unquoted_ceiling(j);
+        let free = i64::from((admitted - granted[i]).max(0));
+        let (fit, stopped_by) = room.fit(*q, need);
+        let most = i64::from(cap - granted[i]).min(free.saturating_add(fit));
+        if most <= 0 {
+            if let (Some(fr), Some(k)) = (stopped_by, j.kueue()) {
+                let (flavor, resource) = room.flavor_resource(fr).clone();
+                jobs[i].set_quota_note(Some(KueueNote::QuotaExhausted {
+                    cluster_queue: Arc::clone(&k.cluster_queue),
+                    flavor,
+                    resource,
+                }));
+            }
+            continue;
+        }
+        // The job keeps the lead while its key stays ahead of the next one's: grant those
+        // workers at once (keys only fall as a job grows, so a binary search finds the end).
+        let n = match queue.peek() {
+            None => most,
+            Some(next) => {
+                let from = granted[i];
+                let ahead = |count: i64| key_at(j, ties[i], i, from + count as i32) > next;
+                let (mut low, mut high) = (1i64, most);
+                while low < high {
+                    let mid = low + (high - low + 1) / 2;
+                    if ahead(mid - 1) {
+                        low = mid;
+                    } else {
+                        high = mid - 1;
+                    }
+                }
+                low
+            }
+        };
+        let before = granted[i];
+        let after = before + n as i32;
+        let paid = i64::from(after - before.max(admitted)).max(0);
+        room.take(*q, need, paid);
+        granted[i] = after;
+        if after < cap {
+            queue.push(key_at(&jobs[i], ties[i], i, after));
+        }
+    }
+}
+
+/// Sets every Kueue-managed job's [`Candidate::quota_max`] (and caps its fair max there) by
+/// water-filling the quota of all ClusterQueues; `holding[i]`: job `i` keeps its size this pass
+/// (a cooldown). Costs nothing without Kueue objects (kept out of line: the pass's hot loops
+/// stay as they are).
+#[inline(never)]
+pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) {
+    if !state.quota().active() || jobs.iter().all(|j| j.quota.is_none()) {
+        return;
+    }
+    let ties = &tie_ranks(jobs);
+    for j in jobs.iter_mut() {
+        let fair_max = j.fair_max;
+        if let Some(q) = j.quota.as_mut() {
+            q.fair_cap = fair_max;
+        }
+    }
+    let mut room = QuotaRoom::new(state.quota());
+    let charge = charges(state, jobs, &mut room, holding, |j| j.current);
+    let mut granted: Vec<i32> = jobs.iter().map(|j| j.current).collect();
+    for j in jobs.iter_mut().filter(|j| j.awaiting()) {
+        if let Some(k) = j.kueue() {
+            j.set_quota_note(Some(KueueNote::AwaitingAdmission {
+                cluster_queue: Arc::clone(&k.cluster_queue),
+                workload: match &k.admission {
+                    Admission::SlicePending { slice, .. } => Some(Arc::clone(slice)),
+                    _ => None,
+                },
+                admitted: k.admitted(),
+            }));
+        }
+    }
+    water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, j| {
+        wants_growth(j, holding[i])
+    });
+    for (i, j) in jobs.iter_mut().enumerate() {
+        if let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) {
+            j.quota_max = granted[i].max(j.current);
+            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
+        }
+    }
+}
+
+/// Once water-filling is done: the quota jobs left unused (their trainers found no node) goes
+/// to the jobs quota stopped, water-filled as in [`cap_quota`] from what they have; every other
+/// Kueue-managed job's ceiling comes down to what it has, so the quota is not counted twice.
+/// Returns whether some stopped job may now grow.
+#[inline(never)]
+pub fn raise_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) -> bool {
+    let stopped = |j: &Candidate| {
+        matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) && j.planned >= j.quota_max
+    };
+    if !jobs.iter().any(stopped) {
+        return false;
+    }
+    let ties = &tie_ranks(jobs);
+    let mut room = QuotaRoom::new(state.quota());
+    let held = |j: &Candidate| j.planned.max(j.current);
+    let charge = charges(state, jobs, &mut room, holding, held);
+    let mut granted: Vec<i32> = jobs.iter().map(held).collect();
+    let raising: Vec<bool> = jobs.iter().map(stopped).collect();
+    water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, _| {
+        raising[i] && !holding[i]
+    });
+    let raised = (0..jobs.len()).any(|i| raising[i] && granted[i] > jobs[i].quota_max);
+    if !raised {
+        return false;
+    }
+    for (i, j) in jobs.iter_mut().enumerate() {
+        let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) else {
+            continue;
+        };
+        if raising[i] {
+            j.quota_max = granted[i].max(j.quota_max);
+            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
+            // Water-filling noted the quota again where it stopped the job below its ceiling.
+            if j.quota_max >= unquoted_ceiling(j) {
+                j.set_quota_note(None);
+            }
+        } else {
+            // Not stopped by quota (its trainers found no node): it says so, not the quota.
+            if matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) {
+                j.set_quota_note(None);
+            }
+            j.quota_max = held(j).min(j.quota_max);
+        }
+    }
+    true
+}
+
+/// A Kueue-managed job's quota ceiling as [`cap_quota`] sets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ceiling {
+    pub quota_max: i32,
+    pub note: Option<Box<KueueNote>>,
+    /// Kueue admitted less than the job asks: it keeps its size.
+    pub awaiting: bool,
+}
+
+/// The quota ceiling of every Kueue-managed job, by key, for the policies that size jobs
+/// without the `fulfillment` candidates (`edl`): that order's ceilings. Empty without Kueue.
+pub fn ceilings(state: &ClusterState) -> BTreeMap<JobKey, Ceiling> {
+    if !state.quota().active() {
+        return BTreeMap::new();
+    }
+    let mut jobs = super::candidates::candidates(state);
+    super::candidates::cap_fair_maxes(state, &mut jobs);
+    let holding = vec![false; jobs.len()];
+    cap_quota(state, &mut jobs, &holding);
+    jobs.into_iter()
+        .filter(|j| j.quota.is_some())
+        .map(|j| {
+            let awaiting = j.awaiting();
+            let ceiling = Ceiling {
+                quota_max: j.quota_max,
+                note: j.quota.and_then(|q| q.note).map(Box::new),
+                awaiting,
+            };
+            (j.key.clone(), ceiling)
+        })
+        .collect()
+}
+
+/// The quota room once the plan's jobs are at their targets: every Kueue-managed job charged for
+/// its workers beyond what Kueue admitted (at least its current size), as [`cap_quota`] counts.
+pub fn room_after<'s>(state: &'s ClusterState, jobs: &[JobPlan]) -> QuotaRoom<'s> {
+    let mut room = QuotaRoom::new(state.quota());
+    for job in jobs {
+        let Some((q, need, k)) = job_need(state, &room, job) else {
+            continue;
+        };
+        let beyond = (job.target.max(job.current) - k.admitted()).max(0);
+        room.take(q, &need, i64::from(beyond));
+    }
+    room
+}
+
+/// A planned Kueue-managed job's queue, per-worker charge and Kueue view.
+fn job_need<'s>(
+    state: &'s ClusterState,
+    room: &QuotaRoom,
+    job: &JobPlan,
+) -> Option<(QueueId, Need, &'s crate::cluster::quota::JobKueue)> {
+    let k = state.quota().job(&job.key)?;
+    let q = room.queue(&k.cluster_queue)?;
+    let class = state.job(&job.key).and_then(|s| s.class);
+    let need = room
+        .need(q, &k.worker, || trainer_request(state, job.trainer, class))
+        .ok()?;
+    Some((q, need, k))
+}
+
+/// An amount of `resource` in Kueue's units as a person reads it.
+fn show(resource: &str, amount: i64) -> String {
+    if resource == "cpu" {
+        Quantity::from_milli(amount).to_string()
+    } else if resource == "memory"
+        || resource == "ephemeral-storage"
+        || resource.starts_with("hugepages-")
+    {
+        bytes(amount)
+    } else {
+        amount.to_string()
+    }
+}
+
+/// What Kueue's note on a job says, with the numbers of `room` (the room once the plan is
+/// applied, [`room_after`]): e.g. `ClusterQueue team-a: nvidia.com/gpu quota exhausted (8 of 8
+/// used, may borrow 0 more in cohort research; a worker needs 1)`.
+pub fn describe(state: &ClusterState, room: &QuotaRoom, job: &JobPlan, note: &KueueNote) -> String {
+    match note {
+        KueueNote::QuotaExhausted {
+            cluster_queue,
+            flavor,
+            resource,
+        } => {
+            let head = format!("ClusterQueue {cluster_queue}: {resource} quota");
+            let Some(q) = room.queue(cluster_queue) else {
+                return format!("{head} exhausted");
+            };
+            let Some(fr) = room.id(flavor, resource) else {
+                return format!("{head} exhausted");
+            };
+            let flavors = room
+                .info(q)
+                .group_of(resource)
+                .map_or(0, |g| g.flavors.len());
+            let of_flavor = if flavors > 1 {
+                format!(" of flavor {flavor}")
+            } else {
+                String::new()
+            };
+            let s = room.standing(q, fr);
+            let unused = (s.nominal - s.used).max(0);
+            let borrow = match room.cohort(q) {
+                // Its unused quota is borrowed by the others.
+                Some(cohort) if unused > s.available.max(0) => format!(
+                    ", {} lent to cohort {cohort}",
+                    show(resource, unused - s.available.max(0))
+                ),
+                Some(cohort) => {
+                    let more = (s.available - unused).max(0);
+                    format!(
+                        ", may borrow {} more in cohort {cohort}",
+                        show(resource, more)
+                    )
+                }
+                None => "; no cohort to borrow from".to_string(),
+            };
+            let each = job_need(state, room, job)
+                .and_then(|(_, need, _)| need.iter().find(|(f, _)| *f == fr).map(|(_, a)| *a))
+                .map(|a| format!("; a worker needs {}", show(resource, a)))
+                .unwrap_or_default();
+            format!(
+                "{head}{of_flavor} exhausted ({} of {} used{borrow}{each})",
+                show(resource, s.used),
+                show(resource, s.nominal)
+            )
+        }
+        KueueNote::NotCovered {
+            cluster_queue,
+            resource,
+            flavor,
+        } => {
+            let of_flavor = flavor
+                .as_ref()
+                .map(|f| format!(" in flavor {f}"))
+                .unwrap_or_default();
+            format!(
+                "ClusterQueue {cluster_queue} has no {resource} quota{of_flavor}: Kueue admits \
+                 no more of its workers, which request {resource}"
+            )
+        }
+        KueueNote::Inactive { cluster_queue, why } => {
+            format!("ClusterQueue {cluster_queue} admits nothing new: {why}")
+        }
+        KueueNote::AwaitingAdmission {
+            cluster_queue,
+            workload,
+            admitted,
+        } => {
+            let c = job.current;
+            match workload {
+                Some(w) => format!(
+                    "keeps {c}: its scale-up waits for Kueue to admit Workload {w} \
+                     (ClusterQueue {cluster_queue}; {admitted} of {c} workers admitted)"
+                ),
+                None => format!(
+                    "keeps {c}: Kueue admitted {admitted} of its {c} workers (ClusterQueue \
+                     {cluster_queue}); the rest wait for admission"
+                ),
+            }
+        }
+    }
+}
