@@ -7,7 +7,10 @@
 //! only sizes, pods of no job) are placed first, by priority, then age, then name, so a new job's
 //! master and pservers get room before anyone's growth. A job's pending trainers then take its
 //! planned placements in position order (identical trainers are interchangeable); a position
-//! whose pod does not exist yet is reserved on its node.
+//! whose pod does not exist yet is reserved on its node. A pod that finds no room takes room its
+//! own job holds for a later position (one whose pod is not created yet, or one the plan drops),
+//! or the node of a later position's pod, which then waits: a Job's lowest positions run first,
+//! since lowering `parallelism` removes the highest.
 //!
 //! Every bind is checked against the node as the API server and the kubelet will see it: static
 //! filters with the pod's own spec, CPU, memory, GPUs, the pod count (pods present, terminating
@@ -256,6 +259,15 @@ struct JobPass<'a> {
     trainer: Resources,
 }
 
+/// What [`JobPass::own_room`] needs of the pass: the position asking, the pods still waiting
+/// for later positions, and the positions released or given so far.
+type OwnRoom<'m, 'p> = (
+    u32,
+    &'m BTreeMap<u32, (&'p PodKey, &'p UnboundPod)>,
+    &'m mut Vec<u32>,
+    &'m mut BTreeSet<u32>,
+);
+
 /// What became of one trainer position's pod this pass.
 enum Member<'p> {
     /// It can be bound this pass, on this node.
@@ -322,7 +334,13 @@ impl<'a> JobPass<'a> {
         // Bound, or sent to be bound in an earlier pass and not seen bound yet.
         let mut present = 0u32;
         let mut missing = 0u32;
+        // Later positions whose held room an earlier position's pod took (see `own_room`).
+        let mut given = BTreeSet::new();
         for index in 0..self.target {
+            if given.contains(&index) {
+                missing += 1;
+                continue;
+            }
             let reservation = state.reservation(job, index);
             if reservation.is_some_and(|r| r.assumed) {
                 present += 1;
@@ -354,13 +372,17 @@ impl<'a> JobPass<'a> {
                             if let Some(n) = node {
                                 room.give_back(n, r.requests());
                             }
-                            members.push(match place_one(room, pod, requests) {
-                                Ok(n) => Member::Bindable(
+                            let placed = place_one(room, pod, requests).ok().or_else(|| {
+                                let own = (index, &waiting, &mut unreserve, &mut given);
+                                self.own_room(room, pod, requests, own)
+                            });
+                            members.push(match placed {
+                                Some(n) => Member::Bindable(
                                     self.bind(key, pod, n, index, requests),
                                     key,
                                     pod,
                                 ),
-                                Err(_) => Member::Unplaced(key, pod),
+                                None => Member::Unplaced(key, pod),
                             });
                         }
                     }
@@ -383,26 +405,27 @@ impl<'a> JobPass<'a> {
                 // Bound (its own pod, or another at the same index).
                 (None, _) if at.is_some() => present += 1,
                 (None, pod) => {
-                    let Some(&node) = planned.next() else {
-                        match pod {
-                            Some((key, pod)) => members.push(Member::Unplaced(key, pod)),
-                            None => missing += 1,
-                        }
-                        continue;
-                    };
-                    match pod {
-                        Some((key, pod)) => {
+                    let next = planned.next();
+                    match (pod, next) {
+                        (Some((key, pod)), next) => {
                             let requests = pod_requests(state, key, self.trainer);
-                            members.push(match room.take_planned(node, pod, requests) {
-                                Ok(n) => Member::Bindable(
+                            let placed = next
+                                .and_then(|&node| room.take_planned(node, pod, requests).ok())
+                                .or_else(|| {
+                                    let own = (index, &waiting, &mut unreserve, &mut given);
+                                    self.own_room(room, pod, requests, own)
+                                });
+                            members.push(match placed {
+                                Some(n) => Member::Bindable(
                                     self.bind(key, pod, n, index, requests),
                                     key,
                                     pod,
                                 ),
-                                Err(_) => Member::Unplaced(key, pod),
+                                None => Member::Unplaced(key, pod),
                             });
                         }
-                        None => {
+                        (None, None) => missing += 1,
+                        (None, Some(&node)) => {
                             missing += 1;
                             let since = self.unfilled_since(index);
                             unfilled.insert(index, since);
@@ -425,6 +448,7 @@ impl<'a> JobPass<'a> {
                 }
             }
         }
+        self.lowest_positions_first(&mut members, &mut unreserve);
         let bindable = members
             .iter()
             .filter(|m| matches!(m, Member::Bindable(..)))
@@ -540,6 +564,103 @@ impl<'a> JobPass<'a> {
                 }
             }
         }
+    }
+
+    /// Room the job holds for one of its later positions that the pod at `index` may take when
+    /// no other room takes it: a position whose pod is not created yet, or one above the target
+    /// (the plan drops it). Highest position first; the reservation is released. A Job's pods
+    /// at low indexes must run before its growth does (the Job controller removes the highest
+    /// indexes first, so a job running its growth while an earlier pod waits cannot shrink
+    /// back to what runs).
+    fn own_room(
+        &self,
+        room: &mut Room,
+        pod: &UnboundPod,
+        requests: Resources,
+        (index, waiting, unreserve, given): OwnRoom<'_, '_>,
+    ) -> Option<NodeId> {
+        let mut held: Vec<(u32, &str, Resources)> = self
+            .state
+            .reservations()
+            .filter(|(job, i, r)| {
+                *job == self.job
+                    && *i > index
+                    && !r.assumed
+                    && (*i >= self.target || !waiting.contains_key(i))
+                    && !unreserve.contains(i)
+                    && !given.contains(i)
+            })
+            .map(|(_, i, r)| (i, r.node(), r.requests()))
+            .collect();
+        held.sort_by_key(|(i, _, _)| Reverse(*i));
+        for (i, node, held_room) in held {
+            let Some(node) = self.state.node_id_of(node) else {
+                continue;
+            };
+            if room
+                .take_held(node, pod, requests, Allowance::held(held_room))
+                .is_ok()
+            {
+                unreserve.push(i);
+                given.insert(i);
+                return Some(node);
+            }
+        }
+        None
+    }
+
+    /// Gives the node of a later position's bindable pod to an earlier position's pod that no
+    /// node took (same requests and constraints, so the same checks pass): the later pod waits
+    /// instead, and the room held for its position (if any) goes with the node.
+    fn lowest_positions_first(&self, members: &mut [Member<'_>], unreserve: &mut Vec<u32>) {
+        let position = |m: &Member| match m {
+            Member::Bindable(b, _, _) => b.position.as_ref().map(|(_, i)| *i),
+            _ => None,
+        };
+        for low in 0..members.len() {
+            let Member::Unplaced(key, pod) = members[low] else {
+                continue;
+            };
+            let requests = pod_requests(self.state, key, self.trainer);
+            let later = (low + 1..members.len()).rev().find(|&high| {
+                matches!(&members[high], Member::Bindable(b, _, other)
+                    if b.requests == requests && same_constraints(pod, other))
+            });
+            let Some(high) = later else {
+                continue;
+            };
+            let Some(index) = self.index_of(key) else {
+                continue;
+            };
+            let Member::Bindable(b, high_key, high_pod) = &members[high] else {
+                continue;
+            };
+            let node = b.node.clone();
+            if let Some(i) = position(&members[high])
+                && self.state.reservation(self.job, i).is_some()
+                && !unreserve.contains(&i)
+            {
+                unreserve.push(i);
+            }
+            members[high] = Member::Unplaced(high_key, high_pod);
+            members[low] = Member::Bindable(
+                Bind {
+                    pod: key.clone(),
+                    uid: pod.uid.clone(),
+                    node,
+                    position: Some((self.job.clone(), index)),
+                    requests,
+                    seen: pod.seen,
+                },
+                key,
+                pod,
+            );
+        }
+    }
+
+    /// The completion index of one of the job's trainer pods.
+    fn index_of(&self, key: &PodKey) -> Option<u32> {
+        self.state.pod(&key.0, &key.1).and_then(|p| p.index)
     }
 
     fn bind(

@@ -1046,3 +1046,80 @@ fn held_room_taken_by_a_trainer_its_job_was_shrunk_below_waits_for_it_to_go() {
         Some("waiting for the room held for it on node a to come free (pods leaving the node)")
     );
 }
+
+/// The acceptance run of stop 36: a job's first trainer lost its held room to a pod another
+/// scheduler bound, while room held for the job's growth stayed free. The lower position gets
+/// that room: a Job's first pods never wait behind its own growth (the Job controller removes the
+/// highest indexes, so a job running its growth while its first pod waits cannot shrink back to
+/// what runs).
+#[test]
+fn a_lower_position_that_lost_its_room_takes_room_held_for_a_dropped_one() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    c.node(plain_node("b", 2));
+    let spec = template(2, json!({}));
+    // Grown to 2 before any pod came: both positions' room is held.
+    let key = c.job("x", (1, 2), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    assert_eq!(a.reserves.len(), 2, "{a:?}");
+    let held = c.reserved_node(&key, 0);
+    let other = c.reserved_node(&key, 1);
+    assert_ne!(held, other);
+    c.state.apply_batch_job(&trainer_job("x", 2, &spec));
+    c.pod(&trainer_pod("x", 0, &spec));
+    c.pod(&trainer_pod("x", 1, &spec));
+    // kube-scheduler, which does not see trainscale's reservations, placed a 2-GPU pod where
+    // position 0's room was held: the plan drops position 1 (the node is overloaded), and
+    // position 0's pod takes the room held for it.
+    c.pod(&bound_pod("intruder", &held, 2, false));
+    let a = c.assign();
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), other)],
+        "{a:?}"
+    );
+    assert!(a.unreserve.contains(&(key.clone(), 0)), "{a:?}");
+    assert!(a.unreserve.contains(&(key.clone(), 1)), "{a:?}");
+}
+
+/// The same with the plan made before the intruder came (the target keeps position 1): position
+/// 1's pod was bindable on its held room, position 0's on none. They trade: position 0 binds,
+/// position 1 waits and its room goes with the node.
+#[test]
+fn a_lower_position_that_lost_its_room_takes_the_node_of_a_higher_one() {
+    let mut c = Cluster::default();
+    c.node(plain_node("a", 2));
+    c.node(plain_node("b", 2));
+    let spec = template(2, json!({}));
+    let key = c.job("x", (1, 2), 1, &[], &spec);
+    let a = c.assign();
+    c.hold(&a);
+    let held = c.reserved_node(&key, 0);
+    let other = c.reserved_node(&key, 1);
+    c.state.apply_batch_job(&trainer_job("x", 2, &spec));
+    c.pod(&trainer_pod("x", 0, &spec));
+    c.pod(&trainer_pod("x", 1, &spec));
+    // The plan was made on the state before the intruder came.
+    let before = c.state.clone();
+    let plan = plan(&before, &PlannerConfig::default());
+    assert_eq!(plan.jobs[0].target, 2);
+    c.pod(&bound_pod("intruder", &held, 2, false));
+    let a = assign(&c.state, &c.pods, &plan, NAME);
+    assert_eq!(
+        bound_to(&a),
+        vec![("x-trainer-0".to_string(), other)],
+        "{a:?}"
+    );
+    assert_eq!(
+        message_of(&a, "x-trainer-1"),
+        Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."),
+        "{a:?}"
+    );
+    assert!(a.unreserve.contains(&(key.clone(), 0)), "{a:?}");
+    assert!(a.unreserve.contains(&(key.clone(), 1)), "{a:?}");
+    assert!(
+        a.reserves.iter().all(|r| r.index == 0 && r.assumed),
+        "{a:?}"
+    );
+}
