@@ -361,13 +361,10 @@ fn plan_on_a_dump_sizes_kueue_jobs_within_their_quota() {
             .unwrap_or_else(|| panic!("{name} not planned: {stdout}"))
             .clone()
     };
-    // 10 GPUs in the cohort, 6 in use: alpha, beta, gamma take turns (name order on ties);
-    // gamma borrows the one team-a does not use.
-    for (name, target, cq) in [
-        ("alpha", 4, "team-a"),
-        ("beta", 3, "team-a"),
-        ("gamma", 3, "team-b"),
-    ] {
+    // 10 GPUs in the cohort, 6 in use: team-a's jobs take its 8 (what a queue lends is its own
+    // again when its jobs want it); gamma gives one of team-b's 2 to delta, its queue-mate whose
+    // Workload waits (a waiting job comes before growth above min).
+    for (name, target, cq) in [("alpha", 4, "team-a"), ("beta", 4, "team-a")] {
         let j = job(name);
         assert_eq!(j["target"], target, "{name}: {j}");
         assert_eq!(j["reason"], "quota_exhausted", "{name}");
@@ -377,15 +374,27 @@ fn plan_on_a_dump_sizes_kueue_jobs_within_their_quota() {
                    "resource": "nvidia.com/gpu"})
         );
     }
+    let gamma = job("gamma");
     assert_eq!(
-        job("gamma")["message"],
-        "grows 2 → 3, then ClusterQueue team-b: nvidia.com/gpu quota exhausted (3 of 2 used, \
-         may borrow 0 more in cohort research; a worker needs 1)"
+        (gamma["target"].clone(), gamma["reason"].clone()),
+        (json!(1), json!("reclaimed"))
+    );
+    assert_eq!(
+        gamma["kueue"],
+        json!({"kind": "reclaimed", "cluster_queue": "team-b", "cohort": "research",
+               "resource": "nvidia.com/gpu", "borrowing": false})
+    );
+    assert!(
+        gamma["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("gives back nvidia.com/gpu quota (2 → 1) to Workloads waiting in its own ClusterQueue team-b"),
+        "{gamma}"
     );
     assert_eq!(
         job("alpha")["message"],
-        "grows 2 → 4, then ClusterQueue team-a: nvidia.com/gpu quota exhausted (7 of 8 used, \
-         1 lent to cohort research; a worker needs 1)"
+        "grows 2 → 4, then ClusterQueue team-a: nvidia.com/gpu quota exhausted (8 of 8 used, \
+         may borrow 0 more in cohort research; a worker needs 1)"
     );
     // Not Kueue's: only the nodes hold it.
     assert_eq!(
@@ -440,4 +449,166 @@ fn a_resource_the_queue_does_not_cover_stops_growth_and_is_named() {
         "at 2 of max 8: ClusterQueue team-a has no example.com/fpga quota: Kueue admits no more \
          of its workers, which request example.com/fpga"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Borrowed quota given back: to a lender's waiting Workload, and to a lender's growing jobs.
+
+/// [`admitted_job`] with its workers on `node`.
+fn admitted_on(
+    s: &mut ClusterState,
+    name: &str,
+    (min, max, current): (i32, i32, i32),
+    cq: &str,
+    node: &str,
+) {
+    let job = pytorch_job("ml", name, (min, max, current), Some(cq), WORKER);
+    s.apply_job(&job).unwrap();
+    let wl = workload(
+        &format!("{name}-1"),
+        &key(name),
+        current,
+        PER_POD,
+        Some((cq, "default", current)),
+    );
+    s.apply_workload(&wl).unwrap();
+    bind_workers(s, &key(name), node, 0, current as usize, WORKER);
+}
+
+/// A PyTorchJob of `asked` workers whose Workload waits in LocalQueue `ml/<cq>`.
+fn waiting_job(s: &mut ClusterState, name: &str, asked: i32, cq: &str) {
+    let job = pytorch_job("ml", name, (1, asked, asked), Some(cq), WORKER);
+    s.apply_job(&job).unwrap();
+    let mut wl = workload_json(&format!("{name}-1"), &key(name), asked, PER_POD, None);
+    wl["spec"]["queueName"] = json!(cq);
+    s.apply_workload(&serde_json::from_value(wl).unwrap())
+        .unwrap();
+}
+
+#[test]
+fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
+    // team-a: 8 GPUs, holding 12 (4 borrowed); team-b: 4, unused, its Workload of 3 waits.
+    let mut s = cluster(&[
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ]);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
+    waiting_job(&mut s, "b1", 3, "team-b");
+    let config = PlannerConfig::default();
+    let p = plan(&s, &config);
+    assert!(p.job(&key("b1")).is_none(), "a waiting job is left alone");
+    // The most served job gives the 3 GPUs back; the cohort's 12 then hold team-a's 9 and the
+    // Workload's 3.
+    assert_eq!((target(&p, "a1"), target(&p, "a2")), (5, 4));
+    assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
+    // a2 would grow, but the quota holds it.
+    assert_eq!(reason(&p, "a2"), Reason::QuotaExhausted);
+    assert_eq!(
+        p.job(&key("a1")).unwrap().kueue.as_deref(),
+        Some(&KueueNote::Reclaimed {
+            cluster_queue: "team-a".into(),
+            cohort: Some("research".into()),
+            resource: "nvidia.com/gpu".into(),
+            borrowing: true,
+        })
+    );
+    let why = message(&s, &p, &config, "a1");
+    assert!(
+        why.starts_with(
+            "gives back nvidia.com/gpu quota ClusterQueue team-a borrows (8 → 5): queues of \
+             cohort research need their nominal quota"
+        ),
+        "{why}"
+    );
+    // Once Kueue admits it, nothing more is given back.
+    let mut wl = workload_json(
+        "b1-1",
+        &key("b1"),
+        3,
+        PER_POD,
+        Some(("team-b", "default", 3)),
+    );
+    wl["spec"]["queueName"] = json!("team-b");
+    s.apply_workload(&serde_json::from_value(wl).unwrap())
+        .unwrap();
+    let a1 = pytorch_job("ml", "a1", (1, 8, 5), Some("team-a"), WORKER);
+    s.apply_job(&a1).unwrap();
+    s.apply_workload(&workload(
+        "a1-1",
+        &key("a1"),
+        5,
+        PER_POD,
+        Some(("team-a", "default", 5)),
+    ))
+    .unwrap();
+    let p = plan(&s, &config);
+    assert_eq!(reason(&p, "a1"), Reason::QuotaExhausted);
+    assert_eq!(gpus_in(&s, &p, "team-a") + gpus_in(&s, &p, "team-b"), 12);
+}
+
+#[test]
+fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload() {
+    let queues = [
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ];
+    // team-a borrows 4 with jobs at their min: Kueue may preempt them; trainscale does not.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (8, 10, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (4, 8, 4), "team-a", "n1");
+    waiting_job(&mut s, "b1", 3, "team-b");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 4));
+    // A Workload bigger than its queue's nominal quota must borrow: it holds nothing.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
+    waiting_job(&mut s, "b1", 5, "team-b");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 4));
+    // team-a within its nominal quota keeps it, whatever waits in team-b; team-b's own job
+    // above min makes room in team-b's quota for its queue-mate.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "b2", (1, 4, 4), "team-b", "n1");
+    waiting_job(&mut s, "b1", 3, "team-b");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!((target(&p, "a1"), target(&p, "b2")), (8, 1));
+    assert_eq!(
+        p.job(&key("b2")).unwrap().kueue.as_deref(),
+        Some(&KueueNote::Reclaimed {
+            cluster_queue: "team-b".into(),
+            cohort: Some("research".into()),
+            resource: "nvidia.com/gpu".into(),
+            borrowing: false,
+        })
+    );
+}
+
+#[test]
+fn a_lenders_growing_job_takes_its_nominal_quota_back_from_a_borrower() {
+    // team-b uses 1 of its 4; team-a borrows the other 3. b2 wants to grow to 4.
+    let mut s = cluster(&[
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ]);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 3), "team-a", "n1");
+    admitted_on(&mut s, "b2", (1, 4, 1), "team-b", "n2");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!(gpus_in(&s, &p, "team-a"), 8);
+    assert_eq!(target(&p, "b2"), 4);
+    assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
+    // Without a cohort nothing is borrowed, so nothing goes back.
+    let mut s = cluster(&[
+        gpu_queue("team-a", None, "11", None),
+        gpu_queue("team-b", None, "4", None),
+    ]);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 3), "team-a", "n1");
+    admitted_on(&mut s, "b2", (1, 4, 1), "team-b", "n2");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 3));
+    assert_eq!(target(&p, "b2"), 4);
 }

@@ -102,25 +102,27 @@ fn a_queue_borrows_what_the_other_leaves_up_to_its_borrowing_limit() {
     }
 }
 
-/// Without a borrowing limit team-a takes the whole node while team-b idles; team-b's job then
-/// waits for quota (nothing is preempted) and its trainer Job has no pod until admitted.
+/// Without a borrowing limit team-a takes the whole node while team-b idles. When team-b's job
+/// arrives its Workload waits: team-a's job gives the borrowed GPUs back (shrinks; nothing is
+/// preempted) and Kueue admits it at the next tick; while it waited it held neither quota nor
+/// GPUs.
 #[test]
-fn without_a_limit_the_cohort_lends_everything_and_nothing_is_preempted() {
+fn without_a_limit_the_cohort_lends_everything_and_takes_it_back_for_a_waiting_workload() {
     let dir = tempfile::tempdir().unwrap();
     let path = scenario(dir.path(), true, "", &jobs());
     let r = &run(&path, &[Policy::Fulfillment])[0];
     let ticks = admitted(r);
-    assert!(ticks.iter().any(|&(_, a, _)| a == 8), "{ticks:?}");
+    assert!(ticks.iter().any(|&(t, a, _)| t < 600.0 && a == 8), "{ticks:?}");
     let a_done = r.jobs[0].finish_s.unwrap();
     let b_start = r.jobs[1].start_s.unwrap();
-    assert!(
-        b_start > a_done,
-        "b started at {b_start}, a done at {a_done}"
-    );
-    // While b waited it held neither quota nor GPUs.
-    for s in r.samples.iter().filter(|s| s.time_s < a_done) {
+    assert_eq!(b_start, 660.0, "{ticks:?}");
+    assert!(b_start < a_done, "b started at {b_start}, a done at {a_done}");
+    // The cohort never holds more than its 8 GPUs, and b waited holding nothing.
+    assert!(ticks.iter().all(|&(_, a, b)| a + b <= 8), "{ticks:?}");
+    for s in r.samples.iter().filter(|s| s.time_s < 660.0) {
         assert_eq!(s.queues[1], Default::default(), "{}", s.time_s);
     }
+    assert_eq!(r.queues[0].deferred_scale_ups, 0);
 }
 
 /// Without a cohort each queue is held to its nominal quota, even while the other idles.

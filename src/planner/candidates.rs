@@ -36,7 +36,8 @@ pub struct Candidate<'a> {
     /// a huge max wins nothing, and at [`Candidate::quota_max`]. Never below min.
     pub fair_max: i32,
     /// The most trainers Kueue's quota lets the job reach in this pass (`planner::quota`):
-    /// never below `current`; `i32::MAX` for a job Kueue does not manage.
+    /// below `current` only when its queue gives back borrowed quota that waiting Workloads
+    /// need; `i32::MAX` for a job Kueue does not manage.
     pub quota_max: i32,
     /// What the quota pre-pass keeps of a Kueue-managed job (boxed: most jobs have none, and
     /// every candidate's size counts in the pass).
@@ -485,7 +486,11 @@ impl<'a> Candidate<'a> {
             kueue: self
                 .quota
                 .and_then(|q| q.note)
-                .filter(|_| matches!(reason, Reason::QuotaExhausted | Reason::AwaitingAdmission))
+                .filter(|note| match reason {
+                    Reason::QuotaExhausted | Reason::AwaitingAdmission => true,
+                    Reason::Reclaimed => matches!(note, KueueNote::Reclaimed { .. }),
+                    _ => false,
+                })
                 .map(Box::new),
         }
     }

@@ -196,6 +196,7 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
                 format!("{grew}, to max-instance {}", job.max)
             }
         }
+        Reason::Reclaimed if job.kueue.is_some() => room.kueue(job),
         Reason::Reclaimed => {
             let grew: Vec<String> = plan
                 .jobs

@@ -176,9 +176,16 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
 }
 
 /// Brings jobs asking for more than max-instance down to max, as lowering `parallelism` does;
-/// then (`goodput` with a threshold) jobs above their useful max down to it.
+/// then (`goodput` with a threshold) jobs above their useful max down to it; then jobs giving
+/// back borrowed Kueue quota down to their quota max.
 fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
+        while j.kept > j.quota_max.max(j.min) {
+            if j.shrink(index).is_none() {
+                break;
+            }
+            j.reason = Some(Reason::Reclaimed);
+        }
         while j.kept > j.max {
             if j.shrink(index).is_none() {
                 break;

@@ -97,6 +97,16 @@ pub enum KueueNote {
         cluster_queue: Arc<str>,
         why: String,
     },
+    /// The job gives workers back: its queue borrows `resource` that other queues of its
+    /// `cohort` need for their waiting Workloads or growing jobs (`borrowing`), or its own
+    /// waiting Workloads need what its jobs hold above their min.
+    Reclaimed {
+        cluster_queue: Arc<str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cohort: Option<Arc<str>>,
+        resource: Arc<str>,
+        borrowing: bool,
+    },
     /// Kueue admitted `admitted` workers; the rest wait (for Workload slice `workload`).
     AwaitingAdmission {
         cluster_queue: Arc<str>,
@@ -113,6 +123,7 @@ impl KueueNote {
             KueueNote::QuotaExhausted { cluster_queue, .. }
             | KueueNote::NotCovered { cluster_queue, .. }
             | KueueNote::Inactive { cluster_queue, .. }
+            | KueueNote::Reclaimed { cluster_queue, .. }
             | KueueNote::AwaitingAdmission { cluster_queue, .. } => cluster_queue,
         }
     }

@@ -216,15 +216,113 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool])
             }));
         }
     }
+    let reclaimed = reclaim(state, jobs, ties, &mut room, &charge, &mut granted, holding);
     water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, j| {
-        wants_growth(j, holding[i])
+        !reclaimed[i] && wants_growth(j, holding[i])
     });
     for (i, j) in jobs.iter_mut().enumerate() {
         if let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) {
-            j.quota_max = granted[i].max(j.current);
+            j.quota_max = if reclaimed[i] {
+                granted[i]
+            } else {
+                granted[i].max(j.current)
+            };
             j.fair_max = fair_cap.min(j.quota_max.max(j.min));
         }
     }
+}
+
+/// Gives back borrowed quota that waiting Workloads need ([`QuotaRoom::growth`] below zero):
+/// one worker at a time from the elastic jobs of queues borrowing it, the job that stays most
+/// served first (the reverse of the fill order), never below min, never one that keeps its
+/// size this pass (`holding`, a cooldown) or waits for an admission. Kueue would preempt whole
+/// Workloads to reclaim that quota (`reclaimWithinCohort`); shrinking elastic jobs first leaves
+/// it nothing to preempt. Returns which jobs gave workers back (their `granted` lowered, a
+/// `Reclaimed` note set).
+fn reclaim(
+    state: &ClusterState,
+    jobs: &mut [Candidate],
+    ties: &[u32],
+    room: &mut QuotaRoom,
+    charge: &[Charge],
+    granted: &mut [i32],
+    holding: &[bool],
+) -> Vec<bool> {
+    let mut reclaimed = vec![false; jobs.len()];
+    let may_give = |i: usize, j: &Candidate, granted: i32| {
+        j.elastic() && !holding[i] && !j.awaiting() && granted > j.min
+    };
+    // What each queue's jobs could give back, per flavor-resource.
+    let mut reclaimable: BTreeMap<(QueueId, u32), i64> = BTreeMap::new();
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some((q, need)) = &charge[i]
+            && may_give(i, j, granted[i])
+        {
+            for &(fr, amount) in need {
+                let slot = reclaimable.entry((*q, fr)).or_insert(0);
+                *slot = slot.saturating_add(amount.saturating_mul(i64::from(granted[i] - j.min)));
+            }
+        }
+    }
+    room.hold_for_waiting(state.quota(), |q, fr| {
+        reclaimable.get(&(q, fr)).copied().unwrap_or(0)
+    });
+    // What each queue's jobs want to grow by (quota aside), per flavor-resource.
+    let mut wanted: BTreeMap<(QueueId, u32), i64> = BTreeMap::new();
+    for (i, j) in jobs.iter().enumerate() {
+        if let Some((q, need)) = &charge[i]
+            && wants_growth(j, holding[i])
+        {
+            let more = i64::from((unquoted_ceiling(j) - granted[i]).max(0));
+            for &(fr, amount) in need {
+                let slot = wanted.entry((*q, fr)).or_insert(0);
+                *slot = slot.saturating_add(amount.saturating_mul(more));
+            }
+        }
+    }
+    room.claim_for_growth(|q, fr| wanted.get(&(q, fr)).copied().unwrap_or(0));
+    if !room.holds_for_waiting() {
+        return reclaimed;
+    }
+    // A job may give while its queue borrows a resource its workers take that the cohort is
+    // short of.
+    let short = |room: &QuotaRoom, q: QueueId, need: &Need| {
+        need.iter()
+            .find(|&&(fr, _)| room.growth(q, fr) < 0 && room.gives_back(q, fr))
+            .map(|&(fr, _)| fr)
+    };
+    loop {
+        let donor = (0..jobs.len())
+            .filter_map(|i| {
+                let (q, need) = charge[i].as_ref()?;
+                let j = &jobs[i];
+                let may = may_give(i, j, granted[i]);
+                let fr = may.then(|| short(room, *q, need)).flatten()?;
+                Some((key_at(j, ties[i], i, granted[i] - 1), i, fr))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0));
+        let Some((_, i, fr)) = donor else {
+            break;
+        };
+        let Some((q, need)) = &charge[i] else {
+            break;
+        };
+        let borrowing = room.borrows(*q, fr);
+        room.give(*q, need, 1);
+        granted[i] -= 1;
+        reclaimed[i] = true;
+        if let Some(k) = jobs[i].kueue() {
+            let (_, resource) = room.flavor_resource(fr).clone();
+            let note = KueueNote::Reclaimed {
+                cluster_queue: Arc::clone(&k.cluster_queue),
+                cohort: room.cohort(*q).cloned(),
+                resource,
+                borrowing,
+            };
+            jobs[i].set_quota_note(Some(note));
+        }
+    }
+    reclaimed
 }
 
 /// Once water-filling is done: the quota jobs left unused (their trainers found no node) goes
@@ -243,6 +341,8 @@ pub fn raise_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool
     let mut room = QuotaRoom::new(state.quota());
     let held = |j: &Candidate| j.planned.max(j.current);
     let charge = charges(state, jobs, &mut room, holding, held);
+    // Quota held for waiting Workloads is not handed out here either.
+    room.hold_for_waiting(state.quota(), |_, _| 0);
     let mut granted: Vec<i32> = jobs.iter().map(held).collect();
     let raising: Vec<bool> = jobs.iter().map(stopped).collect();
     water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, _| {
@@ -419,6 +519,25 @@ pub fn describe(state: &ClusterState, room: &QuotaRoom, job: &JobPlan, note: &Ku
         }
         KueueNote::Inactive { cluster_queue, why } => {
             format!("ClusterQueue {cluster_queue} admits nothing new: {why}")
+        }
+        KueueNote::Reclaimed {
+            cluster_queue,
+            cohort,
+            resource,
+            borrowing,
+        } => {
+            let (c, t) = (job.current, job.target);
+            match cohort {
+                Some(cohort) if *borrowing => format!(
+                    "gives back {resource} quota ClusterQueue {cluster_queue} borrows ({c} → \
+                     {t}): queues of cohort {cohort} need their nominal quota for waiting \
+                     Workloads or growing jobs"
+                ),
+                _ => format!(
+                    "gives back {resource} quota ({c} → {t}) to Workloads waiting in its own \
+                     ClusterQueue {cluster_queue}: a waiting job comes before growth above min"
+                ),
+            }
         }
         KueueNote::AwaitingAdmission {
             cluster_queue,

@@ -26,6 +26,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
@@ -475,11 +476,31 @@ impl KueuePlay {
             }),
             ..ObjectMeta::default()
         };
+        // A worker's requests, as the trainer Job's pod template gives them to Kueue.
+        let template = PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "worker".to_string(),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(
+                            (0..R)
+                                .filter(|&r| w.per_worker[r] > 0)
+                                .map(|r| (NAMES[r].to_string(), quantity(r, w.per_worker[r])))
+                                .collect(),
+                        ),
+                        ..ResourceRequirements::default()
+                    }),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+        };
         let spec = |count: i32| WorkloadSpec {
             pod_sets: vec![PodSet {
                 name: "worker".to_string(),
                 count,
-                template: None,
+                template: Some(template.clone()),
             }],
             queue_name: Some(queue.clone()),
         };

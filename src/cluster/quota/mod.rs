@@ -168,6 +168,18 @@ impl QuotaModel {
         self.flavors.contains(name)
     }
 
+    /// Workloads waiting for their first admission (not holding quota, not finished, not a
+    /// scale-up slice), with the ClusterQueue their LocalQueue submits to.
+    pub fn waiting(&self) -> impl Iterator<Item = (&Arc<str>, &WorkloadInfo)> + '_ {
+        self.workloads.values().filter_map(|w| {
+            if w.reserved || w.finished || w.replaces.is_some() {
+                return None;
+            }
+            let local = (Arc::clone(&w.namespace), Arc::clone(w.queue_name.as_ref()?));
+            self.local_queues.get(&local).map(|cq| (cq, w))
+        })
+    }
+
     /// A Workload by namespace and name.
     pub fn workload(&self, namespace: &str, name: &str) -> Option<&WorkloadInfo> {
         let key: (Arc<str>, Arc<str>) = (Arc::from(namespace), Arc::from(name));

@@ -144,6 +144,8 @@ pub struct WorkloadInfo {
     /// The quota it takes per flavor and resource once reserved (after reclaimable pods).
     pub usage: Vec<(FlavorResource, i64)>,
     pub worker: Option<WorkerSet>,
+    /// The LocalQueue it is queued in (`spec.queueName`), in its namespace.
+    pub queue_name: Option<Arc<str>>,
 }
 
 impl WorkloadInfo {
@@ -487,6 +489,12 @@ pub fn read_workload(wl: &Workload) -> Result<WorkloadInfo, FieldError> {
             .map(Arc::from),
         usage: usage.into_iter().filter(|(_, v)| *v != 0).collect(),
         worker,
+        queue_name: wl
+            .spec
+            .queue_name
+            .as_deref()
+            .filter(|q| !q.is_empty())
+            .map(Arc::from),
     })
 }
 

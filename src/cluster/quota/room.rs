@@ -46,7 +46,20 @@ struct QueueRoom<'m> {
     /// By flavor-resource id.
     quota: Vec<Option<Quota>>,
     usage: Vec<i64>,
+    /// Unused nominal quota its own waiting Workloads ask for (see [`QuotaRoom::growth`]).
+    waiting: Vec<i64>,
+    /// Unused nominal quota its own running jobs want to grow into (see [`QuotaRoom::growth`]).
+    claims: Vec<i64>,
     inactive: Option<String>,
+}
+
+impl QueueRoom<'_> {
+    /// What is left of its claim on flavor-resource `f`: its own jobs' growth uses it up.
+    fn claim_left(&self, f: usize) -> i64 {
+        let nominal = self.quota[f].map_or(0, |q| q.nominal);
+        let unused = (nominal - self.usage[f] - self.waiting[f]).max(0);
+        self.claims[f].min(unused)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -56,6 +69,8 @@ struct CohortRoom {
     subtree: Vec<i64>,
     /// The members' usage beyond what their lending limits keep.
     usage: Vec<i64>,
+    /// The members' [`QueueRoom::waiting`], summed.
+    waiting: Vec<i64>,
 }
 
 /// Every ClusterQueue's quota and usage, changed as a pass charges workers.
@@ -113,6 +128,7 @@ impl<'m> QuotaRoom<'m> {
                         name: Arc::clone(name),
                         subtree: vec![0; n],
                         usage: vec![0; n],
+                        waiting: vec![0; n],
                     });
                     room.cohorts.len() - 1
                 })
@@ -140,10 +156,124 @@ impl<'m> QuotaRoom<'m> {
                 cohort,
                 quota,
                 usage,
+                waiting: vec![0; n],
+                claims: vec![0; n],
                 inactive,
             });
         }
         room
+    }
+
+    /// Holds each queue's nominal quota for its waiting Workloads (not yet admitted, not a
+    /// scale-up slice), oldest first, each whole while it fits in what is unused plus what the
+    /// queue's own jobs could give back (`reclaimable(q, fr)`: their workers above min): Kueue
+    /// admits a Workload that fits in its queue's nominal quota ahead of anyone's borrowing and
+    /// reclaims lent quota for it (`reclaimWithinCohort`), and a waiting job is the least
+    /// served of its queue.
+    pub fn hold_for_waiting(
+        &mut self,
+        model: &QuotaModel,
+        reclaimable: impl Fn(QueueId, u32) -> i64,
+    ) {
+        let mut waiting: Vec<(&super::WorkloadInfo, QueueId)> = model
+            .waiting()
+            .filter_map(|(cq, w)| self.queue(cq).map(|q| (w, q)))
+            .collect();
+        waiting.sort_by(|(a, _), (b, _)| (a.created, &a.name).cmp(&(b.created, &b.name)));
+        for (w, q) in waiting {
+            let Some(worker) = w.worker.as_ref().filter(|s| s.asked > 0) else {
+                continue;
+            };
+            let Ok(need) = self.need(q, worker, Vec::new) else {
+                continue;
+            };
+            let queue = &self.queues[q];
+            let fits = need.iter().all(|&(fr, amount)| {
+                let f = fr as usize;
+                let nominal = queue.quota[f].map_or(0, |q| q.nominal);
+                let unused = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
+                amount.saturating_mul(i64::from(worker.asked)) <= unused
+            });
+            if fits {
+                self.hold(q, &need, worker.asked);
+            }
+        }
+    }
+
+    /// Holds room for `asked` workers of `need` for a waiting Workload of queue `q`.
+    fn hold(&mut self, q: QueueId, need: &Need, asked: i32) {
+        for &(fr, amount) in need {
+            let f = fr as usize;
+            let total = amount.saturating_mul(i64::from(asked));
+            let queue = &mut self.queues[q];
+            queue.waiting[f] = queue.waiting[f].saturating_add(total);
+            if let Some(c) = queue.cohort {
+                let cohort = &mut self.cohorts[c];
+                cohort.waiting[f] = cohort.waiting[f].saturating_add(total);
+            }
+        }
+    }
+
+    /// Claims each queue's unused nominal quota (after what [`QuotaRoom::hold_for_waiting`]
+    /// held) for its own running jobs' growth, `wanted(q, fr)` at most: what a queue lends is
+    /// its own again when its jobs want it, so no other queue may keep borrowing it.
+    pub fn claim_for_growth(&mut self, wanted: impl Fn(QueueId, u32) -> i64) {
+        for q in 0..self.queues.len() {
+            for f in 0..self.frs.len() {
+                let queue = &self.queues[q];
+                let nominal = queue.quota[f].map_or(0, |q| q.nominal);
+                let unused = (nominal - queue.usage[f] - queue.waiting[f]).max(0);
+                let claim = unused.min(wanted(q, f as u32).max(0));
+                if claim == 0 {
+                    continue;
+                }
+                self.queues[q].claims[f] = claim;
+            }
+        }
+    }
+
+    /// What ClusterQueue `q`'s running jobs may still grow by in flavor-resource `fr`: what it
+    /// may take ([`QuotaRoom::available`]) less the unused nominal quota that waiting Workloads
+    /// of its cohort (its own included) ask for and that the other queues claim for their own
+    /// jobs' growth. Below zero when it borrows quota they need: that much is to be given back.
+    pub fn growth(&self, q: QueueId, fr: u32) -> i64 {
+        let queue = &self.queues[q];
+        let f = fr as usize;
+        let held = match queue.cohort {
+            Some(c) => {
+                let claimed: i64 = self
+                    .queues
+                    .iter()
+                    .enumerate()
+                    .filter(|(other, o)| *other != q && o.cohort == Some(c))
+                    .map(|(_, o)| o.claim_left(f))
+                    .sum();
+                self.cohorts[c].waiting[f].saturating_add(claimed)
+            }
+            None => queue.waiting[f],
+        };
+        self.available(q, fr).saturating_sub(held)
+    }
+
+    /// Whether ClusterQueue `q` uses more of flavor-resource `fr` than its nominal quota.
+    pub fn borrows(&self, q: QueueId, fr: u32) -> bool {
+        let queue = &self.queues[q];
+        let f = fr as usize;
+        queue.usage[f] > queue.quota[f].map_or(0, |q| q.nominal)
+    }
+
+    /// Whether ClusterQueue `q` may be made to give back flavor-resource `fr`: it borrows, or
+    /// its own waiting Workloads hold some.
+    pub fn gives_back(&self, q: QueueId, fr: u32) -> bool {
+        self.borrows(q, fr) || self.queues[q].waiting[fr as usize] > 0
+    }
+
+    /// Whether any queue's waiting Workloads or growing jobs hold quota (so borrowing may be
+    /// reclaimed).
+    pub fn holds_for_waiting(&self) -> bool {
+        self.queues
+            .iter()
+            .any(|q| q.waiting.iter().chain(&q.claims).any(|w| *w > 0))
     }
 
     fn intern(&mut self, flavor: &Arc<str>, resource: &Arc<str>) {
@@ -255,7 +385,7 @@ impl<'m> QuotaRoom<'m> {
     /// stops the next one (`None` when `need` is empty: nothing limits it).
     pub fn fit(&self, q: QueueId, need: &Need) -> (i64, Option<u32>) {
         need.iter()
-            .map(|&(fr, amount)| ((self.available(q, fr) / amount).max(0), Some(fr)))
+            .map(|&(fr, amount)| ((self.growth(q, fr) / amount).max(0), Some(fr)))
             .min_by_key(|(n, _)| *n)
             .unwrap_or((i64::MAX, None))
     }
@@ -278,6 +408,28 @@ impl<'m> QuotaRoom<'m> {
             {
                 let cohort = &mut self.cohorts[c];
                 cohort.usage[f] = cohort.usage[f].saturating_add(value.saturating_sub(local));
+            }
+        }
+    }
+
+    /// Takes `n` workers of `need` back from ClusterQueue `q` (the reverse of
+    /// [`QuotaRoom::take`]).
+    pub fn give(&mut self, q: QueueId, need: &Need, n: i64) {
+        if n <= 0 {
+            return;
+        }
+        for &(fr, amount) in need {
+            let f = fr as usize;
+            let value = amount.saturating_mul(n);
+            let queue = &mut self.queues[q];
+            let keep = kept(queue.quota[f]);
+            let beyond_keep_before = queue.usage[f].saturating_sub(keep).max(0);
+            queue.usage[f] = queue.usage[f].saturating_sub(value);
+            let beyond_keep_after = queue.usage[f].saturating_sub(keep).max(0);
+            if let Some(c) = queue.cohort {
+                let cohort = &mut self.cohorts[c];
+                cohort.usage[f] = cohort.usage[f]
+                    .saturating_sub(beyond_keep_before.saturating_sub(beyond_keep_after));
             }
         }
     }
