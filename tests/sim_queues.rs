@@ -112,11 +112,17 @@ fn without_a_limit_the_cohort_lends_everything_and_takes_it_back_for_a_waiting_w
     let path = scenario(dir.path(), true, "", &jobs());
     let r = &run(&path, &[Policy::Fulfillment])[0];
     let ticks = admitted(r);
-    assert!(ticks.iter().any(|&(t, a, _)| t < 600.0 && a == 8), "{ticks:?}");
+    assert!(
+        ticks.iter().any(|&(t, a, _)| t < 600.0 && a == 8),
+        "{ticks:?}"
+    );
     let a_done = r.jobs[0].finish_s.unwrap();
     let b_start = r.jobs[1].start_s.unwrap();
     assert_eq!(b_start, 660.0, "{ticks:?}");
-    assert!(b_start < a_done, "b started at {b_start}, a done at {a_done}");
+    assert!(
+        b_start < a_done,
+        "b started at {b_start}, a done at {a_done}"
+    );
     // The cohort never holds more than its 8 GPUs, and b waited holding nothing.
     assert!(ticks.iter().all(|&(_, a, b)| a + b <= 8), "{ticks:?}");
     for s in r.samples.iter().filter(|s| s.time_s < 660.0) {

@@ -6,8 +6,9 @@
 //! its cohort have room (see `cluster::quota::QuotaRoom`). Every job starts at its current size;
 //! the workers a job asks beyond what Kueue admitted (a pending scale-up) are charged first, as
 //! Kueue admits that older slice before any newer one. The ceiling caps the job's growth
-//! ([`Candidate::ceiling`]) and its fair max; it is never below the job's current size (quota
-//! never shrinks a job: Kueue preempts, trainscale does not).
+//! ([`Candidate::ceiling`]) and its fair max. It is below the job's current size only when the
+//! job gives quota back (`reclaim`, run first): quota its queue borrows that other queues need
+//! for their waiting Workloads or growing jobs, or that its own queue's waiting Workloads need.
 //!
 //! After water-filling, [`raise_quota`] hands quota that jobs could not use (no node had room
 //! for their trainers) to the jobs quota stopped, so a ceiling no node could fill does not idle

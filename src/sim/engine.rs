@@ -735,10 +735,12 @@ impl<'a> Engine<'a> {
             })
             .collect();
         drop(plan);
-        // Shrinks first: the quota they give back is Kueue's to admit the scale-ups with, as the
-        // planner counted it (a stable sort keeps the plan's order otherwise).
+        // Under Kueue, shrinks first: the quota they give back is Kueue's to admit the scale-ups
+        // with, as the planner counted it (a stable sort keeps the plan's order otherwise).
         let mut decisions = decisions;
-        decisions.sort_by_key(|d| d.target >= self.runs[d.job].parallelism);
+        if self.kueue.is_some() {
+            decisions.sort_by_key(|d| d.target >= self.runs[d.job].parallelism);
+        }
 
         let mut changed = admitted;
         let mut dirty = std::collections::BTreeSet::new();

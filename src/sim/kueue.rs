@@ -21,7 +21,9 @@
 //! Quota arithmetic is Kueue's (`pkg/cache/scheduler/resource_node.go`) for a flat cohort
 //! without lending limits: a queue can take `min(Σ nominal − Σ used` over the cohort`,
 //! nominal − used + borrowing limit)`; without a cohort, `nominal − used`. Kueue's preemption
-//! (reclaiming lent quota, priorities) is not played: trainscale does not cause it.
+//! (reclaiming lent quota, priorities) is not played: trainscale gives lent quota back by
+//! shrinking elastic jobs (`planner::quota`), which the simulation applies before any scale-up
+//! of the same tick.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
