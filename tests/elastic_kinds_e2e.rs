@@ -30,7 +30,7 @@ use kube::Api;
 use kube::runtime::watcher::{self, Event, watcher};
 use serde_json::{Value, json};
 
-use e2e::{Emulator, Replica, poll};
+use e2e::{Emulator, JOB, Replica, poll};
 
 const NS: &str = "ml";
 const LIFETIME_S: u32 = 300;
@@ -97,8 +97,6 @@ async fn get(
         .unwrap_or_else(|e| panic!("getting {kind} {NS}/{name}: {e}"));
     serde_json::to_value(obj).unwrap_or(Value::Null)
 }
-
-const JOB: (&str, &str, &str) = ("batch/v1", "Job", "jobs");
 
 fn int(v: &Value, pointer: &str) -> Option<i64> {
     v.pointer(pointer).and_then(Value::as_i64)
@@ -252,19 +250,7 @@ async fn the_elastic_job_and_jobset_are_sized_to_the_plan_through_their_one_fiel
     let job_before = get(&client, JOB, "elastic").await;
     let set_before = get(&client, JOBSET, "js").await;
 
-    let overrides = [
-        ("TRAINSCALE_INTERVAL", "1s"),
-        ("TRAINSCALE_DEBOUNCE", "200ms"),
-        ("TRAINSCALE_LOG_FORMAT", "text"),
-    ];
-    let mut replica = Replica::start(
-        &e2e::shipped_container(),
-        "trainscale-0",
-        &emulator.kubeconfig,
-        dir.path(),
-        &overrides,
-        &["--operator=false"],
-    );
+    let mut replica = Replica::sizer(&emulator, dir.path());
     let sized = poll(
         WITHIN,
         EVERY,

@@ -31,14 +31,13 @@ use std::time::Duration;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
-use e2e::{Emulator, Replica, poll};
+use e2e::{Emulator, JOB, Replica, poll};
 
 const NS: &str = "ml";
 const LIFETIME_S: u32 = 300;
 const WITHIN: Duration = Duration::from_secs(90);
 const EVERY: Duration = Duration::from_millis(250);
 const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
-const JOB: (&str, &str, &str) = ("batch/v1", "Job", "jobs");
 /// The cohort's CPUs (two queues of 8).
 const COHORT_CPUS: i64 = 16;
 
@@ -170,19 +169,7 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
     )
     .await;
 
-    let overrides = [
-        ("TRAINSCALE_INTERVAL", "1s"),
-        ("TRAINSCALE_DEBOUNCE", "200ms"),
-        ("TRAINSCALE_LOG_FORMAT", "text"),
-    ];
-    let mut replica = Replica::start(
-        &e2e::shipped_container(),
-        "trainscale-0",
-        &emulator.kubeconfig,
-        dir.path(),
-        &overrides,
-        &["--operator=false"],
-    );
+    let mut replica = Replica::sizer(&emulator, dir.path());
 
     // The cohort's quota is the limit: trainscale grows the Jobs until it is used.
     let settled = poll(

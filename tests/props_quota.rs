@@ -181,13 +181,15 @@ fn build(case: &Case) -> ClusterState {
         if fits && slice {
             claims.push((cq.clone(), j.cpus, j.gpus));
         }
-        let wl = workload_json(
+        let mut wl = workload_json(
             &format!("j{i}-1"),
             &key(i),
             admitted,
             &per_pod,
             fits.then_some((cq.as_str(), "default", admitted)),
         );
+        // Queued in its LocalQueue: one that does not fit waits there (and may be given quota).
+        wl["spec"]["queueName"] = serde_json::json!(cq);
         s.apply_workload(&serde_json::from_value(wl).unwrap())
             .unwrap();
         if fits && slice {
@@ -238,6 +240,10 @@ proptest! {
                 after.take(q, &need, i64::from(charged));
                 if job.reason == Reason::AwaitingAdmission {
                     prop_assert_eq!(job.target, job.current);
+                }
+                // Quota given back shrinks a job, never below its min.
+                if job.reason == Reason::Reclaimed {
+                    prop_assert!(job.target < job.current && job.target >= job.min, "{:?}", job);
                 }
             }
             prop_assert_eq!(after.overdrawn(), None, "{:?}: {:#?}", policy, p.jobs);

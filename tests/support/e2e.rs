@@ -478,7 +478,31 @@ pub struct Replica {
     pub log: PathBuf,
 }
 
+/// The pace the single-replica e2e tests run the daemon at: a pass every second, 200 ms
+/// debounce, text logs (the shipped cooldown unless a test sets its own).
+pub const FAST_PASSES: [(&str, &str); 3] = [
+    ("TRAINSCALE_INTERVAL", "1s"),
+    ("TRAINSCALE_DEBOUNCE", "200ms"),
+    ("TRAINSCALE_LOG_FORMAT", "text"),
+];
+
+/// batch/v1 Jobs: apiVersion, kind, plural.
+pub const JOB: (&str, &str, &str) = ("batch/v1", "Job", "jobs");
+
 impl Replica {
+    /// One replica of the shipped container (`trainscale-0`) sizing only (`--operator=false`),
+    /// at [`FAST_PASSES`], against `emulator`, logging into `dir`.
+    pub fn sizer(emulator: &Emulator, dir: &Path) -> Replica {
+        Replica::start(
+            &shipped_container(),
+            "trainscale-0",
+            &emulator.kubeconfig,
+            dir,
+            &FAST_PASSES,
+            &["--operator=false"],
+        )
+    }
+
     /// Starts the debug `trainscale` binary as a pod of the Deployment named `pod_name` would run:
     /// the container's `args` plus `--kubeconfig` and `extra_args`, its literal `env` values, `metadata.name` and
     /// `metadata.namespace` field references resolved as the kubelet does, `HOSTNAME` = the pod
