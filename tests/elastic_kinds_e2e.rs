@@ -373,15 +373,7 @@ async fn the_elastic_job_and_jobset_are_sized_to_the_plan_through_their_one_fiel
     // The daemon wrote Jobs (the rescale and the sizing annotation; a write refused by a
     // conflict with the Job controller's status is retried), JobSets and Events, nothing else;
     // two Rescaled Events.
-    let by_user = emulator.requests_by("user").await;
-    let daemon = by_user
-        .get(e2e::SERVICE_ACCOUNT)
-        .cloned()
-        .unwrap_or_default();
-    let writes: BTreeMap<String, u64> = e2e::writes_in(&daemon)
-        .into_iter()
-        .filter(|(k, _)| !k.ends_with(" leases"))
-        .collect();
+    let writes = emulator.daemon_writes().await;
     assert_eq!(
         writes.keys().cloned().collect::<Vec<_>>(),
         vec!["create events", "patch jobs", "patch jobsets"],

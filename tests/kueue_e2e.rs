@@ -20,6 +20,10 @@
 //! - the daemon's only writes are Job patches and Events (never `suspend`, never a pod's
 //!   scheduling gates: no pod write at all) and the emulator denied none of its requests.
 //!
+//! `borrowed_quota_goes_back_to_a_lenders_waiting_jobs`: cq-a's four Jobs grow into the whole
+//! cohort; four Jobs then arrive in cq-b and wait; trainscale shrinks cq-a's Jobs (never below
+//! min, Events with reason `reclaimed`) until cq-b's 8 CPUs are free and Kueue admits all four.
+//!
 //! Gated like the other e2e tests (`cfg(kmock)`, see `build.rs`).
 
 #[path = "support/e2e.rs"]
@@ -230,7 +234,8 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
         .map(|(n, _)| n.clone())
         .unwrap_or_else(|| panic!("no Job was grown: {settled:?}"));
 
-    // A Job Kueue cannot admit (the cohort is full): suspended by Kueue, never resized.
+    // A Job Kueue cannot admit when it comes (the cohort is full): suspended by Kueue, never
+    // resized.
     e2e::create(&client, "jobs", &elastic_job("c-0", "lq-b", 2)).await;
 
     // Another writer grows a Job trainscale grew: a pending slice (the cohort is full).
@@ -332,15 +337,7 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
     );
 
     // The daemon wrote Jobs and Events only: never a pod (gates), never a Kueue object.
-    let by_user = emulator.requests_by("user").await;
-    let daemon = by_user
-        .get(e2e::SERVICE_ACCOUNT)
-        .cloned()
-        .unwrap_or_default();
-    let writes: BTreeMap<String, u64> = e2e::writes_in(&daemon)
-        .into_iter()
-        .filter(|(k, _)| !k.ends_with(" leases"))
-        .collect();
+    let writes = emulator.daemon_writes().await;
     assert!(
         writes
             .keys()
@@ -354,4 +351,137 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
     );
     replica.guard.terminate(Duration::from_secs(15)).await;
     emulator.stop();
+}
+
+/// Quota given back: cq-a's Jobs grow into cq-b's idle quota (the cohort's 16 CPUs); then four
+/// Jobs arrive in cq-b and their Workloads wait. trainscale shrinks cq-a's Jobs (never below
+/// min) until cq-b's nominal quota is free, Kueue admits the four, and nothing is preempted.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn borrowed_quota_goes_back_to_a_lenders_waiting_jobs() {
+    let dir = e2e::Workdir::new("kueue-give-back-e2e");
+    let emulator = Emulator::start(
+        dir.path(),
+        &["--kueue", "--node-cpu", "64", "--node-memory", "256Gi"],
+        LIFETIME_S,
+    );
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "resourceflavors",
+        &json!({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}}),
+    )
+    .await;
+    e2e::create(&client, "clusterqueues", &cluster_queue("cq-a", None)).await;
+    e2e::create(&client, "clusterqueues", &cluster_queue("cq-b", None)).await;
+    e2e::create(&client, "localqueues", &local_queue("lq-a", "cq-a")).await;
+    e2e::create(&client, "localqueues", &local_queue("lq-b", "cq-b")).await;
+    for i in 0..4 {
+        e2e::create(&client, "jobs", &elastic_job(&format!("a-{i}"), "lq-a", 1)).await;
+    }
+    // No cooldown: each Job may move every pass.
+    let overrides: Vec<(&str, &str)> = e2e::FAST_PASSES
+        .into_iter()
+        .chain([("TRAINSCALE_COOLDOWN", "0s")])
+        .collect();
+    let mut replica = Replica::start(
+        &e2e::shipped_container(),
+        "trainscale-0",
+        &emulator.kubeconfig,
+        dir.path(),
+        &overrides,
+        &["--operator=false"],
+    );
+    poll(
+        WITHIN,
+        EVERY,
+        "cq-a's Jobs grown into the whole cohort (16 CPUs, 8 borrowed)",
+        || replica.guard.check_alive(),
+        || {
+            let client = client.clone();
+            async move {
+                // Ready: admitted and ungated (a pending slice's pods exist but stay gated).
+                let all = jobs(&client).await;
+                let running: i64 = all.values().map(|j| int(j, "/status/ready")).sum();
+                if running == COHORT_CPUS {
+                    Ok(())
+                } else {
+                    Err(format!("{running} workers running"))
+                }
+            }
+        },
+    )
+    .await;
+
+    for i in 0..4 {
+        e2e::create(&client, "jobs", &elastic_job(&format!("b-{i}"), "lq-b", 2)).await;
+    }
+    let settled = poll(
+        WITHIN,
+        EVERY,
+        "cq-a gives back cq-b's 8 CPUs and Kueue admits cq-b's four Jobs",
+        || replica.guard.check_alive(),
+        || {
+            let client = client.clone();
+            async move {
+                let all = jobs(&client).await;
+                let b_running: i64 = all
+                    .iter()
+                    .filter(|(n, _)| n.starts_with("b-"))
+                    .map(|(_, j)| int(j, "/status/ready"))
+                    .sum();
+                let (a, b) = per_queue(&all);
+                if b_running == 8 && a == 8 && b == 8 {
+                    Ok(all)
+                } else {
+                    Err(format!(
+                        "cq-a {a}, cq-b {b} asked; cq-b running {b_running}"
+                    ))
+                }
+            }
+        },
+    )
+    .await;
+    for (name, job) in settled.iter().filter(|(n, _)| n.starts_with("a-")) {
+        let size = int(job, "/spec/parallelism");
+        assert!((1..=4).contains(&size), "{name}: {size}");
+        assert_eq!(
+            size,
+            int(job, "/spec/completions"),
+            "{name}: Indexed counts"
+        );
+    }
+    // The shrinks say why: each shrunk Job's last-scale record.
+    let reclaimed: Vec<&String> = settled
+        .iter()
+        .filter(|(n, _)| n.starts_with("a-"))
+        .filter(|(_, j)| {
+            annotation(j, "trainscale.io/last-scale")
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .is_some_and(|r| r["reason"] == "reclaimed")
+        })
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        !reclaimed.is_empty(),
+        "no Job of cq-a was shrunk for quota: {settled:?}"
+    );
+    // Nothing was suspended (the emulator's Kueue does not preempt; neither does trainscale):
+    // every Job of cq-a still runs what it asks.
+    for (name, job) in settled.iter().filter(|(n, _)| n.starts_with("a-")) {
+        assert_eq!(job["spec"]["suspend"], false, "{name}: {job}");
+    }
+    // Jobs and Events only (a repeated Event is patched: its series count).
+    let writes = emulator.daemon_writes().await;
+    assert!(
+        writes
+            .keys()
+            .all(|k| k == "create events" || k == "patch events" || k == "patch jobs"),
+        "the daemon's writes: {writes:?}"
+    );
+    assert!(emulator.denied().await.is_empty());
+    replica.guard.terminate(Duration::from_secs(5)).await;
 }

@@ -343,6 +343,17 @@ impl Emulator {
         self.harness(&format!("/_harness/requests?by={by}")).await
     }
 
+    /// The daemon's service account's writes (`"<verb> <resource>"` → count), its Lease
+    /// renewals aside.
+    pub async fn daemon_writes(&self) -> BTreeMap<String, u64> {
+        let by_user = self.requests_by("user").await;
+        let daemon = by_user.get(SERVICE_ACCOUNT).cloned().unwrap_or_default();
+        writes_in(&daemon)
+            .into_iter()
+            .filter(|(k, _)| !k.ends_with(" leases"))
+            .collect()
+    }
+
     /// Every request the harness's RBAC denied, in order.
     pub async fn denied(&self) -> Vec<Value> {
         self.harness("/_harness/denied").await

@@ -23,11 +23,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::template::{
-    MAX_FIELD, MIN_FIELD, SizedFields, annotation_bounds, annotation_field, check_requests,
-    opted_in, sized_job_info, template_priority, template_request,
+    MAX_FIELD, MIN_FIELD, annotation_bounds, annotation_field, opted_in, read_job_spec,
 };
 use super::{
-    JobAdapter, LeftAlone, PodRule, ReadJob, Reading, Records, Resize, SizeAt, template_constraints,
+    JobAdapter, LeftAlone, PodRule, Reading, Records, Resize, SizeAt, template_constraints,
 };
 use crate::api::priority::PriorityClasses;
 use crate::api::{
@@ -219,28 +218,16 @@ impl JobAdapter for JobSet {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let field = format!("{base}.template.spec.template");
-        let trainer = template_request(&spec.template, &object, &field).map_err(|e| vec![e])?;
-        check_requests(&spec.template, &object, &field).map_err(|e| vec![e])?;
-        let priority = template_priority(&spec.template, classes);
-        let (info, warnings) = sized_job_info(
+        read_job_spec(
             &self.metadata,
             &object,
-            SizedFields {
-                min,
-                max,
-                stored: spec.parallelism,
-                trainer,
-                priority: priority.value,
-                priority_class: priority.class,
-                phase: jobset_phase(self),
-            },
-        );
-        Ok(Reading::Planned(ReadJob {
-            key: self.job_key(),
-            info,
-            warnings,
-        }))
+            self.job_key(),
+            spec,
+            &format!("{base}.template.spec.template"),
+            (min, max),
+            jobset_phase(self),
+            classes,
+        )
     }
 
     fn phase(&self) -> TrainingJobPhase {

@@ -261,6 +261,43 @@ pub fn check_bounds(
     }
 }
 
+/// The planning view of a job sized through one batch/v1 Job spec (a plain Job's own, or a
+/// JobSet replicated Job's): the request and priority of the pod template at `field` (checked
+/// as the API server would), with the job's `min`, `max` and `phase`.
+#[allow(clippy::too_many_arguments)]
+pub fn read_job_spec(
+    meta: &ObjectMeta,
+    object: &str,
+    key: crate::api::JobKey,
+    spec: &k8s_openapi::api::batch::v1::JobSpec,
+    field: &str,
+    (min, max): (i32, i32),
+    phase: TrainingJobPhase,
+    classes: &PriorityClasses,
+) -> Result<super::Reading, Vec<FieldError>> {
+    let trainer = template_request(&spec.template, object, field).map_err(|e| vec![e])?;
+    check_requests(&spec.template, object, field).map_err(|e| vec![e])?;
+    let priority = template_priority(&spec.template, classes);
+    let (info, warnings) = sized_job_info(
+        meta,
+        object,
+        SizedFields {
+            min,
+            max,
+            stored: spec.parallelism,
+            trainer,
+            priority: priority.value,
+            priority_class: priority.class,
+            phase,
+        },
+    );
+    Ok(super::Reading::Planned(super::ReadJob {
+        key,
+        info,
+        warnings,
+    }))
+}
+
 /// What a sized-only kind's adapter reads of a job besides the annotations every such kind shares.
 pub struct SizedFields {
     pub min: i32,
