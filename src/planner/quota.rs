@@ -107,8 +107,13 @@ fn charges(
             trainer_request(state, j.trainer(), j.class)
         }) {
             Ok(need) => {
-                let beyond = (count_of(j) - k.admitted()).max(0);
-                room.take(q, &need, i64::from(beyond));
+                // Workers beyond its admission are charged; workers it no longer asks (a
+                // shrink Kueue has not applied to its Workload yet, which Kueue does in place)
+                // are free already, so two passes never give the same quota back twice.
+                let count = count_of(j);
+                let admitted = k.admitted();
+                room.take(q, &need, i64::from((count - admitted).max(0)));
+                room.give(q, &need, i64::from((admitted - count).max(0)));
                 out[i] = Some((q, need));
             }
             Err(stop) if wants => j.set_quota_note(Some(stop_note(&k.cluster_queue, stop))),
