@@ -123,13 +123,13 @@ async fn delete_job(client: &kube::Client, name: &str) {
         .unwrap_or_else(|e| panic!("deleting Job {NS}/{name}: {e}"));
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(
-    not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
-)]
-async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue() {
-    let dir = e2e::Workdir::new("kueue-e2e");
+/// The emulator playing Kueue with one roomy node, ResourceFlavor `default`, ClusterQueues
+/// `cq-a` (its borrowing limit `a_borrowing_limit`) and `cq-b` in cohort `research`, and
+/// LocalQueues `lq-a`, `lq-b`; with the admin client.
+async fn kueue_cluster(
+    dir: &e2e::Workdir,
+    a_borrowing_limit: Option<i64>,
+) -> (Emulator, kube::Client) {
     let emulator = Emulator::start(
         dir.path(),
         &["--kueue", "--node-cpu", "64", "--node-memory", "256Gi"],
@@ -142,10 +142,22 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
         &json!({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}}),
     )
     .await;
-    e2e::create(&client, "clusterqueues", &cluster_queue("cq-a", Some(4))).await;
+    let cq_a = cluster_queue("cq-a", a_borrowing_limit);
+    e2e::create(&client, "clusterqueues", &cq_a).await;
     e2e::create(&client, "clusterqueues", &cluster_queue("cq-b", None)).await;
     e2e::create(&client, "localqueues", &local_queue("lq-a", "cq-a")).await;
     e2e::create(&client, "localqueues", &local_queue("lq-b", "cq-b")).await;
+    (emulator, client)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue() {
+    let dir = e2e::Workdir::new("kueue-e2e");
+    let (emulator, client) = kueue_cluster(&dir, Some(4)).await;
     for i in 0..6 {
         e2e::create(&client, "jobs", &elastic_job(&format!("a-{i}"), "lq-a", 1)).await;
         e2e::create(&client, "jobs", &elastic_job(&format!("b-{i}"), "lq-b", 1)).await;
@@ -363,22 +375,7 @@ async fn elastic_jobs_are_sized_within_their_queues_quota_and_never_fight_kueue(
 )]
 async fn borrowed_quota_goes_back_to_a_lenders_waiting_jobs() {
     let dir = e2e::Workdir::new("kueue-give-back-e2e");
-    let emulator = Emulator::start(
-        dir.path(),
-        &["--kueue", "--node-cpu", "64", "--node-memory", "256Gi"],
-        LIFETIME_S,
-    );
-    let client = emulator.admin().await;
-    e2e::create(
-        &client,
-        "resourceflavors",
-        &json!({"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}}),
-    )
-    .await;
-    e2e::create(&client, "clusterqueues", &cluster_queue("cq-a", None)).await;
-    e2e::create(&client, "clusterqueues", &cluster_queue("cq-b", None)).await;
-    e2e::create(&client, "localqueues", &local_queue("lq-a", "cq-a")).await;
-    e2e::create(&client, "localqueues", &local_queue("lq-b", "cq-b")).await;
+    let (emulator, client) = kueue_cluster(&dir, None).await;
     for i in 0..4 {
         e2e::create(&client, "jobs", &elastic_job(&format!("a-{i}"), "lq-a", 1)).await;
     }

@@ -65,19 +65,9 @@ fn cluster(queues: &[ClusterQueue]) -> ClusterState {
 }
 
 /// A PyTorchJob in queue `cq` of `current` workers (`min..=max`), admitted for them and
-/// running on `node`.
-fn admitted_job(s: &mut ClusterState, name: &str, (min, max, current): (i32, i32, i32), cq: &str) {
-    let job = pytorch_job("ml", name, (min, max, current), Some(cq), WORKER);
-    s.apply_job(&job).unwrap();
-    let wl = workload(
-        &format!("{name}-1"),
-        &key(name),
-        current,
-        PER_POD,
-        Some((cq, "default", current)),
-    );
-    s.apply_workload(&wl).unwrap();
-    bind_workers(s, &key(name), "n0", 0, current as usize, WORKER);
+/// running on `n0`.
+fn admitted_job(s: &mut ClusterState, name: &str, sizes: (i32, i32, i32), cq: &str) {
+    admitted_on(s, name, sizes, cq, "n0");
 }
 
 fn target(p: &ScalePlan, name: &str) -> i32 {
@@ -454,7 +444,8 @@ fn a_resource_the_queue_does_not_cover_stops_growth_and_is_named() {
 // ---------------------------------------------------------------------------------------------
 // Borrowed quota given back: to a lender's waiting Workload, and to a lender's growing jobs.
 
-/// [`admitted_job`] with its workers on `node`.
+/// A PyTorchJob in queue `cq` of `current` workers (`min..=max`), admitted for them and
+/// running on `node`.
 fn admitted_on(
     s: &mut ClusterState,
     name: &str,

@@ -111,7 +111,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                 &mut moves_budget,
             )
             // Quota that jobs could not use goes to those quota stopped, for another round.
-            && !raise_quota(state, &mut jobs, &cooling)
+            && !raise_quota(state, &mut jobs, &ties, &cooling)
         {
             break;
         }

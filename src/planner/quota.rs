@@ -334,16 +334,20 @@ fn reclaim(
 /// Once water-filling is done: the quota jobs left unused (their trainers found no node) goes
 /// to the jobs quota stopped, water-filled as in [`cap_quota`] from what they have; every other
 /// Kueue-managed job's ceiling comes down to what it has, so the quota is not counted twice.
-/// Returns whether some stopped job may now grow.
+/// `ties`: the pass's tie ranks ([`tie_ranks`]). Returns whether some stopped job may now grow.
 #[inline(never)]
-pub fn raise_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) -> bool {
+pub fn raise_quota(
+    state: &ClusterState,
+    jobs: &mut [Candidate],
+    ties: &[u32],
+    holding: &[bool],
+) -> bool {
     let stopped = |j: &Candidate| {
         matches!(j.quota_note(), Some(KueueNote::QuotaExhausted { .. })) && j.planned >= j.quota_max
     };
     if !jobs.iter().any(stopped) {
         return false;
     }
-    let ties = &tie_ranks(jobs);
     let mut room = QuotaRoom::new(state.quota());
     let held = |j: &Candidate| j.planned.max(j.current);
     let charge = charges(state, jobs, &mut room, holding, held);

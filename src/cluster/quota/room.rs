@@ -393,43 +393,33 @@ impl<'m> QuotaRoom<'m> {
     /// Charges `n` workers of `need` to ClusterQueue `q` (beyond what its lending limit keeps,
     /// to its cohort too).
     pub fn take(&mut self, q: QueueId, need: &Need, n: i64) {
-        if n <= 0 {
-            return;
-        }
-        for &(fr, amount) in need {
-            let f = fr as usize;
-            let value = amount.saturating_mul(n);
-            let queue = &mut self.queues[q];
-            let keep = kept(queue.quota[f]);
-            let local = keep.saturating_sub(queue.usage[f]).max(0);
-            queue.usage[f] = queue.usage[f].saturating_add(value);
-            if let Some(c) = queue.cohort
-                && value > local
-            {
-                let cohort = &mut self.cohorts[c];
-                cohort.usage[f] = cohort.usage[f].saturating_add(value.saturating_sub(local));
-            }
+        if n > 0 {
+            self.shift(q, need, n);
         }
     }
 
     /// Takes `n` workers of `need` back from ClusterQueue `q` (the reverse of
     /// [`QuotaRoom::take`]).
     pub fn give(&mut self, q: QueueId, need: &Need, n: i64) {
-        if n <= 0 {
-            return;
+        if n > 0 {
+            self.shift(q, need, -n);
         }
+    }
+
+    /// Changes ClusterQueue `q`'s usage by `n` workers of `need` (fewer when negative), and its
+    /// cohort's by the change in what it uses beyond what its lending limit keeps.
+    fn shift(&mut self, q: QueueId, need: &Need, n: i64) {
         for &(fr, amount) in need {
             let f = fr as usize;
-            let value = amount.saturating_mul(n);
             let queue = &mut self.queues[q];
             let keep = kept(queue.quota[f]);
             let beyond_keep_before = queue.usage[f].saturating_sub(keep).max(0);
-            queue.usage[f] = queue.usage[f].saturating_sub(value);
+            queue.usage[f] = queue.usage[f].saturating_add(amount.saturating_mul(n));
             let beyond_keep_after = queue.usage[f].saturating_sub(keep).max(0);
             if let Some(c) = queue.cohort {
                 let cohort = &mut self.cohorts[c];
                 cohort.usage[f] = cohort.usage[f]
-                    .saturating_sub(beyond_keep_before.saturating_sub(beyond_keep_after));
+                    .saturating_add(beyond_keep_after.saturating_sub(beyond_keep_before));
             }
         }
     }

@@ -1047,18 +1047,13 @@ fn held_room_taken_by_a_trainer_its_job_was_shrunk_below_waits_for_it_to_go() {
     );
 }
 
-/// The acceptance run of stop 36: a job's first trainer lost its held room to a pod another
-/// scheduler bound, while room held for the job's growth stayed free. The lower position gets
-/// that room: a Job's first pods never wait behind its own growth (the Job controller removes the
-/// highest indexes, so a job running its growth while its first pod waits cannot shrink back to
-/// what runs).
-#[test]
-fn a_lower_position_that_lost_its_room_takes_room_held_for_a_dropped_one() {
-    let mut c = Cluster::default();
+/// Job `x` (1..=2 trainers of 2 GPUs) on nodes `a` and `b` of 2 GPUs each, grown to 2 before
+/// any pod came (both positions' room held, on different nodes), then both pods pending: its
+/// key and the nodes holding positions 0 and 1.
+fn grown_before_its_pods(c: &mut Cluster) -> (JobKey, String, String) {
     c.node(plain_node("a", 2));
     c.node(plain_node("b", 2));
     let spec = template(2, json!({}));
-    // Grown to 2 before any pod came: both positions' room is held.
     let key = c.job("x", (1, 2), 1, &[], &spec);
     let a = c.assign();
     c.hold(&a);
@@ -1069,6 +1064,18 @@ fn a_lower_position_that_lost_its_room_takes_room_held_for_a_dropped_one() {
     c.state.apply_batch_job(&trainer_job("x", 2, &spec));
     c.pod(&trainer_pod("x", 0, &spec));
     c.pod(&trainer_pod("x", 1, &spec));
+    (key, held, other)
+}
+
+/// The acceptance run of stop 36: a job's first trainer lost its held room to a pod another
+/// scheduler bound, while room held for the job's growth stayed free. The lower position gets
+/// that room: a Job's first pods never wait behind its own growth (the Job controller removes the
+/// highest indexes, so a job running its growth while its first pod waits cannot shrink back to
+/// what runs).
+#[test]
+fn a_lower_position_that_lost_its_room_takes_room_held_for_a_dropped_one() {
+    let mut c = Cluster::default();
+    let (key, held, other) = grown_before_its_pods(&mut c);
     // kube-scheduler, which does not see trainscale's reservations, placed a 2-GPU pod where
     // position 0's room was held: the plan drops position 1 (the node is overloaded), and
     // position 0's pod takes the room held for it.
@@ -1089,17 +1096,7 @@ fn a_lower_position_that_lost_its_room_takes_room_held_for_a_dropped_one() {
 #[test]
 fn a_lower_position_that_lost_its_room_takes_the_node_of_a_higher_one() {
     let mut c = Cluster::default();
-    c.node(plain_node("a", 2));
-    c.node(plain_node("b", 2));
-    let spec = template(2, json!({}));
-    let key = c.job("x", (1, 2), 1, &[], &spec);
-    let a = c.assign();
-    c.hold(&a);
-    let held = c.reserved_node(&key, 0);
-    let other = c.reserved_node(&key, 1);
-    c.state.apply_batch_job(&trainer_job("x", 2, &spec));
-    c.pod(&trainer_pod("x", 0, &spec));
-    c.pod(&trainer_pod("x", 1, &spec));
+    let (key, held, other) = grown_before_its_pods(&mut c);
     // The plan was made on the state before the intruder came.
     let before = c.state.clone();
     let plan = plan(&before, &PlannerConfig::default());
