@@ -5,7 +5,8 @@
 //!
 //! Pods outside the plan's trainer positions (a job's master and pservers, pods of jobs trainscale
 //! only sizes, pods of no job) are placed first, by priority, then age, then name, so a new job's
-//! master and pservers get room before anyone's growth. A job's pending trainers then take its
+//! master and pservers get room before anyone's growth; while one of them finds no room, none of
+//! its job's trainers is bound. A job's pending trainers then take its
 //! planned placements in position order (identical trainers are interchangeable); a position
 //! whose pod does not exist yet is reserved on its node. A pod that finds no room takes room its
 //! own job holds for a later position (one whose pod is not created yet, or one the plan drops),
@@ -187,10 +188,11 @@ pub fn assign_with(
         .iter()
         .filter_map(|s| s.node.map(|node| (&s.pod, node)))
         .collect();
+    // Jobs whose master or a pserver could not be placed: their trainers wait for them.
+    let mut support_unplaced: BTreeSet<&JobKey> = BTreeSet::new();
     for (key, pod) in others {
-        let requests = state
-            .pod(&key.0, &key.1)
-            .map_or(Resources::ZERO, |p| p.requests);
+        let info = state.pod(&key.0, &key.1);
+        let requests = info.map_or(Resources::ZERO, |p| p.requests);
         let placed = match planned.get(key) {
             Some(&node) => room.take_planned(node, pod, requests),
             None => place_one(&mut room, pod, requests),
@@ -204,7 +206,14 @@ pub fn assign_with(
                 requests,
                 seen: pod.seen,
             }),
-            Err(message) => out.unschedulable.push(unschedulable(key, pod, message)),
+            Err(message) => {
+                if let Some((job, Role::Master | Role::Pserver)) =
+                    info.and_then(|i| i.owner.as_ref())
+                {
+                    support_unplaced.insert(job);
+                }
+                out.unschedulable.push(unschedulable(key, pod, message));
+            }
         }
     }
     let reserved: BTreeSet<&JobKey> = state.reservations().map(|(job, _, _)| job).collect();
@@ -229,6 +238,7 @@ pub fn assign_with(
             min: job.min.max(0) as u32,
             target: job.target.max(0) as u32,
             trainer: job.trainer,
+            support_unplaced: support_unplaced.contains(&*job.key),
         };
         pass.run(&mut room, &mut leaving, &placements, waiting, &mut out);
     }
@@ -257,6 +267,8 @@ struct JobPass<'a> {
     min: u32,
     target: u32,
     trainer: Resources,
+    /// Its master or a pserver found no room this pass: no trainer of it is bound before them.
+    support_unplaced: bool,
 }
 
 /// What [`JobPass::own_room`] needs of the pass: the position asking, the pods still waiting
@@ -465,6 +477,20 @@ impl<'a> JobPass<'a> {
                     .map(|(i, since)| ((job.clone(), i), since)),
             );
         };
+        // Trainers without their master and pservers cannot train, and would take the room those
+        // wait for: none is bound or newly reserved until they are placed.
+        if self.support_unplaced {
+            remember_unfilled(out);
+            let message = format!(
+                "waiting for the master and parameter servers of job {job} to be placed first"
+            );
+            for member in members {
+                let (key, pod) = member.pod();
+                out.unschedulable
+                    .push(unschedulable(key, pod, message.clone()));
+            }
+            return;
+        }
         // A job of min 1 has no gang to wait for: each pod is placed or refused on its own.
         if placeable >= self.min || self.min <= 1 {
             remember_unfilled(out);

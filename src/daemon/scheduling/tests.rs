@@ -597,6 +597,37 @@ fn a_jobs_master_is_placed_before_any_trainer_growth() {
     assert_eq!(bound.len(), 4, "{bound:?}");
 }
 
+#[test]
+fn no_trainer_is_bound_while_its_jobs_master_finds_no_room() {
+    let mut c = Cluster::default();
+    c.node(node("a", 2, 0, json!({}), json!({}), None));
+    let spec = template(0, json!({}));
+    c.job("fresh", (1, 1), 1, &[0], &spec);
+    let mut master_spec = spec.clone();
+    master_spec["containers"][0]["resources"]["requests"]["cpu"] = json!("3");
+    let master: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "fresh-master", "namespace": "ns", "uid": "uid-m",
+            "labels": {"paddle-job-master": "fresh"},
+            "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": master_spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap();
+    c.pod(&master);
+    let a = c.assign();
+    assert_eq!(bound_to(&a), Vec::<(String, String)>::new());
+    assert_eq!(
+        message_of(&a, "fresh-trainer-0"),
+        Some("waiting for the master and parameter servers of job ns/fresh to be placed first")
+    );
+    assert!(
+        message_of(&a, "fresh-master")
+            .unwrap_or_default()
+            .contains("Insufficient cpu"),
+        "{a:?}"
+    );
+}
+
 /// A pending pod of no job naming trainscale, asking 1 CPU, with a priority and a creation time.
 fn lone_pod(name: &str, priority: i32, created: &str) -> Pod {
     serde_json::from_value(json!({
