@@ -1,5 +1,8 @@
 //! Every kind of bad input gets an error that names the object and the field.
 
+#[path = "bad_input/simulate.rs"]
+mod simulate;
+
 use std::process::Command;
 
 use trainscale::api::manifest::parse_documents;

@@ -30,6 +30,7 @@ use ordered_float::OrderedFloat;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 
+use super::horizon;
 use super::kueue::KueuePlay;
 use super::metrics::{HeldBy, JobOutcome, QueueGpus, QueueTicks, TickSample};
 use super::scenario::{Scenario, SchedulerKind};
@@ -145,6 +146,11 @@ pub struct Engine<'a> {
     arrived: usize,
     completed: usize,
     samples: Vec<TickSample>,
+    /// Where the run stops (see [`horizon`](super::horizon)).
+    horizon_s: f64,
+    /// Ticks within one bucket of this width share one sample: the tick, doubled each time the
+    /// samples reach [`horizon::MAX_SAMPLES`].
+    sample_width_s: f64,
     pass_ms: Vec<f64>,
     /// Σ nodes spanned × seconds, and Σ seconds, of multi-worker jobs.
     spanned: (f64, f64),
@@ -300,6 +306,7 @@ impl<'a> Engine<'a> {
             min_marginal_speedup: scenario.min_marginal_speedup,
             ..PlannerConfig::default()
         };
+        let horizon_s = horizon::horizon_s(scenario, trace);
         let mut engine = Engine {
             scenario,
             trace,
@@ -318,6 +325,8 @@ impl<'a> Engine<'a> {
             arrived: 0,
             completed: 0,
             samples: Vec::new(),
+            horizon_s,
+            sample_width_s: scenario.interval_s,
             pass_ms: Vec::new(),
             spanned: (0.0, 0.0),
             partial_gang_ticks: 0,
@@ -398,12 +407,10 @@ impl<'a> Engine<'a> {
         let mut stalled = 0u32;
         let mut end = 0.0f64;
         while let Some(Reverse((OrderedFloat(now), _, _, event))) = self.heap.pop() {
-            if let Some(h) = self.scenario.horizon_s
-                && now > h
-            {
+            if now > self.horizon_s {
                 tracing::info!(
                     policy = self.policy.as_str(),
-                    horizon_s = h,
+                    horizon_s = self.horizon_s,
                     "horizon reached"
                 );
                 break;
@@ -876,8 +883,9 @@ impl<'a> Engine<'a> {
         } else {
             0
         };
-        self.samples.push(TickSample {
+        self.record(TickSample {
             time_s: now,
+            ticks: 1,
             gpus_bound: used.gpu,
             gpus_capacity: cap.gpu,
             gpu_util: ratio(used.gpu, cap.gpu),
@@ -886,11 +894,41 @@ impl<'a> Engine<'a> {
             queue_len: queue,
             running_jobs: running,
             pending_trainers: self.world.pending_pods() as u32,
-            stranded_gpus: stranded,
-            gpus_free_blocked,
+            stranded_gpus: stranded as f64,
+            gpus_free_blocked: gpus_free_blocked as f64,
             fulfillment_avg: (fulfillment.1 > 0).then(|| fulfillment.0 / f64::from(fulfillment.1)),
             pass_ms: self.pass_ms.last().copied().unwrap_or(0.0),
             queues: queue_gpus,
         });
+    }
+
+    /// Keeps a tick's sample, merged into the last one when both fall in one bucket of
+    /// `sample_width_s`; at [`horizon::MAX_SAMPLES`] samples the bucket doubles and the kept
+    /// samples merge pairwise.
+    fn record(&mut self, sample: TickSample) {
+        let width = self.sample_width_s;
+        let bucket = |t: f64| (t / width).floor();
+        match self.samples.last_mut() {
+            Some(last)
+                if width > self.scenario.interval_s
+                    && bucket(last.time_s) == bucket(sample.time_s) =>
+            {
+                last.merge(&sample)
+            }
+            _ => self.samples.push(sample),
+        }
+        if self.samples.len() >= horizon::MAX_SAMPLES {
+            let width = width * 2.0;
+            self.sample_width_s = width;
+            let bucket = |t: f64| (t / width).floor();
+            let mut merged: Vec<TickSample> = Vec::with_capacity(horizon::MAX_SAMPLES / 2 + 1);
+            for s in self.samples.drain(..) {
+                match merged.last_mut() {
+                    Some(last) if bucket(last.time_s) == bucket(s.time_s) => last.merge(&s),
+                    _ => merged.push(s),
+                }
+            }
+            self.samples = merged;
+        }
     }
 }

@@ -9,7 +9,11 @@ use crate::planner::{Policy, Reason};
 /// The cluster after one tick (planner pass, its application, a scheduling pass).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TickSample {
+    /// The (first) tick's time.
     pub time_s: f64,
+    /// Ticks this sample stands for: 1, or more where a long run merges the ticks of a bucket
+    /// (its rates and averages are then means over them, its counts the last tick's).
+    pub ticks: u32,
     pub gpus_bound: i64,
     pub gpus_capacity: i64,
     /// Bound GPU requests / GPUs of schedulable nodes.
@@ -22,16 +26,43 @@ pub struct TickSample {
     pub running_jobs: u32,
     pub pending_trainers: u32,
     /// Free GPUs on nodes whose free CPU or memory fits no trainer of a job wanting more.
-    pub stranded_gpus: i64,
+    pub stranded_gpus: f64,
     /// Free GPUs of up nodes when, after the binding pass, at least one GPU trainer is still
     /// pending; else 0.
-    pub gpus_free_blocked: i64,
+    pub gpus_free_blocked: f64,
     /// Mean fulfillment `(bound - min) / (max - min)` over arrived elastic jobs.
     pub fulfillment_avg: Option<f64>,
     /// Wall time of the planner pass (not deterministic).
     pub pass_ms: f64,
     /// Per Kueue queue (empty without queues): GPUs of its jobs bound, and admitted.
     pub queues: Vec<QueueGpus>,
+}
+
+impl TickSample {
+    /// Folds the next tick of the same bucket in: rates and averages become means weighted by
+    /// ticks, counts and the queues take the later tick's.
+    pub fn merge(&mut self, next: &TickSample) {
+        let (a, b) = (f64::from(self.ticks), f64::from(next.ticks));
+        let mean = |x: f64, y: f64| (x * a + y * b) / (a + b);
+        self.gpu_util = mean(self.gpu_util, next.gpu_util);
+        self.cpu_util = mean(self.cpu_util, next.cpu_util);
+        self.mem_util = mean(self.mem_util, next.mem_util);
+        self.stranded_gpus = mean(self.stranded_gpus, next.stranded_gpus);
+        self.gpus_free_blocked = mean(self.gpus_free_blocked, next.gpus_free_blocked);
+        self.pass_ms = mean(self.pass_ms, next.pass_ms);
+        // Over the ticks that had an elastic job: kept as a mean over all of them.
+        self.fulfillment_avg = match (self.fulfillment_avg, next.fulfillment_avg) {
+            (Some(x), Some(y)) => Some(mean(x, y)),
+            (x, y) => x.or(y),
+        };
+        self.gpus_bound = next.gpus_bound;
+        self.gpus_capacity = next.gpus_capacity;
+        self.queue_len = next.queue_len;
+        self.running_jobs = next.running_jobs;
+        self.pending_trainers = next.pending_trainers;
+        self.queues.clone_from(&next.queues);
+        self.ticks += next.ticks;
+    }
 }
 
 /// One Kueue queue's GPUs after a tick.
@@ -263,6 +294,12 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| sum / n as f64)
 }
 
+/// Σ value × weight / Σ weight; with weights of 1 exactly [`mean`].
+fn weighted_mean(values: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
+    let (sum, n) = values.fold((0.0, 0.0), |(s, n), (v, w)| (s + v * w, n + w));
+    (n > 0.0).then(|| sum / n)
+}
+
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
@@ -294,7 +331,9 @@ impl RunResult {
             Some(end) => self.samples.iter().filter(|s| s.time_s <= end).collect(),
             None => self.samples.iter().collect(),
         };
-        let avg = |f: &dyn Fn(&TickSample) -> f64| mean(window.iter().map(|s| f(s))).unwrap_or(0.0);
+        let avg = |f: &dyn Fn(&TickSample) -> f64| {
+            weighted_mean(window.iter().map(|s| (f(s), f64::from(s.ticks)))).unwrap_or(0.0)
+        };
         let pass = sorted(self.pass_ms.clone());
         let total_rescales: u64 = self.jobs.iter().map(|j| u64::from(j.rescales)).sum();
         PolicySummary {
@@ -314,7 +353,7 @@ impl RunResult {
             gpu_util: avg(&|s| s.gpu_util),
             cpu_util: avg(&|s| s.cpu_util),
             mem_util: avg(&|s| s.mem_util),
-            stranded_gpus_avg: avg(&|s| s.stranded_gpus as f64),
+            stranded_gpus_avg: avg(&|s| s.stranded_gpus),
             rescales_per_job: if self.jobs.is_empty() {
                 0.0
             } else {
@@ -326,12 +365,16 @@ impl RunResult {
                 let useful: f64 = self.jobs.iter().map(|j| j.work_done_worker_s).sum();
                 (held > 0.0).then(|| useful / held)
             },
-            fulfillment_avg: mean(window.iter().filter_map(|s| s.fulfillment_avg)),
+            fulfillment_avg: weighted_mean(
+                window
+                    .iter()
+                    .filter_map(|s| s.fulfillment_avg.map(|f| (f, f64::from(s.ticks)))),
+            ),
             nodes_spanned_avg: (self.nodes_spanned.1 > 0.0)
                 .then(|| self.nodes_spanned.0 / self.nodes_spanned.1),
             stranded_gpu_hours: window
                 .iter()
-                .map(|s| s.gpus_free_blocked as f64 * self.interval_s / 3600.0)
+                .map(|s| s.gpus_free_blocked * f64::from(s.ticks) * self.interval_s / 3600.0)
                 .sum(),
             pod_pending_avg_s: (self.pending_wait.1 > 0)
                 .then(|| self.pending_wait.0 / self.pending_wait.1 as f64),

@@ -10,6 +10,7 @@
 //! - [`trace`]: the job trace (CSV).
 //! - [`speedup`]: speedup models (`pollux`, `pollux-throughput`, `linear`, `amdahl:P`).
 //! - [`engine`]: the event loop.
+//! - [`horizon`]: how long a run may go and how finely it is sampled.
 //! - [`kueue`]: Kueue's admission of the jobs of a scenario's `queues`.
 //! - [`scheduler`]: the simulated binding of pods (both ways) and job controller.
 //! - [`metrics`]: per-tick samples and per-job outcomes, summarised per policy.
@@ -18,6 +19,7 @@
 
 pub mod engine;
 mod error;
+pub mod horizon;
 pub mod kueue;
 pub mod metrics;
 pub mod plot;
@@ -67,5 +69,6 @@ pub fn load_inputs(scenario: &Scenario) -> Result<(Vec<TraceJob>, SpeedupModel),
     if let Some(queues) = &scenario.queues {
         queues.check_trace(&scenario.path, jobs.iter().map(|j| (j.vc.as_str(), j.row)))?;
     }
+    horizon::check(scenario, &jobs)?;
     Ok((jobs, speedup))
 }

@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use super::SimError;
+use super::horizon::MAX_HORIZON_S;
 use super::scenario::TraceSpec;
 
 /// One job of the trace.
@@ -187,6 +188,8 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
     let vc = table.header.iter().position(|h| h == "vc");
     let take = spec.limit_jobs.unwrap_or(usize::MAX);
     let mut jobs = Vec::new();
+    // Row of each job id so far: an id names one job.
+    let mut rows_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (data_row, (row, fields)) in table
         .rows
         .iter()
@@ -224,6 +227,21 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
                 job.id
             )
         })?;
+        r.check(submit, job.submit_s <= MAX_HORIZON_S, || {
+            format!(
+                "{:e} s (after time_scale) is past the simulator's horizon cap of {MAX_HORIZON_S:e} s (about 3.2 years)",
+                job.submit_s
+            )
+        })?;
+        if let Some(first) = rows_of.insert(job.id.clone(), *row) {
+            return Err(r.err(
+                id,
+                format!(
+                    "job_id {:?} is also the id of row {first}: each row is one job",
+                    job.id
+                ),
+            ));
+        }
         r.check(max, job.min_workers <= job.max_workers, || {
             format!(
                 "{} is below min_workers {}",
