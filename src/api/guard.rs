@@ -37,8 +37,23 @@ pub struct MalformedJob {
 }
 
 impl<K: DeserializeOwned> Guarded<K> {
-    /// Decodes an object; a failure keeps its metadata and names the field.
+    /// Decodes an object; a failure keeps its metadata and names the field. `spec` and `status`
+    /// must be objects, as the API server's schema types them (serde would read an array as a
+    /// struct of defaults).
     pub fn from_value(value: &serde_json::Value) -> Self {
+        let metadata = || {
+            value
+                .get("metadata")
+                .and_then(|m| ObjectMeta::deserialize(m).ok())
+                .unwrap_or_default()
+        };
+        if let Some((field, error)) = shape_problem(value) {
+            return Guarded(Err(MalformedJob {
+                metadata: metadata(),
+                field: field.to_string(),
+                error,
+            }));
+        }
         match serde_path_to_error::deserialize::<_, K>(value) {
             Ok(job) => Guarded(Ok(Box::new(job))),
             Err(e) => {
@@ -48,18 +63,33 @@ impl<K: DeserializeOwned> Guarded<K> {
                 } else {
                     path
                 };
-                let metadata = value
-                    .get("metadata")
-                    .and_then(|m| ObjectMeta::deserialize(m).ok())
-                    .unwrap_or_default();
                 Guarded(Err(MalformedJob {
-                    metadata,
+                    metadata: metadata(),
                     field,
                     error: e.into_inner().to_string(),
                 }))
             }
         }
     }
+}
+
+/// The top-level field of a job object that is not the object its schema says it is, and the
+/// API server's words for it (`must be of type object, got array`).
+pub fn shape_problem(value: &serde_json::Value) -> Option<(&'static str, String)> {
+    use serde_json::Value;
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    ["metadata", "spec", "status"].into_iter().find_map(|field| {
+        let v = value.get(field)?;
+        (!matches!(v, Value::Object(_) | Value::Null))
+            .then(|| (field, format!("must be of type object, got {}", kind(v))))
+    })
 }
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {

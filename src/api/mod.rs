@@ -8,6 +8,7 @@ mod jobset;
 mod kind;
 pub mod kueue;
 pub mod manifest;
+pub mod names;
 pub mod note;
 mod paddlejob;
 pub mod priority;
