@@ -85,11 +85,13 @@ pub fn shape_problem(value: &serde_json::Value) -> Option<(&'static str, String)
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     };
-    ["metadata", "spec", "status"].into_iter().find_map(|field| {
-        let v = value.get(field)?;
-        (!matches!(v, Value::Object(_) | Value::Null))
-            .then(|| (field, format!("must be of type object, got {}", kind(v))))
-    })
+    ["metadata", "spec", "status"]
+        .into_iter()
+        .find_map(|field| {
+            let v = value.get(field)?;
+            (!matches!(v, Value::Object(_) | Value::Null))
+                .then(|| (field, format!("must be of type object, got {}", kind(v))))
+        })
 }
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {

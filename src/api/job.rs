@@ -56,7 +56,12 @@ impl JobKey {
 impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use super::names::printable;
-        write!(f, "{}/{}", printable(&self.namespace), printable(&self.name))
+        write!(
+            f,
+            "{}/{}",
+            printable(&self.namespace),
+            printable(&self.name)
+        )
     }
 }
 

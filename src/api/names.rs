@@ -174,7 +174,12 @@ pub fn rule_of(kind: JobKind) -> NameRule {
 pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<FieldError> {
     let mut out = Vec::new();
     if let Some(ns) = meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
-        out.extend(check_name(object, "metadata.namespace", ns, NameRule::Label));
+        out.extend(check_name(
+            object,
+            "metadata.namespace",
+            ns,
+            NameRule::Label,
+        ));
     }
     let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) else {
         return out;
@@ -242,7 +247,10 @@ mod tests {
             name_problems(&long, NameRule::JobName),
             vec!["must be no more than 63 characters"]
         );
-        assert_eq!(name_problems(&"a".repeat(254), NameRule::Subdomain).len(), 1);
+        assert_eq!(
+            name_problems(&"a".repeat(254), NameRule::Subdomain).len(),
+            1
+        );
     }
 
     #[test]

@@ -56,6 +56,16 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
     for e in job_name_problems(JobKind::TrainingJob, &object, &job.metadata) {
         error(&e.field, e.problem);
     }
+    if !job.spec.pod_group_name.is_empty()
+        && let Some(e) = check_name(
+            &object,
+            "spec.podGroupName",
+            &job.spec.pod_group_name,
+            NameRule::Subdomain,
+        )
+    {
+        error(&e.field, e.problem);
+    }
     let trainer = &job.spec.trainer;
     let (tmin, tmax) = (trainer.min_instance, trainer.max_instance);
     if tmin < 0 {

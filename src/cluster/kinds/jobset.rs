@@ -145,7 +145,11 @@ impl JobAdapter for JobSet {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
-                negative_count(&object, &format!("spec.replicatedJobs[{i}].replicas"), r.replicas)
+                negative_count(
+                    &object,
+                    &format!("spec.replicatedJobs[{i}].replicas"),
+                    r.replicas,
+                )
             })
             .collect();
         out.extend(repeated_names(

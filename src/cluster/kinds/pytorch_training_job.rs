@@ -57,7 +57,11 @@ impl JobAdapter for PyTorchTrainingJob {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
-                negative_count(&object, &format!("spec.replicaSpecs[{i}].replicas"), r.replicas)
+                negative_count(
+                    &object,
+                    &format!("spec.replicaSpecs[{i}].replicas"),
+                    r.replicas,
+                )
             })
             .collect();
         out.extend(repeated_names(
