@@ -195,7 +195,7 @@ pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<
                 object,
                 "metadata.name",
                 format!(
-                    "invalid value {}: the operator labels every pod of the job with it: {}",
+                    "{} is the label value the operator puts on every pod of the job: {}",
                     quoted(name),
                     value.join("; ")
                 ),

@@ -232,7 +232,8 @@ fn port_problem(first: i32, default: Option<i32>, count: i32) -> Option<String> 
     let from = match (first, default) {
         (0, None) => return None,
         (0, Some(d)) => d,
-        (p, _) if !(1..=MAX_PORT).contains(&p) => {
+        (p, _) if p < 0 => return Some(format!("must not be negative, got {p}")),
+        (p, _) if p > MAX_PORT => {
             return Some(format!(
                 "must be between 1 and {MAX_PORT} (0 or unset: the default), got {p}"
             ));

@@ -144,11 +144,14 @@ pub fn training_job_name(text: &str) -> Result<String, String> {
         name: Some(text.to_string()),
         ..Default::default()
     };
-    let problems = job_name_problems(crate::api::JobKind::TrainingJob, "", &meta);
     if text.is_empty() {
         return Err("a job needs a name".to_string());
     }
-    match problems.into_iter().next() {
+    name_as(text, NameRule::Subdomain)?;
+    match job_name_problems(crate::api::JobKind::TrainingJob, "", &meta)
+        .into_iter()
+        .next()
+    {
         None => Ok(text.to_string()),
         Some(e) => Err(e.problem),
     }
