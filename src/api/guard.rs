@@ -11,6 +11,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use super::schema::{Schema, shape_error};
 use super::{PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob};
 
 /// A job object as the watch delivers it: parsed (boxed: the types are over 10 kB, too big to
@@ -36,9 +37,10 @@ pub struct MalformedJob {
     pub error: String,
 }
 
-impl<K: DeserializeOwned> Guarded<K> {
+impl<K: DeserializeOwned + Schema> Guarded<K> {
     /// Decodes an object; a failure keeps its metadata and names the field. `spec` and `status`
-    /// must be objects, as the API server's schema types them (serde would read an array as a
+    /// must be objects, and every object and list nested in them where the kind's schema says
+    /// so ([`Schema`]), as the API server's schema types them (serde would read an array as a
     /// struct of defaults).
     pub fn from_value(value: &serde_json::Value) -> Self {
         let metadata = || {
@@ -47,10 +49,13 @@ impl<K: DeserializeOwned> Guarded<K> {
                 .and_then(|m| ObjectMeta::deserialize(m).ok())
                 .unwrap_or_default()
         };
-        if let Some((field, error)) = shape_problem(value) {
+        let shape = shape_problem(value)
+            .map(|(field, error)| (field.to_string(), error))
+            .or_else(|| K::schema().and_then(|schema| shape_error(schema, value)));
+        if let Some((field, error)) = shape {
             return Guarded(Err(MalformedJob {
                 metadata: metadata(),
-                field: field.to_string(),
+                field,
                 error,
             }));
         }
@@ -94,7 +99,7 @@ pub fn shape_problem(value: &serde_json::Value) -> Option<(&'static str, String)
         })
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
+impl<'de, K: DeserializeOwned + Schema> Deserialize<'de> for Guarded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
         Ok(Self::from_value(&value))

@@ -15,6 +15,7 @@ pub mod priority;
 mod pytorch;
 pub mod quantity;
 mod resources;
+pub mod schema;
 pub mod sizing;
 pub mod speedup;
 pub mod trainer_job;

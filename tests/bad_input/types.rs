@@ -134,6 +134,29 @@ fn a_spec_that_is_no_object_is_an_error_naming_spec_for_every_kind() {
 }
 
 #[test]
+fn nested_objects_and_lists_are_typed_too() {
+    let mut spec = super::good_spec();
+    spec["trainer"] = json!([]);
+    refused_everywhere(JobKind::TrainingJob, &training_job(spec), "spec.trainer");
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["elastic"] = json!([1]);
+    refused_everywhere(JobKind::PyTorchTrainingJob, &t9k, "spec.elastic");
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"] = json!({"type": "worker"});
+    refused_everywhere(JobKind::PyTorchTrainingJob, &t9k, "spec.replicaSpecs");
+    let mut kubeflow = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    kubeflow["spec"]["pytorchReplicaSpecs"]["Worker"] = json!([]);
+    refused_everywhere(
+        JobKind::PyTorchJob,
+        &kubeflow,
+        "spec.pytorchReplicaSpecs.Worker",
+    );
+    let docs = parse_documents(&kubeflow.to_string(), "x.json").unwrap();
+    let errors = validate_document(&docs[0], &Default::default()).errors;
+    assert_eq!(errors[0].problem, "must be of type object, got array");
+}
+
+#[test]
 fn ports_are_1_to_65535() {
     let with_port = |field: &str, port: i64| {
         let mut spec = super::good_spec();

@@ -38,6 +38,7 @@ use super::objects::{JobInfo, Role};
 use crate::api::guard::{Guarded, MalformedJob};
 use crate::api::names::job_name_problems;
 use crate::api::priority::PriorityClasses;
+use crate::api::schema::Schema;
 use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use crate::api::{
     FieldError, JobKey, JobKind, JobSet, PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob,
@@ -151,7 +152,9 @@ pub enum Reading {
 }
 
 /// One job kind's adapter.
-pub trait JobAdapter: ResourceExt + DeserializeOwned + Debug + Send + Sync + 'static {
+pub trait JobAdapter:
+    ResourceExt + DeserializeOwned + Schema + Debug + Send + Sync + 'static
+{
     /// The kind this adapter reads.
     const KIND: JobKind;
     /// How jobs of the kind are resized.
