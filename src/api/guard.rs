@@ -39,7 +39,7 @@ pub struct MalformedJob {
 
 impl<K: DeserializeOwned + Schema> Guarded<K> {
     /// Decodes an object; a failure keeps its metadata and names the field. `spec` and `status`
-    /// must be objects, and every object and list nested in them where the kind's schema says
+    /// must be objects, and every object and list nested in `spec` where the kind's schema says
     /// so ([`Schema`]), as the API server's schema types them (serde would read an array as a
     /// struct of defaults).
     pub fn from_value(value: &serde_json::Value) -> Self {

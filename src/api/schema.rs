@@ -52,20 +52,16 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// The first field of `value` that is not the object or list `root` (a JSON Schema whose
-/// references point into its own `$defs`) declares there: its path (`spec.trainer`,
-/// `spec.replicaSpecs[1]`) and the API server's words (`must be of type object, got array`).
-/// Scalars are left to the decoder; a null is an absent field.
+/// The first field of the object's `spec` that is not the object or list `root` (a JSON
+/// Schema of the object whose references point into its own `$defs`) declares there: its path
+/// (`spec.trainer`, `spec.replicaSpecs[1]`) and the API server's words (`must be of type
+/// object, got array`). Scalars are left to the decoder; a null is an absent field. `status` is
+/// not walked: its writers are controllers, and unreadable conditions are skipped by design.
 pub fn shape_error(root: &Value, value: &Value) -> Option<(String, String)> {
-    let mut path = String::new();
-    walk(root, root, value, &mut path, 0).map(|e| {
-        let field = if path.is_empty() {
-            "(root)".to_string()
-        } else {
-            path
-        };
-        (field, e)
-    })
+    let spec = value.get("spec")?;
+    let schema = resolve(root, root)?.get("properties")?.get("spec")?;
+    let mut path = "spec".to_string();
+    walk(root, schema, spec, &mut path, 0).map(|e| (path, e))
 }
 
 /// How deep references are followed (a recursive schema stops here; objects never nest this
