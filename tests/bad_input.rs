@@ -1,5 +1,9 @@
 //! Every kind of bad input gets an error that names the object and the field.
 
+#[path = "bad_input/names.rs"]
+mod names;
+#[path = "bad_input/types.rs"]
+mod types;
 #[path = "bad_input/simulate.rs"]
 mod simulate;
 

@@ -1057,6 +1057,28 @@ async fn an_invalid_job_fails_with_a_reason_and_creates_nothing() {
     );
 }
 
+/// Issue 32: a name whose `<name>-trainer` Job could not exist fails the job naming that Job,
+/// before any create (no create that fails on every pass).
+#[tokio::test]
+async fn a_name_too_long_for_its_trainer_job_fails_and_creates_nothing() {
+    let mut job = training_job(FT_ELASTIC);
+    let name = "j".repeat(60);
+    job.metadata.name = Some(name.clone());
+    let (result, fake) = run(&job, OperatorConfig::default(), vec![]).await;
+    assert_eq!(result, Ok(Action::await_change()));
+    assert_eq!(
+        lines(&fake),
+        vec![format!("PATCH {}/status", job_path(&name))]
+    );
+    let status = body_of(&fake, "PATCH", &format!("{}/status", job_path(&name)));
+    assert_eq!(status["status"]["phase"], "Failed");
+    let reason = status["status"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("Job \"{name}-trainer\" (68 characters)")),
+        "{reason}"
+    );
+}
+
 #[tokio::test]
 async fn an_object_owned_by_someone_else_fails_the_job() {
     let job = training_job(NON_FT);

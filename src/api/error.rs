@@ -1,8 +1,12 @@
 //! The one error shape for bad input: which object, which field, what is wrong.
 
+use super::names::printable;
+
 /// A problem with one field of one object, e.g. `TrainingJob ns/a: spec.trainer.min-instance: ...`.
+///
+/// Displayed on one line: control characters (a newline in a name) are escaped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{object}: {field}: {problem}")]
+#[error("{}: {}: {}", printable(object), printable(field), printable(problem))]
 pub struct FieldError {
     /// The object, as `Kind namespace/name` (or a document position when it has no name).
     pub object: String,

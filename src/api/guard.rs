@@ -11,6 +11,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
+use super::schema::{Schema, shape_error};
 use super::{PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob};
 
 /// A job object as the watch delivers it: parsed (boxed: the types are over 10 kB, too big to
@@ -36,9 +37,28 @@ pub struct MalformedJob {
     pub error: String,
 }
 
-impl<K: DeserializeOwned> Guarded<K> {
-    /// Decodes an object; a failure keeps its metadata and names the field.
+impl<K: DeserializeOwned + Schema> Guarded<K> {
+    /// Decodes an object; a failure keeps its metadata and names the field. `spec` and `status`
+    /// must be objects, and every object and list nested in `spec` where the kind's schema says
+    /// so ([`Schema`]), as the API server's schema types them (serde would read an array as a
+    /// struct of defaults).
     pub fn from_value(value: &serde_json::Value) -> Self {
+        let metadata = || {
+            value
+                .get("metadata")
+                .and_then(|m| ObjectMeta::deserialize(m).ok())
+                .unwrap_or_default()
+        };
+        let shape = shape_problem(value)
+            .map(|(field, error)| (field.to_string(), error))
+            .or_else(|| K::schema().and_then(|schema| shape_error(schema, value)));
+        if let Some((field, error)) = shape {
+            return Guarded(Err(MalformedJob {
+                metadata: metadata(),
+                field,
+                error,
+            }));
+        }
         match serde_path_to_error::deserialize::<_, K>(value) {
             Ok(job) => Guarded(Ok(Box::new(job))),
             Err(e) => {
@@ -48,12 +68,8 @@ impl<K: DeserializeOwned> Guarded<K> {
                 } else {
                     path
                 };
-                let metadata = value
-                    .get("metadata")
-                    .and_then(|m| ObjectMeta::deserialize(m).ok())
-                    .unwrap_or_default();
                 Guarded(Err(MalformedJob {
-                    metadata,
+                    metadata: metadata(),
                     field,
                     error: e.into_inner().to_string(),
                 }))
@@ -62,7 +78,28 @@ impl<K: DeserializeOwned> Guarded<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Guarded<K> {
+/// The top-level field of a job object that is not the object its schema says it is, and the
+/// API server's words for it (`must be of type object, got array`).
+pub fn shape_problem(value: &serde_json::Value) -> Option<(&'static str, String)> {
+    use serde_json::Value;
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    ["metadata", "spec", "status"]
+        .into_iter()
+        .find_map(|field| {
+            let v = value.get(field)?;
+            (!matches!(v, Value::Object(_) | Value::Null))
+                .then(|| (field, format!("must be of type object, got {}", kind(v))))
+        })
+}
+
+impl<'de, K: DeserializeOwned + Schema> Deserialize<'de> for Guarded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
         Ok(Self::from_value(&value))

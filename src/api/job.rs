@@ -55,7 +55,13 @@ impl JobKey {
 
 impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
+        use super::names::printable;
+        write!(
+            f,
+            "{}/{}",
+            printable(&self.namespace),
+            printable(&self.name)
+        )
     }
 }
 
@@ -74,11 +80,7 @@ const TRAINER_LIMITS: &str = "spec.trainer.resources.limits";
 impl TrainingJob {
     /// `TrainingJob namespace/name`, the way errors name this object.
     pub fn object_ref(&self) -> String {
-        format!(
-            "TrainingJob {}/{}",
-            self.namespace().unwrap_or_default(),
-            self.name_any()
-        )
+        JobKind::TrainingJob.object_ref(&self.namespace().unwrap_or_default(), &self.name_any())
     }
 
     /// The job's key.

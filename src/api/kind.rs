@@ -183,9 +183,16 @@ impl JobKind {
         )
     }
 
-    /// `Kind namespace/name`, the way errors name an object of this kind.
+    /// `Kind namespace/name`, the way errors name an object of this kind (control characters
+    /// escaped, see [`printable`](super::names::printable)).
     pub fn object_ref(self, namespace: &str, name: &str) -> String {
-        format!("{} {namespace}/{name}", self.as_str())
+        use super::names::printable;
+        format!(
+            "{} {}/{}",
+            self.as_str(),
+            printable(namespace),
+            printable(name)
+        )
     }
 }
 

@@ -8,7 +8,9 @@ use kube::ResourceExt;
 
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
+use super::guard::{Guarded, MalformedJob};
 use super::manifest::Document;
+use super::names::{NameRule, check_name, job_name_problems};
 use super::priority::PriorityClasses;
 use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use super::{
@@ -50,6 +52,19 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
 
     if job.metadata.name.as_deref().unwrap_or("").is_empty() {
         error("metadata.name", "a job needs a name".into());
+    }
+    for e in job_name_problems(JobKind::TrainingJob, &object, &job.metadata) {
+        error(&e.field, e.problem);
+    }
+    if !job.spec.pod_group_name.is_empty()
+        && let Some(e) = check_name(
+            &object,
+            "spec.podGroupName",
+            &job.spec.pod_group_name,
+            NameRule::Subdomain,
+        )
+    {
+        error(&e.field, e.problem);
     }
     let trainer = &job.spec.trainer;
     let (tmin, tmax) = (trainer.min_instance, trainer.max_instance);
@@ -128,15 +143,33 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
         );
     }
     for (field, value) in [
-        ("spec.port", job.spec.port),
         ("spec.ports_num", job.spec.ports_num),
         ("spec.ports_num_for_sparse", job.spec.ports_num_for_sparse),
-        ("spec.trainer_port", job.spec.trainer_port),
         ("spec.trainer_ports_num", job.spec.trainer_ports_num),
         ("spec.passes", job.spec.passes),
     ] {
         if value < 0 {
             error(field, format!("must not be negative, got {value}"));
+        }
+    }
+    let spec = &job.spec;
+    let or_one = |n: i32| if n == 0 { 1 } else { n.max(0) };
+    for (field, first, default, count) in [
+        (
+            "spec.port",
+            spec.port,
+            Some(DEFAULT_PORT),
+            or_one(spec.ports_num) + or_one(spec.ports_num_for_sparse),
+        ),
+        (
+            "spec.trainer_port",
+            spec.trainer_port,
+            None,
+            spec.trainer_ports_num.max(1),
+        ),
+    ] {
+        if let Some(text) = port_problem(first, default, count) {
+            error(field, text);
         }
     }
     for (role, resources) in [
@@ -192,6 +225,31 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
     }
     findings
 }
+
+/// What is wrong with a port field holding `first` (0: unset, `default` used) whose range is
+/// `count` ports long: a port is 1 to 65535, and the range must end by 65535.
+fn port_problem(first: i32, default: Option<i32>, count: i32) -> Option<String> {
+    let from = match (first, default) {
+        (0, None) => return None,
+        (0, Some(d)) => d,
+        (p, _) if p < 0 => return Some(format!("must not be negative, got {p}")),
+        (p, _) if p > MAX_PORT => {
+            return Some(format!(
+                "must be between 1 and {MAX_PORT} (0 or unset: the default), got {p}"
+            ));
+        }
+        (p, _) => p,
+    };
+    let last = i64::from(from) + i64::from(count) - 1;
+    (last > i64::from(MAX_PORT))
+        .then(|| format!("the job's {count} port(s) from {from} run past {MAX_PORT} (to {last})"))
+}
+
+/// `spec.port` when unset (the original operator's default).
+pub const DEFAULT_PORT: i32 = 7164;
+
+/// The largest port number.
+pub const MAX_PORT: i32 = 65535;
 
 /// What an elastic worker of any kind lacks when [`requests_anything`] finds nothing, after
 /// "an elastic trainer" or "an elastic worker".
@@ -276,9 +334,15 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
     let kind = doc.kind();
     if kind == "PriorityClass" {
         return match doc.decode::<PriorityClass>() {
-            Ok(_) => ObjectReport {
+            Ok(pc) => ObjectReport {
+                errors: pc
+                    .metadata
+                    .name
+                    .as_deref()
+                    .and_then(|n| check_name(&object, "metadata.name", n, NameRule::Subdomain))
+                    .into_iter()
+                    .collect(),
                 object,
-                errors: Vec::new(),
                 warnings: Vec::new(),
             },
             Err(e) => ObjectReport {
@@ -308,9 +372,17 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
             format!("{api:?} is not {}", job_kind.api_version()),
         );
     }
+    // Through `Guarded`, as the daemon and the operator read them.
+    let malformed = |bad: MalformedJob| FieldError::new(&object, bad.field, bad.error);
     let decoded = match job_kind {
-        JobKind::TrainingJob => doc.decode::<TrainingJob>(),
-        JobKind::PaddleJob => doc.decode::<PaddleJob>().map(|job| job.as_training_job()),
+        JobKind::TrainingJob => Guarded::<TrainingJob>::from_value(&doc.value)
+            .0
+            .map(|job| *job)
+            .map_err(malformed),
+        JobKind::PaddleJob => Guarded::<PaddleJob>::from_value(&doc.value)
+            .0
+            .map(|job| job.as_training_job())
+            .map_err(malformed),
         _ => return crate::cluster::kinds::check_document(doc, job_kind, classes),
     };
     let job = match decoded {

@@ -153,10 +153,11 @@ fn seconds(time: Option<&Time>) -> i64 {
 
 /// `Kind namespace/name` for errors.
 pub fn meta_ref(kind: &str, meta: &ObjectMeta) -> String {
+    use crate::api::names::printable;
     format!(
         "{kind} {}/{}",
-        meta.namespace.as_deref().unwrap_or(""),
-        meta.name.as_deref().unwrap_or("")
+        printable(meta.namespace.as_deref().unwrap_or("")),
+        printable(meta.name.as_deref().unwrap_or(""))
     )
 }
 
@@ -307,6 +308,19 @@ pub fn pod_requests<R: Amounts, E>(
     Ok(sum)
 }
 
+/// What the API server would refuse in a Pod's name (a subdomain) or namespace (a label).
+fn pod_name_problem(pod: &Pod) -> Option<FieldError> {
+    use crate::api::names::{NameRule, check_name};
+    let object = meta_ref("Pod", &pod.metadata);
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    check_name(&object, "metadata.name", name, NameRule::Subdomain).or_else(|| {
+        (!namespace.is_empty())
+            .then(|| check_name(&object, "metadata.namespace", namespace, NameRule::Label))
+            .flatten()
+    })
+}
+
 /// Reads a Pod: its node, phase, effective requests and TrainingJob role.
 pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
     // Error context is built only on failure: this runs for every pod event.
@@ -323,6 +337,9 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
             "metadata.name",
             "a Pod needs a name",
         ));
+    }
+    if let Some(e) = pod_name_problem(pod) {
+        return Err(e);
     }
     let mut requests = Resources::ZERO;
     let mut node = None;

@@ -29,10 +29,15 @@ impl JobProblem {
 
 impl std::fmt::Display for JobProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::api::names::printable;
         write!(
             f,
             "{} {}/{}: {}: {}",
-            self.kind, self.namespace, self.name, self.field, self.message
+            self.kind,
+            printable(&self.namespace),
+            printable(&self.name),
+            printable(&self.field),
+            printable(&self.message)
         )
     }
 }
@@ -189,7 +194,7 @@ impl StateReport {
             let _ = writeln!(
                 out,
                 "{:<32} {:>5} {:>12} {:>14} {:>5} {:>5}",
-                n.name,
+                crate::api::names::printable(&n.name),
                 if n.schedulable { "yes" } else { "no" },
                 n.free.cpu_milli,
                 n.free.memory >> 20,
@@ -207,7 +212,11 @@ impl StateReport {
                 out,
                 "{:<18} {:<40} {:<9} {:>4} {:>4} {:>7} {:>5} {:>7} {:>6.2}",
                 j.kind.as_str(),
-                format!("{}/{}", j.namespace, j.name),
+                format!(
+                    "{}/{}",
+                    crate::api::names::printable(&j.namespace),
+                    crate::api::names::printable(&j.name)
+                ),
                 if j.phase.is_empty() { "-" } else { &j.phase },
                 j.min,
                 j.max,

@@ -102,7 +102,9 @@ pub fn explain_job(
             bail!("job {key} is left alone: {} ({})", why.why, why.field);
         }
         bail!(
-            "job {namespace}/{name} is not in the cluster (or is not planned: see `trainscale state`)"
+            "job {}/{} is not in the cluster (or is not planned: see `trainscale state`)",
+            crate::api::names::printable(namespace),
+            crate::api::names::printable(name)
         );
     };
     let explanations = explain_all(state, &result, config);

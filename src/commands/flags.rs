@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::api::names::{NameRule, job_name_problems, name_problems, printable, quoted};
 use crate::daemon::parse_duration;
 
 /// Longest `--interval`: a day.
@@ -78,6 +79,94 @@ pub fn scheduler_name(text: &str) -> Result<String, String> {
         return Err(format!("{text:?} has whitespace or control characters"));
     }
     Ok(text.to_string())
+}
+
+/// A value parser whose refusal never echoes the value raw: clap's own message quotes it as
+/// given, so a newline in it would start a line of its own; this one quotes it escaped
+/// (`invalid value "a\nb" for '--namespace <NAMESPACE>': ...`) and exits 2 as clap does.
+#[derive(Clone)]
+pub struct Escaped<F>(pub F);
+
+impl<T, F> clap::builder::TypedValueParser for Escaped<F>
+where
+    T: Clone + Send + Sync + 'static,
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_string_lossy();
+        (self.0)(&text).map_err(|why| {
+            let flag = arg.map_or_else(|| "the value".to_string(), |a| format!("'{a}'"));
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value {} for {}: {}\n",
+                    quoted(&text),
+                    printable(&flag),
+                    printable(&why)
+                ),
+            )
+            .with_cmd(cmd)
+        })
+    }
+}
+
+/// The API server's words for `text` under `rule`, as a flag's refusal.
+fn name_as(text: &str, rule: NameRule) -> Result<String, String> {
+    let problems = name_problems(text, rule);
+    if problems.is_empty() {
+        Ok(text.to_string())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// `--namespace`, `--lease-namespace`: a namespace, a DNS-1123 label as the API server takes it.
+pub fn namespace(text: &str) -> Result<String, String> {
+    name_as(text, NameRule::Label)
+}
+
+/// `--lease-name`, `--pod-group`: an object name, a DNS-1123 subdomain.
+pub fn object_name(text: &str) -> Result<String, String> {
+    name_as(text, NameRule::Subdomain)
+}
+
+/// `submit --job-name`: a TrainingJob name the API server takes and from which every object
+/// the operator derives can exist (`<name>-trainer` is a Job: at most 63 characters).
+pub fn training_job_name(text: &str) -> Result<String, String> {
+    let meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(text.to_string()),
+        ..Default::default()
+    };
+    if text.is_empty() {
+        return Err("a job needs a name".to_string());
+    }
+    name_as(text, NameRule::Subdomain)?;
+    match job_name_problems(crate::api::JobKind::TrainingJob, "", &meta)
+        .into_iter()
+        .next()
+    {
+        None => Ok(text.to_string()),
+        Some(e) => Err(e.problem),
+    }
+}
+
+/// `--restart-limit`: a count, 0 (no limit) or more.
+pub fn restart_limit(text: &str) -> Result<i32, String> {
+    let value: i32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{} is not a whole number", quoted(text)))?;
+    if value < 0 {
+        return Err(format!("must not be negative (0: no limit), got {value}"));
+    }
+    Ok(value)
 }
 
 /// `--discovery-interval`: 1s up to 1h.

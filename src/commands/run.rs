@@ -54,7 +54,7 @@ pub struct RunArgs {
     /// Bind the pending pods whose `spec.schedulerName` is this name to the planned nodes (the
     /// operator names it on the pods of jobs that name no scheduler); "" turns the scheduler
     /// role off.
-    #[arg(long, env = "TRAINSCALE_SCHEDULER_NAME", default_value = "trainscale", value_parser = flags::scheduler_name)]
+    #[arg(long, env = "TRAINSCALE_SCHEDULER_NAME", default_value = "trainscale", value_parser = flags::Escaped(flags::scheduler_name))]
     pub scheduler_name: String,
     /// How long room planned for a trainer pod not created yet stays held (e.g. 60s), 1s..1h.
     #[arg(long, env = "TRAINSCALE_RESERVATION_TTL", default_value = "60s", value_parser = flags::reservation_ttl)]
@@ -68,7 +68,7 @@ pub struct RunArgs {
     #[arg(long, env = "TRAINSCALE_SCHEDULING_DEADLINE", default_value = "5s", value_parser = flags::scheduling_deadline)]
     pub scheduling_deadline: Duration,
     /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
-    #[arg(long, env = "TRAINSCALE_NAMESPACE")]
+    #[arg(long, env = "TRAINSCALE_NAMESPACE", value_parser = flags::Escaped(flags::namespace))]
     pub namespace: Option<String>,
     /// Kubeconfig file; default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
     #[arg(long, env = "TRAINSCALE_KUBECONFIG")]
@@ -83,11 +83,12 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "TRAINSCALE_LEASE_NAME",
-        default_value = "trainscale-leader"
+        default_value = "trainscale-leader",
+        value_parser = flags::Escaped(flags::object_name)
     )]
     pub lease_name: String,
     /// Namespace of the leader Lease; default: the pod's namespace, else the kubeconfig's.
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(long, env = "POD_NAMESPACE", value_parser = flags::Escaped(flags::namespace))]
     pub lease_namespace: Option<String>,
     /// Compute and log plans without writing anything.
     #[arg(long, env = "TRAINSCALE_DRY_RUN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use kube::api::{Api, PostParams};
 
+use super::flags;
 use crate::api::validate::validate_training_job;
 use crate::api::{
     Annotations, Framework, PserverSpec, Quantity, TrainerSpec, TrainingJob, TrainingJobSpec,
@@ -29,7 +30,7 @@ pub enum ManifestFormat {
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct SubmitArgs {
     /// The TrainingJob's name.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::Escaped(flags::training_job_name))]
     pub job_name: String,
     /// The trainer's entry point, split as a shell would (e.g. "python train.py --lr 0.1").
     #[arg(long)]
@@ -59,7 +60,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub max_trainers: Option<i32>,
     /// The namespace.
-    #[arg(long, default_value = "default")]
+    #[arg(long, default_value = "default", value_parser = flags::Escaped(flags::namespace))]
     pub namespace: String,
     /// The trainer package path in the image (the SDK's trainer_package_path).
     #[arg(long)]
@@ -89,7 +90,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub scheduler_name: Option<String>,
     /// The PodGroup every pod joins.
-    #[arg(long)]
+    #[arg(long, value_parser = flags::Escaped(flags::object_name))]
     pub pod_group: Option<String>,
     /// Print the manifest without creating it (the default).
     #[arg(long, conflicts_with = "apply")]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::api::manifest::{Document, read_documents};
+use crate::api::names::printable;
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
 use crate::cluster::kinds::ignored;
 
@@ -26,11 +27,11 @@ impl ValidationOutcome {
                 .all(|o| o.errors.is_empty() && (!strict || o.warnings.is_empty()))
     }
 
-    /// `invalid:` per error, `warning:` per warning, `ok:` per object without errors, a summary.
+    /// One line each (control characters escaped): `invalid:` per error, `warning:` per warning, `ok:` per object without errors, a summary.
     pub fn render(&self) -> String {
         let mut out = String::new();
         for e in &self.unreadable {
-            out.push_str(&format!("error: {e}\n"));
+            out.push_str(&format!("error: {}\n", printable(e)));
         }
         for o in &self.objects {
             for p in &o.errors {
@@ -40,7 +41,7 @@ impl ValidationOutcome {
                 out.push_str(&format!("warning: {w}\n"));
             }
             if o.errors.is_empty() {
-                out.push_str(&format!("ok: {}\n", o.object));
+                out.push_str(&format!("ok: {}\n", printable(&o.object)));
             }
         }
         let bad = self.objects.iter().filter(|o| !o.errors.is_empty()).count();

@@ -26,7 +26,9 @@ pub struct OperatorConfig {
     #[arg(
         long = "restart-limit",
         env = "TRAINSCALE_RESTART_LIMIT",
-        default_value_t = 5
+        default_value_t = 5,
+        allow_negative_numbers = true,
+        value_parser = crate::commands::flags::Escaped(crate::commands::flags::restart_limit)
     )]
     pub restart_limit: i32,
     /// Release the pods of finished jobs (scale master/pservers to 0, delete trainer pods).

@@ -33,22 +33,4 @@ pub const VOLCANO_SCHEDULER: &str = "volcano";
 /// Default scheduler name for scheduler-plugins PodGroups (helm "as a second scheduler").
 pub const SCHEDULER_PLUGINS_SCHEDULER: &str = "scheduler-plugins-scheduler";
 
-/// `<job>-master`.
-pub fn master_name(job: &str) -> String {
-    format!("{job}-master")
-}
-
-/// `<job>-pserver`.
-pub fn pserver_name(job: &str) -> String {
-    format!("{job}-pserver")
-}
-
-/// `<job>-trainer`.
-pub fn trainer_name(job: &str) -> String {
-    format!("{job}-trainer")
-}
-
-/// `<job>-trainers`, the ConfigMap holding the current trainer count.
-pub fn trainers_config_name(job: &str) -> String {
-    format!("{job}-trainers")
-}
+pub use crate::api::names::{master_name, pserver_name, trainer_name, trainers_config_name};

@@ -25,7 +25,7 @@ use crate::api::{
 /// Image used when `spec.image` is empty (the original's default).
 pub const DEFAULT_IMAGE: &str = "paddlepaddle/paddlecloud-job";
 /// `spec.port` when unset.
-pub const DEFAULT_PORT: i32 = 7164;
+pub const DEFAULT_PORT: i32 = crate::api::validate::DEFAULT_PORT;
 /// The etcd sidecar of a master without `etcd-endpoint` (as the original).
 pub const ETCD_IMAGE: &str = "m3ngyang/etcd:v3.2.1";
 

@@ -22,7 +22,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
-use super::template::{MAX_FIELD, MIN_FIELD, annotation_bounds, opted_in, read_job_spec};
+use super::template::{
+    MAX_FIELD, MIN_FIELD, annotation_bounds, negative_count, opted_in, read_job_spec,
+};
 use super::{
     JobAdapter, LeftAlone, PodRule, Reading, Records, Resize, SizeAt, template_constraints,
 };
@@ -78,6 +80,18 @@ impl JobAdapter for Job {
             &self.job_key().object_ref(),
             "spec.template",
         )
+    }
+
+    fn type_problems(&self) -> Vec<FieldError> {
+        let object = self.job_key().object_ref();
+        let spec = self.spec.as_ref();
+        [
+            ("spec.parallelism", spec.and_then(|s| s.parallelism)),
+            ("spec.completions", spec.and_then(|s| s.completions)),
+        ]
+        .into_iter()
+        .filter_map(|(field, value)| negative_count(&object, field, value))
+        .collect()
     }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {

@@ -23,7 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
 use super::template::{
-    MAX_FIELD, MIN_FIELD, annotation_bounds, annotation_field, opted_in, read_job_spec,
+    MAX_FIELD, MIN_FIELD, annotation_bounds, annotation_field, negative_count, opted_in,
+    read_job_spec, repeated_names,
 };
 use super::{
     JobAdapter, LeftAlone, PodRule, Reading, Records, Resize, SizeAt, template_constraints,
@@ -135,6 +136,30 @@ impl JobAdapter for JobSet {
             &self.job_key().object_ref(),
             &format!("spec.replicatedJobs[{i}].template.spec.template"),
         )
+    }
+
+    fn type_problems(&self) -> Vec<FieldError> {
+        let object = self.job_key().object_ref();
+        let jobs = &self.spec.replicated_jobs;
+        let mut out: Vec<FieldError> = jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                negative_count(
+                    &object,
+                    &format!("spec.replicatedJobs[{i}].replicas"),
+                    r.replicas,
+                )
+            })
+            .collect();
+        out.extend(repeated_names(
+            &object,
+            "spec.replicatedJobs",
+            "replicated Job name",
+            jobs.iter().map(|r| r.name.as_str()),
+            |a, b| a == b,
+        ));
+        out
     }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {

@@ -36,7 +36,9 @@ use serde_json::Value;
 use super::filters::PodConstraints;
 use super::objects::{JobInfo, Role};
 use crate::api::guard::{Guarded, MalformedJob};
+use crate::api::names::job_name_problems;
 use crate::api::priority::PriorityClasses;
+use crate::api::schema::Schema;
 use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use crate::api::{
     FieldError, JobKey, JobKind, JobSet, PaddleJob, PyTorchJob, PyTorchTrainingJob, TrainingJob,
@@ -150,7 +152,9 @@ pub enum Reading {
 }
 
 /// One job kind's adapter.
-pub trait JobAdapter: ResourceExt + DeserializeOwned + Debug + Send + Sync + 'static {
+pub trait JobAdapter:
+    ResourceExt + DeserializeOwned + Schema + Debug + Send + Sync + 'static
+{
     /// The kind this adapter reads.
     const KIND: JobKind;
     /// How jobs of the kind are resized.
@@ -181,7 +185,22 @@ pub trait JobAdapter: ResourceExt + DeserializeOwned + Debug + Send + Sync + 'st
 
     /// Reads the object into the model with its warnings, resolving its priority against
     /// `classes`, or says why it is left alone; the errors when it cannot be planned.
+    /// [`JobObject::read`] checks names and types first ([`JobAdapter::name_problems`],
+    /// [`JobAdapter::type_problems`]).
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>>;
+
+    /// What the API server would refuse in the object's name and namespace (see
+    /// [`job_name_problems`]). The paddlepaddle.org kinds check theirs in `check_training_job`,
+    /// with the names their operator derives.
+    fn name_problems(&self) -> Vec<FieldError> {
+        job_name_problems(Self::KIND, &self.job_key().object_ref(), self.meta())
+    }
+
+    /// What the kind's schema refuses that the types let through (negative replica counts, one
+    /// replica type twice), whether or not the job is planned.
+    fn type_problems(&self) -> Vec<FieldError> {
+        Vec::new()
+    }
 
     /// The scheduling constraints (selectors, affinity, tolerations, ...) of the worker pod
     /// template, for kinds whose workers no trainer Job of trainscale's makes; `None` for the
@@ -243,7 +262,20 @@ impl<A: JobAdapter> JobObject for A {
         self.meta()
     }
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
-        JobAdapter::read(self, classes)
+        let mut problems = JobAdapter::name_problems(self);
+        problems.extend(JobAdapter::type_problems(self));
+        let read = JobAdapter::read(self, classes);
+        if problems.is_empty() {
+            return read;
+        }
+        if let Err(more) = read {
+            for e in more {
+                if !problems.contains(&e) {
+                    problems.push(e);
+                }
+            }
+        }
+        Err(problems)
     }
     fn worker_constraints(&self) -> Option<Arc<PodConstraints>> {
         JobAdapter::worker_constraints(self)

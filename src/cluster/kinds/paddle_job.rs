@@ -29,6 +29,11 @@ impl JobAdapter for PaddleJob {
             .unwrap_or_default()
     }
 
+    /// Checked by `check_training_job` in [`JobAdapter::read`], with the derived names.
+    fn name_problems(&self) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
             problems.into_iter().map(paddle_job_problem).collect()

@@ -10,7 +10,7 @@
 //! finishes it.
 
 use super::template::{
-    SizedFields, check_bounds, check_requests, sized_job_info, template_request,
+    SizedFields, check_bounds, check_requests, negative_count, sized_job_info, template_request,
 };
 use std::sync::Arc;
 
@@ -53,6 +53,21 @@ impl JobAdapter for PyTorchJob {
             &self.job_key().object_ref(),
             &format!("spec.pytorchReplicaSpecs.{WORKER}.template"),
         )
+    }
+
+    fn type_problems(&self) -> Vec<FieldError> {
+        let object = self.job_key().object_ref();
+        self.spec
+            .pytorch_replica_specs
+            .iter()
+            .filter_map(|(kind, r)| {
+                negative_count(
+                    &object,
+                    &format!("spec.pytorchReplicaSpecs.{kind}.replicas"),
+                    r.replicas,
+                )
+            })
+            .collect()
     }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
@@ -106,15 +121,7 @@ impl JobAdapter for PyTorchJob {
         };
         let trainer = template_request(template, &object, &field).map_err(|e| vec![e])?;
         check_requests(template, &object, &field).map_err(|e| vec![e])?;
-        if let Some(replicas) = worker.replicas
-            && replicas < 0
-        {
-            return Err(vec![FieldError::new(
-                object,
-                format!("spec.pytorchReplicaSpecs.{WORKER}.replicas"),
-                format!("{replicas} is negative"),
-            )]);
-        }
+        // A negative Worker replicas is a type problem (see `type_problems`).
         // The class Kubernetes orders the worker pods by (and preempts with).
         let class = template
             .spec

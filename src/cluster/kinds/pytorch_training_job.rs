@@ -8,7 +8,8 @@
 //! Failed finish it.
 
 use super::template::{
-    SizedFields, check_bounds, check_requests, sized_job_info, template_request,
+    SizedFields, check_bounds, check_requests, negative_count, repeated_names, sized_job_info,
+    template_request,
 };
 use std::sync::Arc;
 
@@ -47,6 +48,30 @@ impl JobAdapter for PyTorchTrainingJob {
             &self.job_key().object_ref(),
             &format!("spec.replicaSpecs[{i}].template"),
         )
+    }
+
+    fn type_problems(&self) -> Vec<FieldError> {
+        let object = self.job_key().object_ref();
+        let specs = &self.spec.replica_specs;
+        let mut out: Vec<FieldError> = specs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                negative_count(
+                    &object,
+                    &format!("spec.replicaSpecs[{i}].replicas"),
+                    r.replicas,
+                )
+            })
+            .collect();
+        out.extend(repeated_names(
+            &object,
+            "spec.replicaSpecs",
+            "replica type",
+            specs.iter().map(|r| r.type_.as_str()),
+            |a, b| a.eq_ignore_ascii_case(b),
+        ));
+        out
     }
 
     fn read(&self, _classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {

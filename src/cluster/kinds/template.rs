@@ -180,6 +180,43 @@ pub fn template_priority(template: &PodTemplateSpec, classes: &PriorityClasses) 
     }
 }
 
+/// The error for a count at `field` below 0, as the API server's schema refuses it.
+pub fn negative_count(object: &str, field: &str, value: Option<i32>) -> Option<FieldError> {
+    value.filter(|v| *v < 0).map(|v| {
+        FieldError::new(
+            object,
+            field,
+            format!("must be greater than or equal to 0, got {v}"),
+        )
+    })
+}
+
+/// The errors for list elements at `list[i]` sharing a name (`names` in list order, compared by
+/// `same`): one per later element, naming both (`list[0]` and `list[2]`).
+pub fn repeated_names<'a>(
+    object: &str,
+    list: &str,
+    what: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    same: impl Fn(&str, &str) -> bool,
+) -> Vec<FieldError> {
+    let names: Vec<&str> = names.into_iter().collect();
+    let mut out = Vec::new();
+    for (j, b) in names.iter().enumerate() {
+        if let Some(i) = names[..j].iter().position(|a| same(a, b)) {
+            out.push(FieldError::new(
+                object,
+                format!("{list}[{j}]"),
+                format!(
+                    "{what} {} again: {list}[{i}] and {list}[{j}] (one spec per {what})",
+                    crate::api::names::quoted(b)
+                ),
+            ));
+        }
+    }
+    out
+}
+
 /// The field an annotation is named by in errors: `metadata.annotations[trainscale.io/min-replicas]`.
 pub fn annotation_field(name: &str) -> String {
     format!("metadata.annotations[{name}]")

@@ -30,6 +30,11 @@ impl JobAdapter for TrainingJob {
             .unwrap_or_default()
     }
 
+    /// Checked by `check_training_job` in [`JobAdapter::read`], with the derived names.
+    fn name_problems(&self) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let findings = check_training_job(self);
         if !findings.errors.is_empty() {

@@ -1,0 +1,295 @@
+//! Object names as the API server checks them (DNS-1123 labels and subdomains, label values, as
+//! in k8s.io/apimachinery `util/validation`), the names trainscale derives from a job's name, and
+//! text made safe to print on one line.
+
+use std::borrow::Cow;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::{FieldError, JobKind};
+
+/// The longest DNS-1123 label (a namespace, a label value).
+pub const LABEL_MAX: usize = 63;
+/// The longest DNS-1123 subdomain (most object names).
+pub const SUBDOMAIN_MAX: usize = 253;
+
+const LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric \
+     characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name', \
+     or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+     alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+     (e.g. 'example.com', regex used for validation is \
+     '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or consist of \
+     alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
+     character (e.g. 'MyValue', or 'my_value', or '12345', regex used for validation is \
+     '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// Which rule a name must follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// A DNS-1123 label: at most 63 of `[a-z0-9-]`, alphanumeric at both ends (namespaces).
+    Label,
+    /// A DNS-1123 subdomain: at most 253 characters, dot-separated labels (most objects).
+    Subdomain,
+    /// A subdomain that is also a label value (at most 63): a batch/v1 Job, whose name the Job
+    /// controller writes into its pods' `job-name` label.
+    JobName,
+}
+
+fn is_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.first().is_some_and(alnum)
+        && b.last().is_some_and(alnum)
+        && b.iter().all(|c| alnum(c) || *c == b'-')
+}
+
+/// What the API server says is wrong with `name` under `rule` (empty: nothing).
+pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
+    let mut out = Vec::new();
+    let max = match rule {
+        NameRule::Label | NameRule::JobName => LABEL_MAX,
+        NameRule::Subdomain => SUBDOMAIN_MAX,
+    };
+    if name.len() > max {
+        out.push(format!("must be no more than {max} characters"));
+    }
+    match rule {
+        NameRule::Label if !is_label(name) => out.push(LABEL_MESSAGE.to_string()),
+        NameRule::Subdomain | NameRule::JobName if !name.split('.').all(is_label) => {
+            out.push(SUBDOMAIN_MESSAGE.to_string())
+        }
+        _ => {}
+    }
+    out
+}
+
+/// What the API server says is wrong with a label value.
+pub fn label_value_problems(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if value.len() > LABEL_MAX {
+        out.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    let b = value.as_bytes();
+    let ok = b.is_empty()
+        || (b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')));
+    if !ok {
+        out.push(LABEL_VALUE_MESSAGE.to_string());
+    }
+    out
+}
+
+/// The error for `field` of `object` holding `name`, when `name` breaks `rule`: the value quoted
+/// (escaped, so a newline in it cannot start a line of output) and the API server's words.
+pub fn check_name(object: &str, field: &str, name: &str, rule: NameRule) -> Option<FieldError> {
+    let problems = name_problems(name, rule);
+    (!problems.is_empty()).then(|| {
+        FieldError::new(
+            object,
+            field,
+            format!("invalid value {}: {}", quoted(name), problems.join("; ")),
+        )
+    })
+}
+
+/// `name` in double quotes with control characters and quotes escaped, shortened past 80
+/// characters (the length is stated).
+pub fn quoted(name: &str) -> String {
+    let chars = name.chars().count();
+    if chars > 80 {
+        let head: String = name.chars().take(60).collect();
+        format!("{:?}… ({chars} characters)", head)
+    } else {
+        format!("{name:?}")
+    }
+}
+
+/// `text` with every control character (newline, carriage return, escape, ...) escaped as
+/// Rust escapes it, so it prints on the line it was put on.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// `<job>-master`: the master's ReplicaSet.
+pub fn master_name(job: &str) -> String {
+    format!("{job}-master")
+}
+
+/// `<job>-pserver`: the parameter servers' ReplicaSet.
+pub fn pserver_name(job: &str) -> String {
+    format!("{job}-pserver")
+}
+
+/// `<job>-trainer`: the trainer batch/v1 Job.
+pub fn trainer_name(job: &str) -> String {
+    format!("{job}-trainer")
+}
+
+/// `<job>-trainers`, the ConfigMap holding the current trainer count.
+pub fn trainers_config_name(job: &str) -> String {
+    format!("{job}-trainers")
+}
+
+/// The objects trainscale's operator creates for a job of a paddlepaddle.org kind named `job`:
+/// what each is, its name, and the rule its name must follow.
+pub fn derived_objects(job: &str) -> [(&'static str, String, NameRule); 4] {
+    [
+        ("ReplicaSet", master_name(job), NameRule::Subdomain),
+        ("ReplicaSet", pserver_name(job), NameRule::Subdomain),
+        ("Job", trainer_name(job), NameRule::JobName),
+        ("ConfigMap", trainers_config_name(job), NameRule::Subdomain),
+    ]
+}
+
+/// The rule the name of a job object of `kind` follows: a batch/v1 Job's is also a label value;
+/// the custom resources' are subdomains.
+pub fn rule_of(kind: JobKind) -> NameRule {
+    match kind {
+        JobKind::BatchJob => NameRule::JobName,
+        _ => NameRule::Subdomain,
+    }
+}
+
+/// Every problem with the name and namespace of a job object of `kind` named `object` in
+/// errors: `metadata.name` by the kind's rule, `metadata.namespace` as a label; for the
+/// paddlepaddle.org kinds also the name as the label value the operator puts on every pod, and
+/// every object the operator derives from it, each error saying which object could not exist.
+/// A missing name or namespace is no problem here (reported where it matters).
+pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    if let Some(ns) = meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+        out.extend(check_name(
+            object,
+            "metadata.namespace",
+            ns,
+            NameRule::Label,
+        ));
+    }
+    let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) else {
+        return out;
+    };
+    if let Some(e) = check_name(object, "metadata.name", name, rule_of(kind)) {
+        out.push(e);
+        return out;
+    }
+    if matches!(kind, JobKind::TrainingJob | JobKind::PaddleJob) {
+        let value = label_value_problems(name);
+        if !value.is_empty() {
+            out.push(FieldError::new(
+                object,
+                "metadata.name",
+                format!(
+                    "{} is the label value the operator puts on every pod of the job: {}",
+                    quoted(name),
+                    value.join("; ")
+                ),
+            ));
+            return out;
+        }
+        for (what, derived, rule) in derived_objects(name) {
+            let problems = name_problems(&derived, rule);
+            if !problems.is_empty() {
+                out.push(FieldError::new(
+                    object,
+                    "metadata.name",
+                    format!(
+                        "{} is too long for the job's {what} {derived:?} ({} characters): {}",
+                        quoted(name),
+                        derived.len(),
+                        problems.join("; ")
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_subdomains() {
+        assert!(name_problems("a-b-1", NameRule::Label).is_empty());
+        assert!(name_problems("a.b-c", NameRule::Subdomain).is_empty());
+        assert_eq!(name_problems("a.b", NameRule::Label), vec![LABEL_MESSAGE]);
+        for bad in ["", ".", "..", "a/b", "Bad Name", "-a", "a-", "a..b", "a\nb"] {
+            assert_eq!(
+                name_problems(bad, NameRule::Subdomain),
+                vec![SUBDOMAIN_MESSAGE],
+                "{bad:?}"
+            );
+        }
+        let long = "a".repeat(64);
+        assert_eq!(
+            name_problems(&long, NameRule::Label),
+            vec!["must be no more than 63 characters"]
+        );
+        assert!(name_problems(&long, NameRule::Subdomain).is_empty());
+        assert_eq!(
+            name_problems(&long, NameRule::JobName),
+            vec!["must be no more than 63 characters"]
+        );
+        assert_eq!(
+            name_problems(&"a".repeat(254), NameRule::Subdomain).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn label_values() {
+        assert!(label_value_problems("").is_empty());
+        assert!(label_value_problems("My_value.1").is_empty());
+        assert_eq!(label_value_problems("_a").len(), 1);
+        assert_eq!(label_value_problems(&"a".repeat(64)).len(), 1);
+    }
+
+    #[test]
+    fn printable_escapes_control_characters_only() {
+        assert_eq!(printable("a/b é"), "a/b é");
+        assert_eq!(printable("a\nok: b\r\u{1b}"), "a\\nok: b\\r\\u{1b}");
+        assert_eq!(quoted("a\nb"), "\"a\\nb\"");
+        assert!(quoted(&"x".repeat(300)).ends_with("(300 characters)"));
+    }
+
+    #[test]
+    fn derived_names_have_their_limits() {
+        let object = "TrainingJob ns/x";
+        let meta = |name: &str| ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            ..ObjectMeta::default()
+        };
+        assert!(job_name_problems(JobKind::TrainingJob, object, &meta(&"a".repeat(55))).is_empty());
+        let e = job_name_problems(JobKind::TrainingJob, object, &meta(&"a".repeat(60)));
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].problem.contains("Job \"aaaa") && e[0].problem.contains("(68 characters)"),
+            "{}",
+            e[0]
+        );
+        // A PyTorchJob's name is a subdomain only: trainscale derives nothing from it.
+        assert!(job_name_problems(JobKind::PyTorchJob, object, &meta(&"a".repeat(100))).is_empty());
+        assert_eq!(
+            job_name_problems(JobKind::BatchJob, object, &meta(&"a".repeat(64))).len(),
+            1
+        );
+    }
+}

@@ -1,0 +1,253 @@
+//! Issue 32, item 3 (not trace rows): fields typed as the API server's schema types them —
+//! `spec` an object, ports 1 to 65535, replica counts not negative, one spec per replica type —
+//! and `validate`, `plan`/`state` and the daemon agreeing on each.
+
+use kube::api::DynamicObject;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+use trainscale::api::JobKind;
+use trainscale::api::manifest::parse_documents;
+use trainscale::api::validate::validate_document;
+use trainscale::cluster::ClusterState;
+use trainscale::cluster::report::skipped_jobs;
+use trainscale::daemon::{Store, WatchEvent};
+
+/// The first object of `kind` in an example manifest.
+fn example(file: &str, kind: &str) -> Value {
+    let text = std::fs::read_to_string(format!("deploy/examples/{file}")).unwrap();
+    parse_documents(&text, file)
+        .unwrap()
+        .into_iter()
+        .find(|d| d.kind() == kind)
+        .unwrap()
+        .value
+}
+
+fn training_job(spec: Value) -> Value {
+    json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+        "metadata": {"name": "bad", "namespace": "ns"}, "spec": spec})
+}
+
+/// One of every kind, from the examples.
+fn every_kind() -> Vec<(JobKind, Value)> {
+    let mut paddle = training_job(super::good_spec());
+    paddle["apiVersion"] = json!("paddlepaddle.org/v1");
+    paddle["kind"] = json!("PaddleJob");
+    vec![
+        (JobKind::TrainingJob, training_job(super::good_spec())),
+        (JobKind::PaddleJob, paddle),
+        (
+            JobKind::PyTorchTrainingJob,
+            example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob"),
+        ),
+        (
+            JobKind::PyTorchJob,
+            example("005-pytorchjob-elastic.yaml", "PyTorchJob"),
+        ),
+        (
+            JobKind::BatchJob,
+            example("007-batchjob-elastic.yaml", "Job"),
+        ),
+        (
+            JobKind::JobSet,
+            example("008-jobset-elastic.yaml", "JobSet"),
+        ),
+    ]
+}
+
+/// The error fields `validate`, the dump reader (`plan`, `state`) and the daemon's store each
+/// find in `doc`, in that order.
+fn fields_everywhere(kind: JobKind, doc: &Value) -> [Vec<String>; 3] {
+    let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+    let validate: Vec<String> = validate_document(&docs[0], &Default::default())
+        .errors
+        .iter()
+        .map(|e| e.field.clone())
+        .collect();
+    let snap = ClusterState::from_documents(&docs);
+    let state: Vec<String> = skipped_jobs(&snap.state)
+        .into_iter()
+        .map(|p| p.field)
+        .collect();
+    let mut store = Store::new();
+    store.expect_job_kinds(&[kind]);
+    let mut value = doc.clone();
+    value["metadata"]["resourceVersion"] = json!("1");
+    if kind == JobKind::BatchJob {
+        // A batch/v1 Job comes through the Job watch; one whose spec does not decode never
+        // reaches the store (kube's watch refuses it), so only decodable ones are fed.
+        let job: Option<k8s_openapi::api::batch::v1::Job> = serde_json::from_value(value).ok();
+        store.handle(WatchEvent::Job(Event::Init));
+        if let Some(job) = job {
+            store.handle(WatchEvent::Job(Event::InitApply(job)));
+        }
+        store.handle(WatchEvent::Job(Event::InitDone));
+    } else {
+        let wrap = |e| WatchEvent::JobObject(kind, e);
+        store.handle(wrap(Event::Init));
+        let object: DynamicObject = serde_json::from_value(value).unwrap();
+        store.handle(wrap(Event::InitApply(object)));
+        store.handle(wrap(Event::InitDone));
+    }
+    let daemon: Vec<String> = store
+        .unreported_invalid()
+        .into_iter()
+        .flat_map(|j| j.problems)
+        .map(|p| p.field)
+        .collect();
+    [validate, state, daemon]
+}
+
+/// `field` is an error of `doc` in `validate`, `plan`/`state` and the daemon alike.
+fn refused_everywhere(kind: JobKind, doc: &Value, field: &str) {
+    let [validate, state, daemon] = fields_everywhere(kind, doc);
+    assert!(
+        validate.iter().any(|f| f == field),
+        "{kind}: validate {validate:?}"
+    );
+    assert_eq!(state, validate, "{kind}: plan/state and validate differ");
+    assert_eq!(daemon, validate, "{kind}: the daemon and validate differ");
+}
+
+#[test]
+fn a_spec_that_is_no_object_is_an_error_naming_spec_for_every_kind() {
+    for (kind, mut doc) in every_kind() {
+        for not_an_object in [json!([]), json!("text"), json!(3)] {
+            doc["spec"] = not_an_object.clone();
+            let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+            let report = validate_document(&docs[0], &Default::default());
+            assert_eq!(report.errors.len(), 1, "{kind}: {:?}", report.errors);
+            assert_eq!(report.errors[0].field, "spec", "{kind}");
+            assert!(
+                report.errors[0]
+                    .problem
+                    .starts_with("must be of type object"),
+                "{kind}: {}",
+                report.errors[0]
+            );
+        }
+        doc["spec"] = json!([]);
+        if kind != JobKind::BatchJob {
+            refused_everywhere(kind, &doc, "spec");
+        }
+    }
+}
+
+#[test]
+fn nested_objects_and_lists_are_typed_too() {
+    let mut spec = super::good_spec();
+    spec["trainer"] = json!([]);
+    refused_everywhere(JobKind::TrainingJob, &training_job(spec), "spec.trainer");
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["elastic"] = json!([1]);
+    refused_everywhere(JobKind::PyTorchTrainingJob, &t9k, "spec.elastic");
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"] = json!({"type": "worker"});
+    refused_everywhere(JobKind::PyTorchTrainingJob, &t9k, "spec.replicaSpecs");
+    let mut kubeflow = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    kubeflow["spec"]["pytorchReplicaSpecs"]["Worker"] = json!([]);
+    refused_everywhere(
+        JobKind::PyTorchJob,
+        &kubeflow,
+        "spec.pytorchReplicaSpecs.Worker",
+    );
+    let docs = parse_documents(&kubeflow.to_string(), "x.json").unwrap();
+    let errors = validate_document(&docs[0], &Default::default()).errors;
+    assert_eq!(errors[0].problem, "must be of type object, got array");
+}
+
+#[test]
+fn ports_are_1_to_65535() {
+    let with_port = |field: &str, port: i64| {
+        let mut spec = super::good_spec();
+        spec[field] = json!(port);
+        training_job(spec)
+    };
+    for (field, port) in [
+        ("port", 70000),
+        ("port", -1),
+        ("trainer_port", 65536),
+        ("trainer_port", -5),
+    ] {
+        refused_everywhere(
+            JobKind::TrainingJob,
+            &with_port(field, port),
+            &format!("spec.{field}"),
+        );
+    }
+    // The range the operator opens must end by 65535.
+    let mut spec = super::good_spec();
+    spec["port"] = json!(65535);
+    spec["ports_num"] = json!(2);
+    let [errors, ..] = fields_everywhere(JobKind::TrainingJob, &training_job(spec));
+    assert_eq!(errors, vec!["spec.port"]);
+    for ok in [0, 1, 7164, 65534] {
+        let [errors, ..] = fields_everywhere(JobKind::TrainingJob, &with_port("port", ok));
+        assert!(errors.is_empty(), "{ok}: {errors:?}");
+    }
+}
+
+#[test]
+fn replica_counts_are_not_negative_on_every_kind() {
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"][0]["replicas"] = json!(-4);
+    refused_everywhere(
+        JobKind::PyTorchTrainingJob,
+        &t9k,
+        "spec.replicaSpecs[0].replicas",
+    );
+    // Also when the job is not planned (elastic training off).
+    t9k["spec"]["elastic"]["enable"] = json!(false);
+    refused_everywhere(
+        JobKind::PyTorchTrainingJob,
+        &t9k,
+        "spec.replicaSpecs[0].replicas",
+    );
+
+    let mut kubeflow = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    kubeflow["spec"]["pytorchReplicaSpecs"]["Master"] = json!({"replicas": -1});
+    refused_everywhere(
+        JobKind::PyTorchJob,
+        &kubeflow,
+        "spec.pytorchReplicaSpecs.Master.replicas",
+    );
+
+    let mut jobset = example("008-jobset-elastic.yaml", "JobSet");
+    jobset["spec"]["replicatedJobs"][0]["replicas"] = json!(-2);
+    refused_everywhere(JobKind::JobSet, &jobset, "spec.replicatedJobs[0].replicas");
+
+    let mut batch = example("007-batchjob-elastic.yaml", "Job");
+    batch["spec"]["completions"] = json!(-3);
+    refused_everywhere(JobKind::BatchJob, &batch, "spec.completions");
+}
+
+#[test]
+fn one_spec_per_replica_type() {
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    let worker = t9k["spec"]["replicaSpecs"][0].clone();
+    let mut again = worker.clone();
+    again["type"] = json!("Worker");
+    t9k["spec"]["replicaSpecs"] = json!([worker, again]);
+    refused_everywhere(JobKind::PyTorchTrainingJob, &t9k, "spec.replicaSpecs[1]");
+    let docs = parse_documents(&t9k.to_string(), "x.json").unwrap();
+    let errors = validate_document(&docs[0], &Default::default()).errors;
+    assert!(
+        errors[0]
+            .problem
+            .contains("spec.replicaSpecs[0] and spec.replicaSpecs[1]"),
+        "{errors:?}"
+    );
+
+    let mut jobset = example("008-jobset-elastic.yaml", "JobSet");
+    let first = jobset["spec"]["replicatedJobs"][0].clone();
+    jobset["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .unwrap()
+        .push(first);
+    let last = jobset["spec"]["replicatedJobs"].as_array().unwrap().len() - 1;
+    refused_everywhere(
+        JobKind::JobSet,
+        &jobset,
+        &format!("spec.replicatedJobs[{last}]"),
+    );
+}
