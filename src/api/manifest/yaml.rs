@@ -136,19 +136,25 @@ fn produce(
     let Some(e) = failure else {
         return Ok(());
     };
-    let (document, whereabouts) = context.map_or((0, String::new()), |c| {
-        (c.documents, c.reader.whereabouts(&c.origin))
+    let whereabouts = context.map_or(String::new(), |c| {
+        let whereabouts = c.reader.whereabouts(&c.origin);
+        // A multi-document origin names the document already.
+        if whereabouts.starts_with(" in document") {
+            whereabouts
+        } else {
+            format!(" in document {}{whereabouts}", c.documents.max(1))
+        }
     });
-    Err(match e {
-        serde_saphyr::Error::Budget { .. } => format!(
-            "too large for the YAML reader in document {}{whereabouts} (its budget for {bytes} bytes: {}): {e}",
-            document.max(1),
+    // Breaches met replaying an alias come wrapped with its locations.
+    let breach = matches!(e.without_snippet(), serde_saphyr::Error::Budget { .. })
+        || e.to_string().contains("budget breached");
+    Err(if breach {
+        format!(
+            "too large for the YAML reader{whereabouts} (its budget for {bytes} bytes: {}): {e}",
             budget_text(bytes)
-        ),
-        _ => format!(
-            "not valid YAML or JSON in document {}{whereabouts}: {e}",
-            document.max(1)
-        ),
+        )
+    } else {
+        format!("not valid YAML or JSON{whereabouts}: {e}")
     })
 }
 
