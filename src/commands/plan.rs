@@ -9,8 +9,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{OutputFormat, flags};
-use crate::cluster::DumpError;
 use crate::cluster::ClusterState;
+use crate::cluster::DumpError;
 use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
 use crate::planner::explain::{Explanation, explain_all};
 use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};

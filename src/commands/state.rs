@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cluster::DumpError;
 use crate::cluster::ClusterState;
+use crate::cluster::DumpError;
 use crate::cluster::report::StateReport;
 
 use super::OutputFormat;

@@ -78,9 +78,11 @@ mod tests {
     #[test]
     fn the_second_of_a_kind_namespace_and_name_is_named_with_the_first() {
         let mut index = ObjectIndex::default();
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}});
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}});
         assert_eq!(index.see(&doc("d items[0]", pod.clone())), None);
-        let other_ns = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"}});
+        let other_ns =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"}});
         assert_eq!(index.see(&doc("d items[1]", other_ns)), None);
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "p"}});
         assert_eq!(index.see(&doc("d items[2]", node)), None);

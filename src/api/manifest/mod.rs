@@ -1,8 +1,8 @@
 //! Reading Kubernetes manifests: YAML or JSON, one or many documents, `List`s flattened.
 
 mod duplicates;
-mod strict;
 mod stream;
+mod strict;
 mod yaml;
 
 use std::io::{BufRead, BufReader};
@@ -104,7 +104,8 @@ pub fn parse_each(
     if is_json(input) {
         read_json(input, origin, sink)
     } else {
-        let many = yaml::many_documents(input).map_err(|e| ManifestError::new(origin, e.to_string()))?;
+        let many =
+            yaml::many_documents(input).map_err(|e| ManifestError::new(origin, e.to_string()))?;
         yaml::read_yaml(input, input.len(), origin, many, sink)
             .map_err(|message| ManifestError::new(origin, message))
     }

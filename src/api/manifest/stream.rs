@@ -92,10 +92,12 @@ impl<'de> DeserializeSeed<'de> for DocSeed<'_, '_> {
 struct DocVisitor<'r, 'a>(DocSeed<'r, 'a>);
 
 impl DocVisitor<'_, '_> {
-    fn value(self, value: Value) {
+    /// Hands on a document's value (a null document is none).
+    fn value<E>(self, value: Value) -> Result<(), E> {
         if !value.is_null() {
             self.0.reader.emit(value, self.0.origin);
         }
+        Ok(())
     }
 }
 
@@ -104,7 +106,7 @@ macro_rules! forward_scalars {
     ($($method:ident: $ty:ty),*) => {$(
         fn $method<E: Error>(self, v: $ty) -> Result<Self::Value, E> {
             let value = StrictVisitor.$method(v)?;
-            Ok(self.value(value))
+            self.value(value)
         }
     )*};
 }
@@ -133,7 +135,7 @@ impl<'de> Visitor<'de> for DocVisitor<'_, '_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
         let value = StrictVisitor.visit_seq(seq)?;
-        Ok(self.value(value))
+        self.value(value)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
@@ -170,7 +172,7 @@ impl<'de> Visitor<'de> for DocVisitor<'_, '_> {
                 _ => Ok(()),
             };
         }
-        Ok(self.value(Value::Object(object)))
+        self.value(Value::Object(object))
     }
 }
 

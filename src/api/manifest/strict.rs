@@ -100,7 +100,9 @@ mod tests {
 
     #[test]
     fn a_duplicate_key_is_named_with_its_line() {
-        let err = read("{\"a\": {\"b\": 1,\n \"b\": 2}}").unwrap_err().to_string();
+        let err = read("{\"a\": {\"b\": 1,\n \"b\": 2}}")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("duplicate key `b`"), "{err}");
         assert!(err.contains("line 2"), "{err}");
     }
@@ -108,6 +110,9 @@ mod tests {
     #[test]
     fn reads_what_serde_json_reads() {
         let text = r#"{"a": [1, -2, 2.5, "x", null, true, {}], "b": {"c": 18446744073709551615}}"#;
-        assert_eq!(read(text).unwrap(), serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(
+            read(text).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
     }
 }

@@ -31,9 +31,8 @@ pub fn many_documents(text: impl BufRead) -> std::io::Result<bool> {
     let mut content = false;
     for line in text.split(b'\n') {
         let line = line?;
-        let marker = |m: &[u8]| {
-            line.starts_with(m) && line.get(3).is_none_or(|c| c.is_ascii_whitespace())
-        };
+        let marker =
+            |m: &[u8]| line.starts_with(m) && line.get(3).is_none_or(|c| c.is_ascii_whitespace());
         if marker(b"---") || marker(b"...") {
             documents += usize::from(content);
             let rest = line.get(3..).unwrap_or_default().trim_ascii();
