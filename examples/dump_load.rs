@@ -21,7 +21,10 @@ fn main() -> anyhow::Result<()> {
         "tree" => {
             let text = std::fs::read_to_string(&path)?;
             let value: Value = serde_json::from_str(&text)?;
-            let items = value.get("items").and_then(Value::as_array).context("no items")?;
+            let items = value
+                .get("items")
+                .and_then(Value::as_array)
+                .context("no items")?;
             let docs: Vec<Document> = items
                 .iter()
                 .enumerate()

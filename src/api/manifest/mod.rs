@@ -211,4 +211,43 @@ mod tests {
         let err = parse_documents("a: [1, 2", "bad.yaml").unwrap_err();
         assert!(err.to_string().starts_with("bad.yaml:"));
     }
+
+    #[test]
+    fn items_before_kind_are_streamed_and_only_a_list_may_have_them() {
+        let text = r#"{"apiVersion": "v1", "items": [{"kind": "Node", "metadata": {"name": "n"}},
+            {"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p", "namespace": "s"}}]}],
+            "kind": "List", "metadata": {}}"#;
+        let docs = parse_documents(text, "d.json").unwrap();
+        assert_eq!(docs[1].origin, "d.json items[1] items[0]");
+        let err = parse_documents(r#"{"items": [{"kind": "Node"}], "kind": "Node"}"#, "d.json")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a List"), "{err}");
+        // The kind first: `items` is a field like any other.
+        let docs = parse_documents(r#"{"kind": "Node", "items": [1]}"#, "d.json").unwrap();
+        assert_eq!(docs[0].value["items"][0], 1);
+    }
+
+    #[test]
+    fn json_arrays_are_documents_and_yaml_documents_are_counted_by_content() {
+        let docs = parse_documents(r#"[{"kind": "A"}, null, {"kind": "B"}]"#, "a.json").unwrap();
+        let origins: Vec<&str> = docs.iter().map(|d| d.origin.as_str()).collect();
+        assert_eq!(origins, ["a.json document 1", "a.json document 3"]);
+        let docs = parse_documents("# c\n---\nkind: A\n---\n# only a comment\n", "y").unwrap();
+        assert_eq!(docs[0].origin, "y");
+    }
+
+    #[test]
+    fn the_yaml_budget_grows_with_the_input_but_keeps_the_alias_caps() {
+        let small = yaml_budget(1_000);
+        let large = yaml_budget(50_000_000);
+        assert_eq!(small.max_nodes, 250_000);
+        assert_eq!(large.max_nodes, 50_000_000);
+        assert_eq!(large.max_documents, 12_500_000);
+        assert_eq!(large.max_aliases, small.max_aliases);
+        assert_eq!(
+            large.max_recorded_anchor_events,
+            small.max_recorded_anchor_events
+        );
+    }
 }
