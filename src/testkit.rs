@@ -8,6 +8,7 @@ use crate::planner::ScalePlan;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub mod dump;
 pub mod kueue;
 
 /// The shape of a generated cluster.

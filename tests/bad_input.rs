@@ -9,6 +9,9 @@ mod simulate;
 
 use std::process::Command;
 
+#[path = "bad_input/dumps.rs"]
+mod dumps;
+
 use trainscale::api::manifest::parse_documents;
 use trainscale::api::validate::validate_document;
 use trainscale::cluster::ClusterState;

@@ -10,7 +10,7 @@ mod state;
 pub mod sync;
 
 pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, Role};
-pub use snapshot::Snapshot;
+pub use snapshot::{DumpError, Snapshot};
 pub use state::{
     ClusterState, DEFAULT_NODE_PODS, JobSlot, MAX_NODE_PODS, NodeId, NodeSlot, Sizes, TrainerPods,
 };

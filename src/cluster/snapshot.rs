@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::ClusterState;
-use crate::api::manifest::{Document, ManifestError, read_documents};
+use crate::api::manifest::{Document, Duplicate, ManifestError, ObjectIndex, read_each};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::kinds::{JobAdapter, registered};
@@ -21,22 +21,83 @@ pub struct Snapshot {
     /// Objects other than jobs that were skipped (malformed, or of a kind the state does not
     /// use); jobs with errors are in the state (`report::skipped_jobs`).
     pub warnings: Vec<FieldError>,
+    /// Objects whose kind, namespace and name an earlier object of the dump has (the first
+    /// is applied, these are not).
+    pub duplicates: Vec<Duplicate>,
+}
+
+/// A dump that cannot be read, or that has one object twice.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    #[error(transparent)]
+    Unreadable(#[from] ManifestError),
+    #[error("{path}: {} object(s) twice: {}", .duplicates.len(), list(.duplicates))]
+    Duplicates {
+        path: String,
+        duplicates: Vec<Duplicate>,
+    },
+}
+
+/// The first ten duplicates, `; `-separated, and how many more.
+fn list(duplicates: &[Duplicate]) -> String {
+    let mut text: Vec<String> = duplicates.iter().take(10).map(|d| d.to_string()).collect();
+    if duplicates.len() > 10 {
+        text.push(format!("and {} more", duplicates.len() - 10));
+    }
+    text.join("; ")
+}
+
+/// Builds a state object by object, as a dump is read.
+#[derive(Default)]
+struct Builder {
+    state: ClusterState,
+    warnings: Vec<FieldError>,
+    index: ObjectIndex,
+    duplicates: Vec<Duplicate>,
+}
+
+impl Builder {
+    fn apply(&mut self, doc: &Document) {
+        match self.index.see(doc) {
+            Some(duplicate) => self.duplicates.push(duplicate),
+            None => self.state.apply_document(doc, &mut self.warnings),
+        }
+    }
+
+    fn finish(self) -> Snapshot {
+        Snapshot {
+            state: self.state,
+            warnings: self.warnings,
+            duplicates: self.duplicates,
+        }
+    }
 }
 
 impl ClusterState {
-    /// Applies every object of a dump; objects it cannot use are skipped with a warning.
+    /// Applies every object of a dump; objects it cannot use are skipped with a warning, a
+    /// second object of one kind, namespace and name is listed in `duplicates`, not applied.
     pub fn from_documents(docs: &[Document]) -> Snapshot {
-        let mut state = ClusterState::new();
-        let mut warnings = Vec::new();
+        let mut builder = Builder::default();
         for doc in docs {
-            state.apply_document(doc, &mut warnings);
+            builder.apply(doc);
         }
-        Snapshot { state, warnings }
+        builder.finish()
     }
 
-    /// Reads a dump file (JSON or YAML) into a state.
-    pub fn from_file(path: &Path) -> Result<Snapshot, ManifestError> {
-        Ok(Self::from_documents(&read_documents(path)?))
+    /// Reads a dump file (JSON or YAML) into a state object by object, keeping only the
+    /// state; an object twice in it is an error naming both.
+    pub fn from_file(path: &Path) -> Result<Snapshot, DumpError> {
+        let mut builder = Builder::default();
+        read_each(path, |doc| builder.apply(&doc))?;
+        let snapshot = builder.finish();
+        if snapshot.duplicates.is_empty() {
+            Ok(snapshot)
+        } else {
+            Err(DumpError::Duplicates {
+                path: path.display().to_string(),
+                duplicates: snapshot.duplicates,
+            })
+        }
     }
 
     /// Applies one object of a dump by its kind: a batch/v1 Job as a trainer Job or, once it

@@ -9,8 +9,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{OutputFormat, flags};
-use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
+use crate::cluster::DumpError;
 use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
 use crate::planner::explain::{Explanation, explain_all};
 use crate::planner::{NamedJobPlan, PlanSummary, PlannerConfig, Policy, plan};
@@ -48,7 +48,7 @@ pub fn plan_snapshot(
     snapshot: &Path,
     config: &PlannerConfig,
     format: OutputFormat,
-) -> Result<(String, Vec<String>), ManifestError> {
+) -> Result<(String, Vec<String>), DumpError> {
     let snap = ClusterState::from_file(snapshot)?;
     let started = Instant::now();
     let result = plan(&snap.state, config);

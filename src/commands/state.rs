@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::api::manifest::ManifestError;
 use crate::cluster::ClusterState;
+use crate::cluster::DumpError;
 use crate::cluster::report::StateReport;
 
 use super::OutputFormat;
@@ -13,7 +13,7 @@ use super::OutputFormat;
 pub fn state_report(
     snapshot: &Path,
     format: OutputFormat,
-) -> Result<(String, Vec<String>), ManifestError> {
+) -> Result<(String, Vec<String>), DumpError> {
     let snap = ClusterState::from_file(snapshot)?;
     let report = StateReport::of(&snap.state);
     let text = match format {

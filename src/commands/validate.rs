@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::api::manifest::{Document, read_documents};
+use crate::api::FieldError;
+use crate::api::manifest::{Document, ObjectIndex, read_each};
 use crate::api::names::printable;
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
 use crate::cluster::kinds::ignored;
@@ -57,25 +58,54 @@ impl ValidationOutcome {
 }
 
 /// Validates every object of every file but the ignored ones (see [`ignored`]); PriorityClasses
-/// from all the files count for every job.
+/// from all the files count for every job. Files are read twice, object by object (first for
+/// the PriorityClasses), so no file is held whole; an object whose kind, namespace and name an
+/// earlier one has is an error naming both.
 pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     let mut outcome = ValidationOutcome::default();
-    let mut docs: Vec<Document> = Vec::new();
+    let mut class_docs: Vec<Document> = Vec::new();
+    let mut readable = Vec::new();
     for path in files {
-        match read_documents(path) {
-            Ok(found) if found.is_empty() => outcome
+        let mut found = 0usize;
+        let read = read_each(path, |doc| {
+            found += 1;
+            if doc.kind() == "PriorityClass" {
+                class_docs.push(doc);
+            }
+        });
+        match read {
+            Ok(()) if found == 0 => outcome
                 .unreadable
                 .push(format!("{}: no objects found", path.display())),
-            Ok(found) => docs.extend(found),
+            Ok(()) => readable.push(path),
             Err(e) => outcome.unreadable.push(e.to_string()),
         }
     }
-    let classes = priority_classes_of(&docs);
-    outcome.objects.extend(
-        docs.iter()
-            .filter(|d| !ignored(d))
-            .map(|d| validate_document(d, &classes)),
-    );
+    let classes = priority_classes_of(&class_docs);
+    let mut index = ObjectIndex::default();
+    for path in readable {
+        let read = read_each(path, |doc| {
+            if ignored(&doc) {
+                return;
+            }
+            let mut report = validate_document(&doc, &classes);
+            if let Some(duplicate) = index.see(&doc) {
+                report.errors.push(FieldError::new(
+                    &report.object,
+                    "metadata.name",
+                    format!(
+                        "the kind, namespace and name of {} again at {}",
+                        duplicate.first, duplicate.second
+                    ),
+                ));
+            }
+            outcome.objects.push(report);
+        });
+        // A file that changed between the two reads.
+        if let Err(e) = read {
+            outcome.unreadable.push(e.to_string());
+        }
+    }
     outcome
 }
 

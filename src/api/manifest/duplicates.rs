@@ -1,0 +1,95 @@
+//! Two objects of one kind, namespace and name in one manifest or dump: the first is kept
+//! and the pair reported, never the later one silently winning.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::Document;
+
+/// A second object of the same kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// Where the first one is.
+    pub first: String,
+    /// Where the second one is.
+    pub second: String,
+}
+
+impl std::fmt::Display for Duplicate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is twice in the input: {} and {}",
+            self.object, self.first, self.second
+        )
+    }
+}
+
+/// The objects seen so far, by API group, kind, namespace and name, with their origins.
+#[derive(Debug, Default)]
+pub struct ObjectIndex {
+    seen: HashMap<(String, String, String, String), String>,
+}
+
+impl ObjectIndex {
+    /// Records `doc`; a second object with its identity is returned as a [`Duplicate`].
+    /// Objects without a kind or a name are not recorded (they are errors of their own).
+    pub fn see(&mut self, doc: &Document) -> Option<Duplicate> {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = doc.kind();
+        let meta = doc.value.get("metadata");
+        let name = text(meta.and_then(|m| m.get("name")));
+        if kind.is_empty() || name.is_empty() {
+            return None;
+        }
+        let api = text(doc.value.get("apiVersion"));
+        let group = api.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+        let namespace = text(meta.and_then(|m| m.get("namespace")));
+        let key = (group, kind.to_string(), namespace, name);
+        match self.seen.get(&key) {
+            Some(first) => Some(Duplicate {
+                object: doc.object_ref(),
+                first: first.clone(),
+                second: doc.origin.clone(),
+            }),
+            None => {
+                self.seen.insert(key, doc.origin.clone());
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(origin: &str, value: Value) -> Document {
+        Document {
+            origin: origin.into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn the_second_of_a_kind_namespace_and_name_is_named_with_the_first() {
+        let mut index = ObjectIndex::default();
+        let pod =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"}});
+        assert_eq!(index.see(&doc("d items[0]", pod.clone())), None);
+        let other_ns =
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "b"}});
+        assert_eq!(index.see(&doc("d items[1]", other_ns)), None);
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "p"}});
+        assert_eq!(index.see(&doc("d items[2]", node)), None);
+        let dup = index.see(&doc("d items[3]", pod)).unwrap();
+        assert_eq!(
+            dup.to_string(),
+            "Pod a/p is twice in the input: d items[0] and d items[3]"
+        );
+    }
+}

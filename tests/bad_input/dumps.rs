@@ -1,0 +1,189 @@
+//! Issue 32, items 2, 4 and 6: duplicates in a manifest or dump are errors naming both, the
+//! YAML reader's budget grows with the input, and dumps are read object by object.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use trainscale::api::manifest::parse_documents;
+use trainscale::cluster::{ClusterState, DumpError};
+use trainscale::testkit::dump::{DumpShape, node, write_dump};
+
+fn trainscale(args: &[&str], file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trainscale"))
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn list(items: Vec<Value>) -> Value {
+    json!({"apiVersion": "v1", "items": items, "kind": "List", "metadata": {}})
+}
+
+#[test]
+fn a_duplicate_json_key_is_an_error_naming_the_key_and_where_it_is() {
+    let text = r#"{"apiVersion": "v1", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"}},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "b"},
+         "status": {"capacity": {"cpu": "64",
+                                 "cpu": "4"}}}
+    ], "kind": "List"}"#;
+    let err = parse_documents(text, "dump.json").unwrap_err().to_string();
+    assert!(err.contains("duplicate key `cpu`"), "{err}");
+    assert!(err.contains("items[1] at status.capacity"), "{err}");
+    assert!(err.contains("line 5"), "{err}");
+    assert!(err.contains("(after Node a)"), "{err}");
+    // The List's own keys too, and YAML's as before.
+    let err = parse_documents(r#"{"kind": "List", "items": [], "items": []}"#, "d.json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("duplicate key `items`"), "{err}");
+    let err = parse_documents("kind: Node\nmetadata: {name: a}\nkind: Pod\n", "d.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("d.yaml") && err.contains("kind"), "{err}");
+}
+
+#[test]
+fn two_nodes_of_one_name_in_a_dump_are_an_error_naming_both_in_plan_state_and_explain() {
+    let mut small = node(0, 4);
+    small["metadata"]["name"] = json!("node-000001");
+    let dump = list(vec![
+        node(1, 64),
+        json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "j", "namespace": "ns"},
+            "spec": {"trainer": {"min-instance": 1, "max-instance": 2,
+                "resources": {"requests": {"cpu": "1"}}}}}),
+        small,
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.json");
+    std::fs::write(&path, dump.to_string()).unwrap();
+    let runs = [
+        trainscale(&["plan", "--snapshot"], &path),
+        trainscale(&["state", "--snapshot"], &path),
+        trainscale(&["explain", "ns/j", "--snapshot"], &path),
+    ];
+    for out in runs {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("Node node-000001 is twice in the input")
+                && err.contains("dump.json items[0] and ")
+                && err.contains("dump.json items[2]"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn two_jobs_of_one_name_in_validate_are_an_error_naming_both() {
+    let job = "apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {name: j, namespace: ns}\nspec:\n  trainer: {min-instance: 1, max-instance: 2, resources: {requests: {cpu: 1}}}\n";
+    let other = job.replace("name: j,", "name: k,");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.yaml");
+    std::fs::write(&path, format!("{job}---\n{other}---\n{job}")).unwrap();
+    let out = trainscale(&["validate", "-f"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("invalid: TrainingJob ns/j: metadata.name: ")
+            && stdout.contains("jobs.yaml document 1 again at ")
+            && stdout.contains("jobs.yaml document 3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok: TrainingJob ns/k"), "{stdout}");
+}
+
+/// A List of `nodes` generated Nodes as block YAML.
+fn yaml_nodes(nodes: usize) -> String {
+    let items: Vec<Value> = (0..nodes).map(|n| node(n, 96)).collect();
+    serde_saphyr::to_string(&list(items)).unwrap()
+}
+
+#[test]
+fn a_yaml_dump_past_the_fixed_budget_and_a_manifest_of_30000_documents_are_read() {
+    // 7,000 Nodes are some 300,000 YAML nodes, past serde_saphyr's default 250,000.
+    let yaml = yaml_nodes(7_000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.yaml");
+    std::fs::write(&path, &yaml).unwrap();
+    let snap = ClusterState::from_file(&path).unwrap();
+    assert!(snap.warnings.is_empty(), "{:?}", &snap.warnings[..1]);
+    assert!(snap.state.node_id_of("node-006999").is_some());
+
+    let manifest: String = (0..30_000)
+        .map(|i| format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: p{i}}}\nvalue: {i}\n---\n"))
+        .collect();
+    let docs = parse_documents(&manifest, "many.yaml").unwrap();
+    assert_eq!(docs.len(), 30_000);
+    assert_eq!(docs[29_999].origin, "many.yaml document 30000");
+}
+
+#[test]
+fn a_budget_breach_names_the_document_and_the_last_object_and_an_alias_bomb_is_refused() {
+    let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    for level in 1..9 {
+        let prev = char::from(b'a' + level - 1);
+        let this = char::from(b'a' + level);
+        bomb.push_str(&format!(
+            "{this}: &{this} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+        ));
+    }
+    let text = format!(
+        "kind: Node\napiVersion: v1\nmetadata: {{name: a}}\n---\nkind: Node\napiVersion: v1\nmetadata: {{name: b}}\n---\n{bomb}"
+    );
+    let err = parse_documents(&text, "bomb.yaml").unwrap_err().to_string();
+    assert!(
+        err.starts_with("bomb.yaml: too large for the YAML reader in document 3 (after Node b)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_large_generated_dump_is_read_object_by_object_and_its_duplicates_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, duplicate_nodes: usize| {
+        let path = dir.path().join(name);
+        let shape = DumpShape {
+            nodes: 3_000,
+            jobs: 1_500,
+            trainers_per_job: 2,
+            duplicate_nodes,
+        };
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        write_dump(&mut out, shape).unwrap();
+        drop(out);
+        path
+    };
+    let clean = write("clean.json", 0);
+    let snap = ClusterState::from_file(&clean).unwrap();
+    assert!(snap.warnings.is_empty(), "{:?}", &snap.warnings[..1]);
+    let report = trainscale::cluster::report::StateReport::of(&snap.state);
+    assert_eq!(report.nodes.len(), 3_000);
+    assert_eq!(report.jobs.len(), 1_500);
+    let last = report.jobs.iter().find(|j| j.name == "job-001499").unwrap();
+    assert_eq!((last.namespace.as_str(), last.bound), ("team-49", 2));
+
+    let twice = write("twice.json", 2);
+    match ClusterState::from_file(&twice) {
+        Err(e @ DumpError::Duplicates { .. }) => {
+            let text = e.to_string();
+            // 3,000 nodes, 1,500 × (TrainingJob, Job, 2 Pods): the copies are items 9000 and 9001.
+            assert!(text.contains("2 object(s) twice"), "{text}");
+            assert!(
+                text.contains("Node node-000000 is twice in the input: ")
+                    && text.contains("twice.json items[0] and ")
+                    && text.contains("twice.json items[9000]")
+                    && text.contains("twice.json items[9001]"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
