@@ -1,8 +1,9 @@
 //! One planning pass on generated clusters, every policy side by side:
 //! S (100 nodes, 50 jobs), M (1,000 nodes, 500 jobs), L (10,000 nodes, 5,000 elastic jobs,
-//! ~100,000 pods), and in `plan_large` the L shape at 50,000 and 100,000 nodes. Two states of each: `steady` is what a pass finds in operation (the cluster
-//! settled by an applied pass, then 5% of the jobs finished and as many arrived); `cold` is the
-//! worst case, every job's trainers still to hand out on a mostly empty cluster.
+//! ~100,000 pods), and in `plan_large` the L shape at 50,000 and 100,000 nodes. Two states of
+//! each: `steady` is what a pass finds in operation (the cluster settled by an applied pass, then
+//! 5% of the jobs finished and as many arrived); `cold` is the worst case, every job's trainers
+//! still to hand out on a mostly empty cluster.
 
 use std::hint::black_box;
 use std::time::Duration;
