@@ -11,7 +11,7 @@ const BLOCK_MAX: usize = 64;
 pub struct SortedBlocks {
     /// Blocks, each sorted, every key of a block below every key of the next. A block that
     /// empties stays (it keeps its place in `firsts`) until empty blocks are half of them: taking
-    /// it out at once moves every later block, which made a pass on 100,000 nodes superlinear.
+    /// it out at once moves every later block, a cost that grows with the set.
     blocks: Vec<Vec<u128>>,
     /// Each block's lower bound: its first key, or for an empty block the first key it had
     /// (every key of a block is at least its bound and below the next block's).
