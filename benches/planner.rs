@@ -1,8 +1,9 @@
 //! One planning pass on generated clusters, every policy side by side:
 //! S (100 nodes, 50 jobs), M (1,000 nodes, 500 jobs), L (10,000 nodes, 5,000 elastic jobs,
-//! ~100,000 pods). Two states of each: `steady` is what a pass finds in operation (the cluster
-//! settled by an applied pass, then 5% of the jobs finished and as many arrived); `cold` is the
-//! worst case, every job's trainers still to hand out on a mostly empty cluster.
+//! ~100,000 pods), and in `plan_large` the L shape at 50,000 and 100,000 nodes. Two states of
+//! each: `steady` is what a pass finds in operation (the cluster settled by an applied pass, then
+//! 5% of the jobs finished and as many arrived); `cold` is the worst case, every job's trainers
+//! still to hand out on a mostly empty cluster.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -70,6 +71,25 @@ fn bench(c: &mut Criterion) {
                 Policy::Edl,
                 Policy::Static,
             ],
+        );
+    }
+    group.finish();
+}
+
+/// The L shape scaled to 50,000 nodes / 25,000 jobs (~238k pods cold) and 100,000 nodes /
+/// 50,000 jobs (~476k pods cold): the sizes managed Kubernetes now offers for training. Ten
+/// samples each (criterion's least), every policy but `edl` (seconds a pass at this size).
+fn bench_large(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan_large");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(3));
+    for (label, nodes, jobs) in [("50k", 50_000, 25_000), ("100k", 100_000, 50_000)] {
+        bench_states(
+            &mut group,
+            label,
+            ClusterShape::planner_bench(nodes, jobs),
+            &[Policy::Fulfillment, Policy::Goodput, Policy::Static],
         );
     }
     group.finish();
@@ -195,6 +215,7 @@ fn bench_sizing(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench,
+    bench_large,
     bench_constrained,
     bench_explain,
     bench_sizing

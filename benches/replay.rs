@@ -5,7 +5,8 @@
 //!
 //! `cargo bench --bench replay` first replays once and prints the peak resident set (VmHWM from
 //! /proc/self/status), then lets criterion time the replay. Under `cargo test` it runs a small
-//! cluster once.
+//! cluster once. `REPLAY_ONLY=100000,1000000,50000 cargo bench --bench replay` replays that many
+//! nodes, pods and jobs once and stops (the 1,000,000-pod figure in README).
 //!
 //! `event_lag_during_pass` measures the lag of a watch event that arrives as a pass starts on
 //! that cluster: the pass plans on the store's snapshot in another thread, as the daemon's
@@ -220,7 +221,25 @@ fn report_memory(scale: Scale) {
     drop(store);
 }
 
+/// The scale `REPLAY_ONLY` names (`nodes,pods,jobs`, e.g. `100000,1000000,50000`), if set.
+fn replay_only() -> Option<Scale> {
+    let spec = std::env::var("REPLAY_ONLY").ok()?;
+    let mut parts = spec.split(',').map(|p| p.trim().parse::<usize>().ok());
+    let (Some(Some(nodes)), Some(Some(pods)), Some(Some(jobs)), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        panic!("REPLAY_ONLY={spec:?}: expected nodes,pods,jobs");
+    };
+    Some(Scale { nodes, pods, jobs })
+}
+
 fn main() {
+    // `REPLAY_ONLY=nodes,pods,jobs`: one replay of that size, its time to ready and memory, and
+    // nothing else (a million pods is too slow for criterion's samples).
+    if let Some(scale) = replay_only() {
+        report_memory(scale);
+        return;
+    }
     let benchmarking = std::env::args().any(|a| a == "--bench");
     let scale = if benchmarking { FULL } else { SMOKE };
     report_memory(scale);

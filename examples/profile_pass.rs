@@ -1,8 +1,9 @@
-//! Profiling aid for the planning pass: builds the L cluster of `benches/planner.rs` (or S / M)
+//! Profiling aid for the planning pass: builds the L cluster of `benches/planner.rs` (or S / M,
+//! or the 50k / 100k node shapes, L scaled)
 //! and times each policy on it, with what the pass did; `profile` repeats only `fulfillment`
 //! (for `perf record`).
 //!
-//! `cargo run --release --example profile_pass -- [S|M|L] [steady|cold] [exact] [profile [goodput]] [digest]
+//! `cargo run --release --example profile_pass -- [S|M|L|50k|100k] [steady|cold] [exact] [profile [goodput|edl|static]] [digest]
 //! [after-steady] [bench-order]`
 //!
 //! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
@@ -28,6 +29,10 @@ fn main() {
         (100, 50)
     } else if has("M") {
         (1_000, 500)
+    } else if has("50k") {
+        (50_000, 25_000)
+    } else if has("100k") {
+        (100_000, 50_000)
     } else {
         (10_000, 5_000)
     };
@@ -68,9 +73,13 @@ fn main() {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(100);
-        // `goodput` profiles that policy instead.
+        // `goodput`, `edl` or `static` profiles that policy instead.
         let policy = if has("goodput") {
             Policy::Goodput
+        } else if has("edl") {
+            Policy::Edl
+        } else if has("static") {
+            Policy::Static
         } else {
             Policy::Fulfillment
         };

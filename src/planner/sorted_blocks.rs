@@ -9,10 +9,15 @@ const BLOCK_MAX: usize = 64;
 /// A sorted set of distinct `u128` keys.
 #[derive(Debug, Clone, Default)]
 pub struct SortedBlocks {
-    /// Non-empty blocks, each sorted, every key of a block below every key of the next.
+    /// Blocks, each sorted, every key of a block below every key of the next. A block that
+    /// empties stays (it keeps its place in `firsts`) until empty blocks are half of them: taking
+    /// it out at once moves every later block, a cost that grows with the set.
     blocks: Vec<Vec<u128>>,
-    /// The first key of each block.
+    /// Each block's lower bound: its first key, or for an empty block the first key it had
+    /// (every key of a block is at least its bound and below the next block's).
     firsts: Vec<u128>,
+    /// How many blocks are empty.
+    empty: usize,
 }
 
 impl SortedBlocks {
@@ -27,7 +32,11 @@ impl SortedBlocks {
             })
             .collect();
         let firsts = blocks.iter().map(|b| b[0]).collect();
-        SortedBlocks { blocks, firsts }
+        SortedBlocks {
+            blocks,
+            firsts,
+            empty: 0,
+        }
     }
 
     /// Number of keys.
@@ -56,6 +65,9 @@ impl SortedBlocks {
             Ok(_) => return false,
             Err(at) => at,
         };
+        if block.is_empty() {
+            self.empty -= 1;
+        }
         block.insert(at, key);
         self.firsts[b] = block[0];
         if block.len() > BLOCK_MAX {
@@ -83,15 +95,26 @@ impl SortedBlocks {
         true
     }
 
-    /// After keys left block `b`: drops it if empty, else refreshes its first key.
+    /// After keys left block `b` (non-empty before): refreshes its first key, or counts it empty
+    /// (its bound stays) and drops the empty blocks once they are half of all blocks, in one pass.
     fn settle_shrunk(&mut self, b: usize) {
         match self.blocks[b].first() {
             Some(&first) => self.firsts[b] = first,
             None => {
-                self.blocks.remove(b);
-                self.firsts.remove(b);
+                self.empty += 1;
+                if self.empty * 2 > self.blocks.len() {
+                    self.drop_empty();
+                }
             }
         }
+    }
+
+    /// Drops every empty block and its bound.
+    fn drop_empty(&mut self) {
+        let mut keep = self.blocks.iter().map(|b| !b.is_empty());
+        self.firsts.retain(|_| keep.next().unwrap_or(false));
+        self.blocks.retain(|b| !b.is_empty());
+        self.empty = 0;
     }
 
     /// Splits `keys` (ascending, non-empty, the set non-empty) at the first block they fall
@@ -129,7 +152,9 @@ impl SortedBlocks {
                 });
             }
             removed += before - block.len();
-            self.settle_shrunk(b);
+            if block.len() < before {
+                self.settle_shrunk(b);
+            }
         }
         removed
     }
@@ -155,6 +180,9 @@ impl SortedBlocks {
                 }
             } else {
                 merge_into(block, mine);
+            }
+            if before == 0 {
+                self.empty -= 1;
             }
             inserted += block.len() - before;
             self.firsts[b] = block[0];
@@ -313,8 +341,13 @@ mod tests {
                     prop_assert_eq!(set.remove_sorted(&keys), gone);
                 }
                 prop_assert_eq!(set.iter().collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
-                prop_assert!(set.blocks.iter().all(|b| !b.is_empty() && b.len() <= BLOCK_MAX));
-                prop_assert!(set.blocks.iter().zip(&set.firsts).all(|(b, f)| b[0] == *f));
+                prop_assert!(set.blocks.iter().all(|b| b.len() <= BLOCK_MAX));
+                let empty = set.blocks.iter().filter(|b| b.is_empty()).count();
+                prop_assert_eq!(set.empty, empty);
+                prop_assert!(empty * 2 <= set.blocks.len());
+                prop_assert_eq!(set.blocks.len(), set.firsts.len());
+                prop_assert!(set.blocks.iter().zip(&set.firsts).all(|(b, f)| b.first().is_none_or(|k| k == f)));
+                prop_assert!(set.firsts.is_sorted());
             }
         }
     }
