@@ -2,15 +2,15 @@
 
 #[path = "bad_input/names.rs"]
 mod names;
-#[path = "bad_input/types.rs"]
-mod types;
 #[path = "bad_input/simulate.rs"]
 mod simulate;
-
-use std::process::Command;
+#[path = "bad_input/types.rs"]
+mod types;
 
 #[path = "bad_input/dumps.rs"]
 mod dumps;
+
+use std::process::Command;
 
 use trainscale::api::manifest::parse_documents;
 use trainscale::api::validate::validate_document;
