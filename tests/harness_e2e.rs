@@ -951,7 +951,8 @@ async fn jobs_complete_suspend_and_their_pods_go_where_they_fit() {
     .await;
     assert_eq!(
         failed[0],
-        json!({"namespace": "ml", "name": "alien-0", "reason": "OutOfcpu", "node": "b-gpu"})
+        json!({"namespace": "ml", "name": "alien-0", "reason": "OutOfcpu", "node": "b-gpu",
+               "owner": "Job"})
     );
     let alien = eventually("alien counts one failure", || async {
         let job = jobs.get("alien").await.expect("get");

@@ -169,11 +169,13 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `NodeAffinity` (its node selector or affinity does not match), or `UntoleratedTaint` (a
   `NoExecute` taint; `NoSchedule` taints and `unschedulable` are the scheduler's concern), or
   `NodeNotFound`; else it starts (a merge patch of its status to Running and Ready, keeping
-  `PodScheduled`). Bound pods that no controller owns (created by clients) are admitted or
-  rejected the same way. The Job controller then counts the Failed pod as a failure (unless the Job's
+  `PodScheduled`). Bound pods of no owner, or of an owner no controller here plays (the
+  PyTorch kinds' workers a test creates), are admitted or rejected the same way: one kubelet per
+  node admits every pod bound there, one after another. The Job controller then counts the Failed pod as a failure (unless the Job's
   `podFailurePolicy` has an `Ignore` rule on a condition the pod carries) and replaces it.
   `GET /_harness/failed-pods` answers every pod that ended Failed, in order, as a JSON list of
-  `{"namespace", "name", "reason", "node"}`.
+  `{"namespace", "name", "reason", "node", "owner"}` (`owner`: the kind of its controller, or
+  null).
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
 - the JobSet controller (with `--jobset-crd`), with its ElasticJobSet feature gate on: for each
   JobSet, one child batch/v1 Job per replicated Job and replica, named `<jobset>-<rjob>-<i>`, made
@@ -1346,9 +1348,12 @@ def record_failed(pod):
     if uid in FAILED_UIDS:
         return
     FAILED_UIDS.add(uid)
+    owner = next((r.get("kind") for r in pod["metadata"].get("ownerReferences") or []
+                  if r.get("controller")), None)
     FAILED_PODS.append({
         "namespace": pod["metadata"].get("namespace"), "name": pod["metadata"].get("name"),
         "reason": (pod.get("status") or {}).get("reason"), "node": bound_node(pod),
+        "owner": owner,
     })
 
 
@@ -2192,11 +2197,14 @@ class Controllers:
                     (sets if res == "apps/v1/replicasets" else jobs).append(raw)
         # The kubelets have not admitted the bound pods of these owners, nor bound pods of no
         # owner (created by clients), that did not start yet.
+        # Every bound pod not started yet waits for its node's one kubelet, which admits them one
+        # by one this round: those of owners played here as their controller syncs them, the
+        # rest (no owner, or an owner a test plays, as the PyTorch kinds' workers) below. One
+        # kubelet per node: two admitting apart would both hand out the same room.
         owners = {o["metadata"]["uid"] for o in (*sets, *jobs)}
-        bare = [p for p in pods if pending_bound(p) and controller_uid(p) is None]
-        awaiting = {p["metadata"].get("uid") for p in pods
-                    if pending_bound(p) and controller_uid(p) in owners}
-        awaiting |= {p["metadata"].get("uid") for p in bare}
+        waiting = [p for p in pods if pending_bound(p)]
+        bare = [p for p in waiting if controller_uid(p) not in owners]
+        awaiting = {p["metadata"].get("uid") for p in waiting}
         self.scheduler = Placement(nodes, pods)
         self.kubelet = Placement(nodes, pods, excluded=awaiting)
 
