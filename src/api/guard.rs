@@ -81,15 +81,8 @@ impl<K: DeserializeOwned + Schema> Guarded<K> {
 /// The top-level field of a job object that is not the object its schema says it is, and the
 /// API server's words for it (`must be of type object, got array`).
 pub fn shape_problem(value: &serde_json::Value) -> Option<(&'static str, String)> {
+    use super::schema::type_name as kind;
     use serde_json::Value;
-    let kind = |v: &Value| match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    };
     ["metadata", "spec", "status"]
         .into_iter()
         .find_map(|field| {

@@ -41,7 +41,7 @@ impl Schema for k8s_openapi::api::batch::v1::Job {
 }
 
 /// The JSON type name the API server uses in its errors.
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
