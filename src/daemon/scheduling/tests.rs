@@ -572,6 +572,18 @@ fn a_gang_member_whose_reserved_node_went_bad_holds_the_whole_gang() {
     assert!(refused.contains("gang job ns/g"), "{refused}");
 }
 
+/// The pending master of job `ns/fresh`, with pod spec `spec`.
+fn fresh_master(spec: &Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": "fresh-master", "namespace": "ns", "uid": "uid-m",
+            "labels": {"paddle-job-master": "fresh"},
+            "creationTimestamp": "2024-05-01T12:00:00Z"},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }))
+    .unwrap()
+}
+
 #[test]
 fn a_jobs_master_is_placed_before_any_trainer_growth() {
     let mut c = Cluster::default();
@@ -579,15 +591,7 @@ fn a_jobs_master_is_placed_before_any_trainer_growth() {
     c.node(node("a", 4, 0, json!({}), json!({}), None));
     let spec = template(0, json!({}));
     c.job("grow", (1, 4), 4, &[0, 1, 2, 3], &spec);
-    let master: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "fresh-master", "namespace": "ns", "uid": "uid-m",
-            "labels": {"paddle-job-master": "fresh"},
-            "creationTimestamp": "2024-05-01T12:00:00Z"},
-        "spec": spec,
-        "status": {"phase": "Pending"},
-    }))
-    .unwrap();
-    c.pod(&master);
+    c.pod(&fresh_master(&spec));
     let a = c.assign();
     let bound = bound_to(&a);
     assert!(
@@ -605,15 +609,7 @@ fn no_trainer_is_bound_while_its_jobs_master_finds_no_room() {
     c.job("fresh", (1, 1), 1, &[0], &spec);
     let mut master_spec = spec.clone();
     master_spec["containers"][0]["resources"]["requests"]["cpu"] = json!("3");
-    let master: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "fresh-master", "namespace": "ns", "uid": "uid-m",
-            "labels": {"paddle-job-master": "fresh"},
-            "creationTimestamp": "2024-05-01T12:00:00Z"},
-        "spec": master_spec,
-        "status": {"phase": "Pending"},
-    }))
-    .unwrap();
-    c.pod(&master);
+    c.pod(&fresh_master(&master_spec));
     let a = c.assign();
     assert_eq!(bound_to(&a), Vec::<(String, String)>::new());
     assert_eq!(
