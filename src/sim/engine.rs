@@ -903,32 +903,31 @@ impl<'a> Engine<'a> {
     }
 
     /// Keeps a tick's sample, merged into the last one when both fall in one bucket of
-    /// `sample_width_s`; at [`horizon::MAX_SAMPLES`] samples the bucket doubles and the kept
-    /// samples merge pairwise.
+    /// `sample_width_s` (never while a bucket is one tick); at [`horizon::MAX_SAMPLES`] samples
+    /// the bucket doubles and the kept samples merge pairwise.
     fn record(&mut self, sample: TickSample) {
-        let width = self.sample_width_s;
-        let bucket = |t: f64| (t / width).floor();
-        match self.samples.last_mut() {
-            Some(last)
-                if width > self.scenario.interval_s
-                    && bucket(last.time_s) == bucket(sample.time_s) =>
-            {
-                last.merge(&sample)
-            }
-            _ => self.samples.push(sample),
+        if self.sample_width_s > self.scenario.interval_s {
+            keep_merged(&mut self.samples, sample, self.sample_width_s);
+        } else {
+            self.samples.push(sample);
         }
         if self.samples.len() >= horizon::MAX_SAMPLES {
-            let width = width * 2.0;
-            self.sample_width_s = width;
-            let bucket = |t: f64| (t / width).floor();
-            let mut merged: Vec<TickSample> = Vec::with_capacity(horizon::MAX_SAMPLES / 2 + 1);
+            self.sample_width_s *= 2.0;
+            let mut merged = Vec::with_capacity(horizon::MAX_SAMPLES / 2 + 1);
             for s in self.samples.drain(..) {
-                match merged.last_mut() {
-                    Some(last) if bucket(last.time_s) == bucket(s.time_s) => last.merge(&s),
-                    _ => merged.push(s),
-                }
+                keep_merged(&mut merged, s, self.sample_width_s);
             }
             self.samples = merged;
         }
+    }
+}
+
+/// Appends `sample` to `samples`, or merges it into the last one when both fall in one bucket of
+/// `width` seconds.
+fn keep_merged(samples: &mut Vec<TickSample>, sample: TickSample, width: f64) {
+    let bucket = |t: f64| (t / width).floor();
+    match samples.last_mut() {
+        Some(last) if bucket(last.time_s) == bucket(sample.time_s) => last.merge(&sample),
+        _ => samples.push(sample),
     }
 }
