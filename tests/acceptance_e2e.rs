@@ -732,6 +732,12 @@ fn raced(failed: &Value) -> bool {
     )
 }
 
+/// Pods that ended Failed; with `podgroups`, but PyTorch workers that [`raced`].
+async fn failed_pods(emulator: &Emulator, podgroups: bool) -> Vec<Value> {
+    let failed = emulator.failed_pods().await.into_iter();
+    failed.filter(|p| !(podgroups && raced(p))).collect()
+}
+
 /// Polls dumps until [`converged`] holds; returns the last plan (cooldown 0) and dump.
 async fn converge(
     emulator: &Emulator,
@@ -745,12 +751,7 @@ async fn converge(
     let started = Instant::now();
     loop {
         // A failed pod fails a job that is not fault tolerant for good: no point waiting.
-        let failed: Vec<Value> = emulator
-            .failed_pods()
-            .await
-            .into_iter()
-            .filter(|p| !(pending_ok && raced(p)))
-            .collect();
+        let failed = failed_pods(emulator, pending_ok).await;
         let failures = emulator.failures().await;
         assert!(
             failed.is_empty() && failures.is_empty(),
@@ -1644,12 +1645,7 @@ async fn check_clean(emulator: &Emulator, when: &str, podgroups: bool) {
         deletes.is_empty(),
         "{when}: trainscale deleted pods: {deletes:?}"
     );
-    let failed: Vec<Value> = emulator
-        .failed_pods()
-        .await
-        .into_iter()
-        .filter(|p| !(podgroups && raced(p)))
-        .collect();
+    let failed = failed_pods(emulator, podgroups).await;
     assert!(failed.is_empty(), "{when}: pods ended Failed: {failed:#?}");
     let failures = emulator.failures().await;
     assert!(
