@@ -429,5 +429,6 @@ pub fn job_info(min: i32, max: i32, trainer: Resources, created: i64) -> JobInfo
         stored_parallelism: None,
         last_scale: None,
         speedup: None,
+        progress: None,
     }
 }

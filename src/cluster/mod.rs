@@ -9,7 +9,7 @@ mod snapshot;
 mod state;
 pub mod sync;
 
-pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, Role};
+pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, ProgressEstimate, Role};
 pub use snapshot::{DumpError, Snapshot};
 pub use state::{
     ClusterState, DEFAULT_NODE_PODS, JobSlot, MAX_NODE_PODS, NodeId, NodeSlot, Sizes, TrainerPods,

@@ -526,6 +526,17 @@ pub struct JobInfo {
     pub last_scale: Option<i64>,
     /// The declared speedup curve (`trainscale.io/speedup`), read by `goodput`; `None` is linear.
     pub speedup: Option<Arc<SpeedupCurve>>,
+    /// What the job's own progress reports say is left, read by `progress`; `None`: no usable
+    /// report (none, malformed or stale).
+    pub progress: Option<ProgressEstimate>,
+}
+
+/// A job's remaining work as its progress reports estimate it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgressEstimate {
+    /// Estimated remaining work in seconds of one trainer (speedup 1): the time the job still
+    /// needs at size n is this divided by its speedup at n.
+    pub remaining_worker_s: f64,
 }
 
 /// Reads a checked TrainingJob spec (of any kind that runs as one) into the model; the warning
@@ -573,6 +584,7 @@ pub fn read_training_job_spec(
             .and_then(|s| s.parallelism),
         last_scale,
         speedup: read_speedup(&job.metadata).ok().flatten().map(Arc::new),
+        progress: None,
     };
     Ok((info, warning))
 }

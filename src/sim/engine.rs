@@ -239,6 +239,7 @@ impl<'a> Engine<'a> {
                 stored_parallelism: Some(min),
                 last_scale: None,
                 speedup: Some(curve),
+                progress: None,
             };
             let w = world.add_job(key.clone(), trainer);
             world.jobs[w].priority = priority.value;

@@ -375,6 +375,7 @@ pub fn sized_job_info(
         stored_parallelism: fields.stored,
         last_scale,
         speedup,
+        progress: None,
     };
     (info, warnings)
 }

@@ -45,6 +45,7 @@ fn add_job(
         stored_parallelism: Some(current),
         last_scale: None,
         speedup: None,
+        progress: None,
     };
     let key = JobKey::new("ns", name);
     state.set_training_job(key.clone(), Some(info));
