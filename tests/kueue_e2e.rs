@@ -442,6 +442,16 @@ async fn borrowed_quota_goes_back_to_a_lenders_waiting_jobs() {
         },
     )
     .await;
+    // Settled means settled: three more passes (1 s apart) leave every size as it is (before
+    // a shrink Kueue had not applied yet was taken back, the Jobs of cq-a went 4 → 2 → 4).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let later = jobs(&client).await;
+    let sizes = |all: &BTreeMap<String, Value>| -> Vec<(String, i64)> {
+        all.iter()
+            .map(|(n, j)| (n.clone(), int(j, "/spec/parallelism")))
+            .collect()
+    };
+    assert_eq!(sizes(&later), sizes(&settled), "sizes moved after settling");
     for (name, job) in settled.iter().filter(|(n, _)| n.starts_with("a-")) {
         let size = int(job, "/spec/parallelism");
         assert!((1..=4).contains(&size), "{name}: {size}");

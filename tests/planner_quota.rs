@@ -539,6 +539,27 @@ fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
 }
 
 #[test]
+fn a_shrink_kueue_has_not_applied_yet_is_not_taken_back_the_next_pass() {
+    // As above: a1 gave 3 GPUs back for team-b's waiting Workload, and the next pass runs
+    // after its Job says 5 but before Kueue updated its Workload (still 8 admitted) or
+    // admitted b1. The 3 are the Workload's: a1 must not grow into them again.
+    let mut s = cluster(&[
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ]);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
+    waiting_job(&mut s, "b1", 3, "team-b");
+    let config = PlannerConfig::default();
+    assert_eq!(target(&plan(&s, &config), "a1"), 5);
+    let a1 = pytorch_job("ml", "a1", (1, 8, 5), Some("team-a"), WORKER);
+    s.apply_job(&a1).unwrap();
+    let p = plan(&s, &config);
+    assert_eq!((target(&p, "a1"), target(&p, "a2")), (5, 4));
+    assert_eq!(reason(&p, "a2"), Reason::QuotaExhausted);
+}
+
+#[test]
 fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload() {
     let queues = [
         gpu_queue("team-a", Some("research"), "8", None),

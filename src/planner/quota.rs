@@ -124,8 +124,8 @@ fn charges(
 }
 
 /// Water-fills the jobs `growing` selects from `granted` up to their unquoted ceiling, charging
-/// each worker beyond a job's admitted count to its queue; a job the room stops below its
-/// ceiling gets a `QuotaExhausted` note.
+/// each worker beyond `granted` to its queue (the room already counts each job at `granted`);
+/// a job the room stops below its ceiling gets a `QuotaExhausted` note.
 fn water_fill(
     jobs: &mut [Candidate],
     ties: &[u32],
@@ -145,11 +145,12 @@ fn water_fill(
             continue;
         };
         let j = &jobs[i];
-        let admitted = j.kueue().map_or(0, |k| k.admitted());
         let cap = unquoted_ceiling(j);
-        let free = i64::from((admitted - granted[i]).max(0));
+        // Every worker beyond what the job asks is charged, those Kueue still counts as
+        // admitted included: `charges` gave a shrink Kueue has not applied yet back to the room
+        // already, so taking them again for free would lend them twice.
         let (fit, stopped_by) = room.fit(*q, need);
-        let most = i64::from(cap - granted[i]).min(free.saturating_add(fit));
+        let most = i64::from(cap - granted[i]).min(fit);
         if most <= 0 {
             if let (Some(fr), Some(k)) = (stopped_by, j.kueue()) {
                 let (flavor, resource) = room.flavor_resource(fr).clone();
@@ -182,8 +183,7 @@ fn water_fill(
         };
         let before = granted[i];
         let after = before + n as i32;
-        let paid = i64::from(after - before.max(admitted)).max(0);
-        room.take(*q, need, paid);
+        room.take(*q, need, i64::from(after - before));
         granted[i] = after;
         if after < cap {
             queue.push(key_at(&jobs[i], ties[i], i, after));
