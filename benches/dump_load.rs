@@ -8,6 +8,7 @@
 use std::hint::black_box;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use serde_json::Value;
@@ -47,6 +48,8 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let mut group = c.benchmark_group("dump_load");
     group.sample_size(10);
+    // The YAML load takes ~0.5 s: ten of them do not fit criterion's default 5 s.
+    group.measurement_time(Duration::from_secs(8));
 
     let json_shape = DumpShape {
         nodes: 2_000,
