@@ -560,36 +560,6 @@ fn a_shrink_kueue_has_not_applied_yet_is_not_taken_back_the_next_pass() {
 }
 
 #[test]
-fn a_queue_borrowing_more_gives_back_to_a_waiting_workload_that_must_borrow() {
-    // Three queues of 4 GPUs in one cohort (12). team-c is at its nominal quota with a job at
-    // min, so its waiting Workload of 1 must borrow; team-a borrows 3 (team-d lends them).
-    let queues = [
-        gpu_queue("team-a", Some("research"), "4", None),
-        gpu_queue("team-c", Some("research"), "4", None),
-        gpu_queue("team-d", Some("research"), "4", None),
-    ];
-    let mut s = cluster(&queues);
-    admitted_on(&mut s, "a1", (1, 8, 7), "team-a", "n0");
-    admitted_on(&mut s, "c1", (4, 4, 4), "team-c", "n1");
-    admitted_on(&mut s, "d1", (1, 1, 1), "team-d", "n2");
-    waiting_job(&mut s, "c2", 1, "team-c");
-    let config = PlannerConfig::default();
-    let p = plan(&s, &config);
-    // team-c would borrow 1 once it is admitted, team-a borrows 3: a1 gives one back (as
-    // Kueue's fair sharing would preempt team-a for it), and nothing grows into it.
-    assert_eq!(target(&p, "a1"), 6);
-    assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
-    // When team-a borrows no more than team-c would (1 each), nothing is given back.
-    let mut s = cluster(&queues);
-    admitted_on(&mut s, "a1", (1, 8, 5), "team-a", "n0");
-    admitted_on(&mut s, "c1", (4, 4, 4), "team-c", "n1");
-    admitted_on(&mut s, "d1", (1, 3, 3), "team-d", "n2");
-    waiting_job(&mut s, "c2", 1, "team-c");
-    let p = plan(&s, &config);
-    assert_eq!((target(&p, "a1"), target(&p, "d1")), (5, 3));
-}
-
-#[test]
 fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload() {
     let queues = [
         gpu_queue("team-a", Some("research"), "8", None),

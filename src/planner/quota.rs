@@ -294,9 +294,7 @@ fn reclaim(
     // short of.
     let short = |room: &QuotaRoom, q: QueueId, need: &Need| {
         need.iter()
-            .find(|&&(fr, _)| {
-                (room.nominal_growth(q, fr) < 0 && room.gives_back(q, fr)) || room.owes(q, fr) > 0
-            })
+            .find(|&&(fr, _)| room.growth(q, fr) < 0 && room.gives_back(q, fr))
             .map(|&(fr, _)| fr)
     };
     loop {
@@ -317,7 +315,6 @@ fn reclaim(
         };
         let borrowing = room.borrows(*q, fr);
         room.give(*q, need, 1);
-        room.repay(*q, need);
         granted[i] -= 1;
         reclaimed[i] = true;
         if let Some(k) = jobs[i].kueue() {

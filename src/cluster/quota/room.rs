@@ -50,9 +50,6 @@ struct QueueRoom<'m> {
     waiting: Vec<i64>,
     /// Unused nominal quota its own running jobs want to grow into (see [`QuotaRoom::growth`]).
     claims: Vec<i64>,
-    /// Borrowed quota it is to give back to waiting Workloads of queues that borrow less (see
-    /// [`QuotaRoom::hold_for_waiting`]).
-    owes: Vec<i64>,
     inactive: Option<String>,
 }
 
@@ -74,8 +71,6 @@ struct CohortRoom {
     usage: Vec<i64>,
     /// The members' [`QueueRoom::waiting`], summed.
     waiting: Vec<i64>,
-    /// Quota held for waiting Workloads that must borrow (free now, or owed by borrowers).
-    fair: Vec<i64>,
 }
 
 /// Every ClusterQueue's quota and usage, changed as a pass charges workers.
@@ -134,7 +129,6 @@ impl<'m> QuotaRoom<'m> {
                         subtree: vec![0; n],
                         usage: vec![0; n],
                         waiting: vec![0; n],
-                        fair: vec![0; n],
                     });
                     room.cohorts.len() - 1
                 })
@@ -164,7 +158,6 @@ impl<'m> QuotaRoom<'m> {
                 usage,
                 waiting: vec![0; n],
                 claims: vec![0; n],
-                owes: vec![0; n],
                 inactive,
             });
         }
@@ -176,17 +169,12 @@ impl<'m> QuotaRoom<'m> {
     /// queue's own jobs could give back (`reclaimable(q, fr)`: their workers above min): Kueue
     /// admits a Workload that fits in its queue's nominal quota ahead of anyone's borrowing and
     /// reclaims lent quota for it (`reclaimWithinCohort`), and a waiting job is the least
-    /// served of its queue. Then, in the same order, each waiting Workload that must borrow is
-    /// held whole where its cohort's free quota and what queues borrowing more than its own
-    /// queue would after admitting it can give back cover it (as Kueue's fair sharing preempts a
-    /// queue of a larger share for one of a smaller): those queues owe it
-    /// ([`QuotaRoom::owes`]), the most borrowing first.
+    /// served of its queue.
     pub fn hold_for_waiting(
         &mut self,
         model: &QuotaModel,
         reclaimable: impl Fn(QueueId, u32) -> i64,
     ) {
-        let mut must_borrow: Vec<(QueueId, Need, i32)> = Vec::new();
         let mut waiting: Vec<(&super::WorkloadInfo, QueueId)> = model
             .waiting()
             .filter_map(|(cq, w)| self.queue(cq).map(|q| (w, q)))
@@ -208,92 +196,7 @@ impl<'m> QuotaRoom<'m> {
             });
             if fits {
                 self.hold(q, &need, worker.asked);
-            } else if self.queues[q].cohort.is_some() {
-                must_borrow.push((q, need, worker.asked));
             }
-        }
-        for (q, need, asked) in must_borrow {
-            self.hold_borrowed(q, &need, asked, &reclaimable);
-        }
-    }
-
-    /// Holds `asked` workers of `need` for a waiting Workload of queue `q` that must borrow,
-    /// when the cohort's free quota and the borrowers above `q` cover every resource of it (see
-    /// [`QuotaRoom::hold_for_waiting`]); else holds nothing.
-    fn hold_borrowed(
-        &mut self,
-        q: QueueId,
-        need: &Need,
-        asked: i32,
-        reclaimable: &impl Fn(QueueId, u32) -> i64,
-    ) {
-        let Some(c) = self.queues[q].cohort else {
-            return;
-        };
-        let mut owed: Vec<(QueueId, usize, i64)> = Vec::new();
-        for &(fr, amount) in need {
-            let f = fr as usize;
-            let mut left = amount.saturating_mul(i64::from(asked));
-            let free = self.growth(q, fr).max(0);
-            left -= free.min(left);
-            // What `q` would borrow once it holds the Workload: no queue is made to give back
-            // below that.
-            let queue = &self.queues[q];
-            let nominal = queue.quota[f].map_or(0, |x| x.nominal);
-            let floor = queue.usage[f] + queue.waiting[f] + amount.saturating_mul(i64::from(asked))
-                - nominal;
-            let mut donors: Vec<(i64, QueueId, i64)> = (0..self.queues.len())
-                .filter(|&x| x != q && self.queues[x].cohort == Some(c))
-                .filter_map(|x| {
-                    let other = &self.queues[x];
-                    let owes = other.owes[f]
-                        + owed
-                            .iter()
-                            .filter(|(o, of, _)| *o == x && *of == f)
-                            .map(|(_, _, n)| n)
-                            .sum::<i64>();
-                    let borrowed = other.usage[f] - other.quota[f].map_or(0, |x| x.nominal) - owes;
-                    let can = (borrowed - floor.max(0))
-                        .min(reclaimable(x, fr) - owes)
-                        .max(0);
-                    (can > 0).then_some((borrowed, x, can))
-                })
-                .collect();
-            donors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            for (_, x, can) in donors {
-                if left == 0 {
-                    break;
-                }
-                let give = can.min(left);
-                owed.push((x, f, give));
-                left -= give;
-            }
-            if left > 0 {
-                return;
-            }
-        }
-        for &(fr, amount) in need {
-            let f = fr as usize;
-            let total = amount.saturating_mul(i64::from(asked));
-            let cohort = &mut self.cohorts[c];
-            cohort.fair[f] = cohort.fair[f].saturating_add(total);
-        }
-        for (x, f, give) in owed {
-            self.queues[x].owes[f] = self.queues[x].owes[f].saturating_add(give);
-        }
-    }
-
-    /// What ClusterQueue `q` still owes of flavor-resource `fr` to waiting Workloads of queues
-    /// that borrow less.
-    pub fn owes(&self, q: QueueId, fr: u32) -> i64 {
-        self.queues[q].owes[fr as usize]
-    }
-
-    /// Records that ClusterQueue `q` gave back one worker of `need` of what it owes.
-    pub fn repay(&mut self, q: QueueId, need: &Need) {
-        for &(fr, amount) in need {
-            let owes = &mut self.queues[q].owes[fr as usize];
-            *owes = (*owes - amount).max(0);
         }
     }
 
@@ -345,22 +248,11 @@ impl<'m> QuotaRoom<'m> {
                     .filter(|(other, o)| *other != q && o.cohort == Some(c))
                     .map(|(_, o)| o.claim_left(f))
                     .sum();
-                self.cohorts[c].waiting[f]
-                    .saturating_add(self.cohorts[c].fair[f])
-                    .saturating_add(claimed)
+                self.cohorts[c].waiting[f].saturating_add(claimed)
             }
             None => queue.waiting[f],
         };
         self.available(q, fr).saturating_sub(held)
-    }
-
-    /// [`QuotaRoom::growth`] but for what Workloads that must borrow hold: below zero when `q`
-    /// borrows quota that queues' nominal holds and claims need, which any borrower gives back.
-    pub fn nominal_growth(&self, q: QueueId, fr: u32) -> i64 {
-        let fair = self.queues[q]
-            .cohort
-            .map_or(0, |c| self.cohorts[c].fair[fr as usize]);
-        self.growth(q, fr).saturating_add(fair)
     }
 
     /// Whether ClusterQueue `q` uses more of flavor-resource `fr` than its nominal quota.
@@ -379,13 +271,9 @@ impl<'m> QuotaRoom<'m> {
     /// Whether any queue's waiting Workloads or growing jobs hold quota (so borrowing may be
     /// reclaimed).
     pub fn holds_for_waiting(&self) -> bool {
-        self.queues.iter().any(|q| {
-            q.waiting
-                .iter()
-                .chain(&q.claims)
-                .chain(&q.owes)
-                .any(|w| *w > 0)
-        })
+        self.queues
+            .iter()
+            .any(|q| q.waiting.iter().chain(&q.claims).any(|w| *w > 0))
     }
 
     fn intern(&mut self, flavor: &Arc<str>, resource: &Arc<str>) {
