@@ -61,6 +61,14 @@ pub fn gang_timeout(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::ZERO, MAX_GANG_TIMEOUT)
 }
 
+/// Longest `--progress-stale-after`: 7 days.
+pub const MAX_PROGRESS_STALE_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `--progress-stale-after`: 1s up to [`MAX_PROGRESS_STALE_AFTER`].
+pub fn progress_stale_after(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_PROGRESS_STALE_AFTER)
+}
+
 /// Longest `--scheduling-deadline`: 10 minutes.
 pub const MAX_SCHEDULING_DEADLINE: Duration = Duration::from_secs(600);
 

@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{OutputFormat, flags};
+use crate::api::progress::DEFAULT_STALE_AFTER_S;
 use crate::cluster::ClusterState;
 use crate::cluster::DumpError;
 use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
@@ -43,13 +44,26 @@ pub struct ExplainedJob<'a> {
     pub explanation: Explanation,
 }
 
-/// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
+/// [`plan_snapshot_at`] with progress reports stale after the default 10 minutes.
 pub fn plan_snapshot(
     snapshot: &Path,
     config: &PlannerConfig,
     format: OutputFormat,
 ) -> Result<(String, Vec<String>), DumpError> {
-    let snap = ClusterState::from_file(snapshot)?;
+    plan_snapshot_at(snapshot, config, format, DEFAULT_STALE_AFTER_S)
+}
+
+/// Loads the dump, estimates the jobs' progress at `config.now` (reports older than
+/// `stale_after_s` ignored, with a warning), runs the pass and renders it; also returns the
+/// skipped-object warnings.
+pub fn plan_snapshot_at(
+    snapshot: &Path,
+    config: &PlannerConfig,
+    format: OutputFormat,
+    stale_after_s: i64,
+) -> Result<(String, Vec<String>), DumpError> {
+    let mut snap = ClusterState::from_file(snapshot)?;
+    let ignored = snap.state.estimate_progress(config.now, stale_after_s);
     let started = Instant::now();
     let result = plan(&snap.state, config);
     let pass_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -69,7 +83,14 @@ pub fn plan_snapshot(
         summary: &result.summary,
         warnings: &result.warnings,
         skipped: skipped_jobs(&snap.state),
-        job_warnings: job_warnings(&snap.state),
+        job_warnings: job_warnings(&snap.state)
+            .into_iter()
+            .chain(
+                ignored
+                    .iter()
+                    .filter_map(|i| Some(JobProblem::of(&i.key, i.warning.as_ref()?))),
+            )
+            .collect(),
         left_alone: left_alone_jobs(&snap.state),
     };
     let text = match format {
@@ -176,6 +197,10 @@ pub struct PlanArgs {
     /// seconds since the epoch.
     #[arg(long, value_parser = flags::rfc3339_seconds)]
     pub now: Option<i64>,
+    /// A job's progress report not updated for longer than this before `--now` is ignored,
+    /// with a warning (as `run --progress-stale-after`).
+    #[arg(long, default_value = "10m", value_parser = flags::progress_stale_after)]
+    pub progress_stale_after: Duration,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
@@ -195,7 +220,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         min_marginal_speedup: args.min_marginal_speedup,
         ..PlannerConfig::default()
     };
-    let (text, warnings) = plan_snapshot(&args.snapshot, &config, args.output)?;
+    let (text, warnings) = plan_snapshot_at(
+        &args.snapshot,
+        &config,
+        args.output,
+        args.progress_stale_after.as_secs() as i64,
+    )?;
     for w in warnings {
         eprintln!("warning: skipped {w}");
     }
