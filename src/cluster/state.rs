@@ -21,7 +21,7 @@ use super::objects::{
 };
 use super::quota::{QuotaModel, queue_label};
 use crate::api::priority::{PriorityClasses, resolve_priority};
-use crate::api::progress::Progress;
+use crate::api::progress::{Progress, malformed_warning};
 use crate::api::{FieldError, JobKey, Resources};
 
 mod kueue;
@@ -799,15 +799,10 @@ impl ClusterState {
                 slot.invalid = None;
                 slot.left_alone = None;
                 slot.warnings = read.warnings;
-                slot.progress = job.progress().transpose().map(|r| {
-                    r.inspect_err(|e| {
-                        let mut warning = e.clone();
-                        warning
-                            .problem
-                            .push_str("; the progress policy plans this job without progress");
-                        slot.warnings.push(warning);
-                    })
-                });
+                slot.progress = job
+                    .progress()
+                    .transpose()
+                    .map(|r| r.inspect_err(|e| slot.warnings.push(malformed_warning(e))));
                 Ok(())
             }
             Ok(Reading::LeftAlone(why)) => {
