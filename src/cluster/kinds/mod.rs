@@ -52,6 +52,7 @@ pub use pods::{PodClaim, pod_claim, sized_pod_owner};
 pub use pytorch_job::kubeflow_phase;
 pub use pytorch_training_job::t9k_phase;
 pub use template::{LastScale, last_scale_annotation};
+pub use training_job::training_job_progress;
 pub use validate::{check_document, ignored};
 
 /// How a kind's trainer count is changed.

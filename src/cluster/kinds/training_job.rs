@@ -58,7 +58,7 @@ impl JobAdapter for TrainingJob {
 }
 
 /// A TrainingJob's progress report (see [`JobAdapter::progress`]).
-pub(super) fn training_job_progress(job: &TrainingJob) -> Result<Option<Progress>, FieldError> {
+pub fn training_job_progress(job: &TrainingJob) -> Result<Option<Progress>, FieldError> {
     read_progress(
         job.metadata
             .annotations
