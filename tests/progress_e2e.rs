@@ -154,7 +154,7 @@ async fn a_progress_write_grows_the_nearly_done_job_first() {
                 .unwrap_or_default();
             async move {
                 match e2e::sample(&metrics, "trainscale_progress_estimated", &[]) {
-                    Some(n) if n == 2.0 => Ok(()),
+                    Some(2.0) => Ok(()),
                     other => Err(format!("trainscale_progress_estimated {other:?}")),
                 }
             }
