@@ -73,6 +73,9 @@ pub struct Progress {
     pub updated: f64,
     /// The window's opening time and count, when the report has one.
     pub window: Option<(f64, f64)>,
+    /// `done` went below the last report seen without the window restarting after it: the job
+    /// restarted (see [`Progress::after`]).
+    pub restarted: bool,
 }
 
 /// Why a report gives no estimate.
@@ -242,6 +245,7 @@ impl ProgressReport {
             unit: self.unit.clone(),
             updated,
             window,
+            restarted: false,
         })
     }
 }
@@ -275,6 +279,19 @@ pub fn read_progress(
 }
 
 impl Progress {
+    /// This report read after `seen`, the last one seen of the same job (the daemon's check
+    /// besides the reporter's own): `done` lower than there, in a window that opened before that
+    /// report (a writer that did not restart it), reads as a restart, and stays one while the
+    /// window stays the same.
+    pub fn after(mut self, seen: Option<&Progress>) -> Progress {
+        if let Some(seen) = seen {
+            let window_kept = self.window.is_none_or(|(since, _)| since <= seen.updated);
+            self.restarted = window_kept
+                && (self.done < seen.done || (seen.restarted && self.window == seen.window));
+        }
+        self
+    }
+
     /// The remaining one-trainer seconds (see the module doc) at `now` (seconds since the
     /// epoch), for a job whose speedup at its current size is `speedup_now` (its trainer count
     /// when linear; 0 when it runs none); `stale_after_s` is the stale limit.
@@ -283,7 +300,7 @@ impl Progress {
         if age > stale_after_s as f64 {
             return Err(Ignored::Stale(age));
         }
-        if self.window.is_some_and(|(_, d)| self.done < d) {
+        if self.restarted || self.window.is_some_and(|(_, d)| self.done < d) {
             return Err(Ignored::Restarted);
         }
         let left = (self.total - self.done).max(0.0);
@@ -496,6 +513,33 @@ mod tests {
             fresh.estimate(t("2026-11-27T20:01:00Z") as i64, 600, 1.0),
             Err(Ignored::NoRate)
         );
+    }
+
+    #[test]
+    fn done_below_the_last_report_seen_is_a_restart_until_the_window_restarts() {
+        let at = |done: i32, since: &str, updated: &str| {
+            report(&format!(
+                r#"{{"done": {done}, "total": 100, "updated": "{updated}",
+                    "since": "{since}", "doneAtSince": 0}}"#
+            ))
+            .unwrap()
+        };
+        let first = at(50, "2026-11-27T20:00:00Z", "2026-11-27T20:05:00Z").after(None);
+        assert!(!first.restarted);
+        // A writer that keeps its window while done drops from 50 to 10.
+        let back = at(10, "2026-11-27T20:00:00Z", "2026-11-27T20:06:00Z").after(Some(&first));
+        assert!(back.restarted);
+        let now = t("2026-11-27T20:06:00Z") as i64;
+        assert_eq!(back.estimate(now, 600, 1.0), Err(Ignored::Restarted));
+        // Same window, more done: still a restart.
+        let on = at(20, "2026-11-27T20:00:00Z", "2026-11-27T20:07:00Z").after(Some(&back));
+        assert!(on.restarted);
+        // A window opened after the drop: read again.
+        let fresh = at(30, "2026-11-27T20:06:30Z", "2026-11-27T20:08:00Z").after(Some(&on));
+        assert!(!fresh.restarted);
+        // Forward progress in the same window is no restart.
+        let forward = at(60, "2026-11-27T20:00:00Z", "2026-11-27T20:06:00Z").after(Some(&first));
+        assert!(!forward.restarted);
     }
 
     #[test]

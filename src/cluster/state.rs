@@ -792,17 +792,17 @@ impl ClusterState {
         self.set_pod_rule(&key, job.pod_rule());
         let slot = self.jobs.entry(key).or_default();
         slot.sized_by_pods = sized_by_pods;
-        slot.progress = None;
+        let seen = slot.progress.take().and_then(Result::ok);
         match parsed {
             Ok(Reading::Planned(read)) => {
                 slot.info = Some(read.info);
                 slot.invalid = None;
                 slot.left_alone = None;
                 slot.warnings = read.warnings;
-                slot.progress = job
-                    .progress()
-                    .transpose()
-                    .map(|r| r.inspect_err(|e| slot.warnings.push(malformed_warning(e))));
+                slot.progress = job.progress().transpose().map(|r| {
+                    r.map(|p| p.after(seen.as_ref()))
+                        .inspect_err(|e| slot.warnings.push(malformed_warning(e)))
+                });
                 Ok(())
             }
             Ok(Reading::LeftAlone(why)) => {
