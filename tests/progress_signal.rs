@@ -243,3 +243,40 @@ fn a_pass_estimates_from_the_report_and_ignores_stale_and_malformed_ones() {
         "{warnings:?}"
     );
 }
+
+#[test]
+fn plan_on_a_dump_warns_of_a_stale_report_at_its_now() {
+    let dump = json!({"apiVersion": "v1", "kind": "List", "items": [training_job(
+        r#"{"done": 3, "updated": "2026-11-27T20:00:00Z",
+            "since": "2026-11-27T19:58:20Z", "doneAtSince": 1}"#,
+    )]});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.json");
+    std::fs::write(&path, dump.to_string()).unwrap();
+    let at = |now: &str, stale_after_s: i64| -> Value {
+        let config = trainscale::planner::PlannerConfig {
+            now: now.parse::<Timestamp>().unwrap().as_second(),
+            ..Default::default()
+        };
+        let (text, _) = trainscale::commands::plan::plan_snapshot_at(
+            &path,
+            &config,
+            trainscale::commands::OutputFormat::Json,
+            stale_after_s,
+        )
+        .unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let stale = |plan: &Value| {
+        plan["job_warnings"].as_array().unwrap().iter().any(|w| {
+            w["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("not updated for")
+        })
+    };
+    assert!(!stale(&at("2026-11-27T20:05:00Z", 600)));
+    assert!(stale(&at("2026-11-27T20:20:00Z", 600)));
+    // A longer limit takes it again.
+    assert!(!stale(&at("2026-11-27T20:20:00Z", 3600)));
+}
