@@ -31,6 +31,7 @@ fn report(done: f64) -> Report {
         total: Some(100.0),
         unit: Some("steps".into()),
         window_s: 300.0,
+        status: false,
     }
 }
 
@@ -279,4 +280,52 @@ fn plan_on_a_dump_warns_of_a_stale_report_at_its_now() {
     assert!(stale(&at("2026-11-27T20:20:00Z", 600)));
     // A longer limit takes it again.
     assert!(!stale(&at("2026-11-27T20:20:00Z", 3600)));
+}
+
+#[tokio::test]
+async fn status_writes_status_progress_through_the_subresource() {
+    let (service, mut handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) = expect(&mut handle, Method::GET, PATH).await;
+        let mut job = object("8", None);
+        job["status"] = json!({"progress": {"done": 2, "unit": "passes",
+            "updated": "2026-11-27T20:00:00Z", "since": "2026-11-27T19:50:00Z", "doneAtSince": 1}});
+        respond(send, StatusCode::OK, job);
+        let status_path = format!("{PATH}/status");
+        let (_, content_type, body, send) = expect(&mut handle, Method::PATCH, &status_path).await;
+        assert_eq!(
+            content_type.as_deref(),
+            Some("application/merge-patch+json")
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], "8");
+        assert!(body["metadata"].get("annotations").is_none());
+        // Passes as the total; the status's window, older than 5 min, slides to its report.
+        let progress = &body["status"]["progress"];
+        assert_eq!(progress["done"], 3.0);
+        assert!(progress.get("total").is_none());
+        assert_eq!(progress["since"], "2026-11-27T20:00:00Z");
+        assert_eq!(progress["doneAtSince"], 2.0);
+        respond(send, StatusCode::OK, object("9", None));
+    });
+    let passes = Report {
+        total: None,
+        unit: Some("passes".into()),
+        status: true,
+        ..report(3.0)
+    };
+    let now: Timestamp = "2026-11-27T20:01:00Z".parse().unwrap();
+    write_progress(&client, &passes, now).await.unwrap();
+    server.await.unwrap();
+    // Only the paddlepaddle.org kinds have it.
+    let job = Report {
+        kind: JobKind::BatchJob,
+        status: true,
+        ..report(3.0)
+    };
+    let err = write_progress(&client, &job, now).await.unwrap_err();
+    assert!(
+        err.to_string().contains("--status is for a TrainingJob"),
+        "{err}"
+    );
 }

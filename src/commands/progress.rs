@@ -3,8 +3,9 @@
 //! [`crate::api::progress`]). The command reads the object, keeps or restarts the measuring
 //! window ([`next_report`]) and writes the annotation by a merge patch that carries the
 //! resourceVersion it read, so a write racing another is refused (409) and done again on a fresh
-//! read. The job's ServiceAccount needs `get` and `patch` on the job's resource
-//! (`deploy/components/progress-reporter`).
+//! read. With `--status` (TrainingJob, PaddleJob) it writes `status.progress` through the status
+//! subresource instead. The job's ServiceAccount needs `get` and `patch` on the job's resource
+//! (and `patch` on its `/status` for `--status`; `deploy/components/progress-reporter`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +18,9 @@ use serde_json::json;
 
 use super::flags;
 use crate::api::JobKind;
-use crate::api::progress::{PROGRESS_ANNOTATION, ProgressReport, next_report};
+use crate::api::progress::{
+    PROGRESS_ANNOTATION, PROGRESS_STATUS_FIELD, ProgressReport, next_report,
+};
 
 /// How many times a write refused for a stale resourceVersion (409) is done again.
 pub const CONFLICT_RETRIES: u32 = 5;
@@ -40,6 +43,10 @@ pub struct ProgressArgs {
     /// The job's kind: trainingjob, paddlejob, pytorchtrainingjob, pytorchjob, job, jobset.
     #[arg(long, default_value = "trainingjob", value_parser = flags::job_kind)]
     pub kind: JobKind,
+    /// TrainingJob or PaddleJob: write `status.progress` through the status subresource
+    /// instead of the annotation (needs `patch` on `<kind>s/status`).
+    #[arg(long)]
+    pub status: bool,
     /// How long the rate is measured over before the window slides (e.g. 5m), 1s..7d.
     #[arg(long, default_value = "5m", value_parser = flags::progress_stale_after)]
     pub window: Duration,
@@ -80,6 +87,10 @@ pub enum ProgressError {
     Conflicts { object: String, attempts: u32 },
     #[error("{object}: --total is needed (only a TrainingJob or PaddleJob takes spec.passes)")]
     NoTotal { object: String },
+    #[error(
+        "{object}: --status is for a TrainingJob or PaddleJob; other kinds report in the annotation"
+    )]
+    NoStatus { object: String },
 }
 
 /// One report to write.
@@ -93,6 +104,8 @@ pub struct Report {
     pub unit: Option<String>,
     /// Seconds the measuring window spans before it slides.
     pub window_s: f64,
+    /// Write `status.progress` (TrainingJob, PaddleJob) rather than the annotation.
+    pub status: bool,
 }
 
 /// Writes `report` at `now`: reads the object, builds the next report from the one on it and
@@ -106,6 +119,9 @@ pub async fn write_progress(
     let object = report.kind.object_ref(&report.namespace, &report.name);
     if report.total.is_none() && !report.kind.created_by_trainscale() {
         return Err(ProgressError::NoTotal { object });
+    }
+    if report.status && !report.kind.created_by_trainscale() {
+        return Err(ProgressError::NoStatus { object });
     }
     let api: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
@@ -130,12 +146,19 @@ pub async fn write_progress(
             }
         };
         // A report that does not read restarts the window.
-        let previous = current
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PROGRESS_ANNOTATION))
-            .and_then(|text| ProgressReport::parse(text, &object).ok());
+        let previous = if report.status {
+            current
+                .data
+                .pointer("/status/progress")
+                .and_then(|v| ProgressReport::from_value(v, &object, PROGRESS_STATUS_FIELD).ok())
+        } else {
+            current
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(PROGRESS_ANNOTATION))
+                .and_then(|text| ProgressReport::parse(text, &object).ok())
+        };
         let next = next_report(
             previous.as_ref(),
             report.done,
@@ -145,17 +168,27 @@ pub async fn write_progress(
             &now_text,
             report.window_s,
         );
-        let text = serde_json::to_string(&next).unwrap_or_default();
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": current.metadata.resource_version,
-                "annotations": {PROGRESS_ANNOTATION: text},
-            }
-        });
-        match api
-            .patch(&report.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let version = current.metadata.resource_version;
+        let params = PatchParams::default();
+        let written = if report.status {
+            let patch = json!({
+                "metadata": {"resourceVersion": version},
+                "status": {"progress": next},
+            });
+            api.patch_status(&report.name, &params, &Patch::Merge(&patch))
+                .await
+        } else {
+            let text = serde_json::to_string(&next).unwrap_or_default();
+            let patch = json!({
+                "metadata": {
+                    "resourceVersion": version,
+                    "annotations": {PROGRESS_ANNOTATION: text},
+                }
+            });
+            api.patch(&report.name, &params, &Patch::Merge(&patch))
+                .await
+        };
+        match written {
             Ok(_) => return Ok(next),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::debug!(%object, attempt, "conflict; reading again");
@@ -190,6 +223,7 @@ pub fn run(args: ProgressArgs) -> anyhow::Result<ExitCode> {
         total: args.total,
         unit: args.unit,
         window_s: args.window.as_secs_f64(),
+        status: args.status,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
