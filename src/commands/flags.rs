@@ -225,6 +225,24 @@ pub fn min_marginal_speedup(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// `--progress-min-marginal-speedup`: added speed in units of one trainer's, in [0, 1] (no
+/// trainer adds more than one trainer's speed).
+pub fn progress_min_marginal_speedup(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&value) {
+        return Err(format!("{value} is not in [0, 1]"));
+    }
+    Ok(value)
+}
+
+/// `--starvation-bound`: 1s up to 7 days.
+pub fn starvation_bound(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_COOLDOWN)
+}
+
 /// `--now`: an RFC 3339 time, not before 1970, as seconds since the epoch.
 pub fn rfc3339_seconds(text: &str) -> Result<i64, String> {
     let refused = |why: String| {

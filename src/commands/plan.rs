@@ -189,6 +189,13 @@ pub struct PlanArgs {
     /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
     #[arg(long, default_value = "0", allow_negative_numbers = true, value_parser = flags::min_marginal_speedup)]
     pub min_marginal_speedup: f64,
+    /// `progress` only: a job grows only by trainers that each add at least this much speed in
+    /// units of one trainer's (`s(n+1) − s(n)`), in [0, 1].
+    #[arg(long, default_value = "0.9", value_parser = flags::progress_min_marginal_speedup)]
+    pub progress_min_marginal_speedup: f64,
+    /// `progress` only: how long a job may stay at or below min before it goes first (e.g. `4h`).
+    #[arg(long, default_value = "4h", value_parser = flags::starvation_bound)]
+    pub starvation_bound: Duration,
     /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`; at most
     /// 7 days.
     #[arg(long, default_value = "0s", value_parser = flags::cooldown)]
@@ -218,6 +225,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         // Bounded by flags::MAX_COOLDOWN.
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         min_marginal_speedup: args.min_marginal_speedup,
+        progress_min_marginal_speedup: args.progress_min_marginal_speedup,
+        // Bounded by flags::starvation_bound.
+        starvation_bound_s: i64::try_from(args.starvation_bound.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()
     };
     let (text, warnings) = plan_snapshot_at(
