@@ -329,3 +329,45 @@ async fn status_writes_status_progress_through_the_subresource() {
         "{err}"
     );
 }
+
+/// The daemon reports a malformed report once per object version (a Warning Event), among the
+/// warnings only the autoscaler sees.
+#[test]
+fn the_daemon_warns_of_a_malformed_report_once_per_version() {
+    use kube::api::DynamicObject;
+    use kube::runtime::watcher::Event;
+    use trainscale::daemon::{Store, WatchEvent};
+    let mut store = Store::new();
+    let apply = |store: &mut Store, version: &str, annotation: &str| {
+        let mut job = training_job(annotation);
+        job["metadata"]["resourceVersion"] = json!(version);
+        let obj: DynamicObject = serde_json::from_value(job).unwrap();
+        store.handle(WatchEvent::JobObject(
+            JobKind::TrainingJob,
+            Event::Apply(obj),
+        ));
+    };
+    apply(&mut store, "1", "{not json");
+    let warned = store.unreported_warnings();
+    assert_eq!(warned.len(), 1);
+    assert_eq!(
+        warned[0].problems[0].field,
+        "metadata.annotations[\"trainscale.io/progress\"]"
+    );
+    store.mark_warned(&warned[0]);
+    assert!(store.unreported_warnings().is_empty());
+    // Fixed: nothing to report.
+    apply(
+        &mut store,
+        "2",
+        r#"{"done": 1, "total": 5, "updated": "2026-11-27T20:00:00Z"}"#,
+    );
+    assert!(store.unreported_warnings().is_empty());
+    // Broken again at a new version: reported again.
+    apply(
+        &mut store,
+        "3",
+        r#"{"done": -1, "total": 5, "updated": "2026-11-27T20:00:00Z"}"#,
+    );
+    assert_eq!(store.unreported_warnings().len(), 1);
+}

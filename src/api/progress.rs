@@ -42,6 +42,11 @@ pub fn annotation_field() -> String {
     format!("metadata.annotations[\"{PROGRESS_ANNOTATION}\"]")
 }
 
+/// Whether `field` (of a warning) is where a job reports its progress.
+pub fn is_progress_field(field: &str) -> bool {
+    field.starts_with(&annotation_field()) || field.starts_with(PROGRESS_STATUS_FIELD)
+}
+
 /// A progress report as written on the object (the JSON of the module doc).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
