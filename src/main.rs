@@ -35,6 +35,9 @@ enum Command {
     Plan(commands::plan::PlanArgs),
     /// Say why one job is at its size, who is ahead of it and what room would let it grow.
     Explain(commands::explain::ExplainArgs),
+    /// Report a job's progress (from its training container): write the
+    /// `trainscale.io/progress` annotation the `progress` policy reads.
+    Progress(commands::progress::ProgressArgs),
     /// Replay a job trace in simulated time under each policy; write a summary, a time series
     /// and plots, and print the policies side by side.
     Simulate(commands::simulate::SimulateArgs),
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => commands::plan::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Simulate(args) => commands::simulate::run(args),
+        Command::Progress(args) => commands::progress::run(args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

@@ -12,6 +12,7 @@ pub mod names;
 pub mod note;
 mod paddlejob;
 pub mod priority;
+pub mod progress;
 mod pytorch;
 pub mod quantity;
 mod resources;

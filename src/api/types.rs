@@ -375,4 +375,9 @@ pub struct TrainingJobStatus {
         deserialize_with = "super::sizing::lenient_conditions"
     )]
     pub conditions: Vec<Condition>,
+    /// The job's own progress report (trainscale extension; see `api::progress`); kept as
+    /// written, read leniently: a malformed one is a warning, not a broken object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<super::progress::ProgressReport>")]
+    pub progress: Option<serde_json::Value>,
 }

@@ -403,6 +403,11 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
             text,
         ));
     }
+    if let Err(e) = crate::cluster::kinds::training_job_progress(&job) {
+        findings
+            .warnings
+            .push(super::progress::malformed_warning(&e));
+    }
     let rename = |problems: Vec<FieldError>| -> Vec<FieldError> {
         match job_kind {
             JobKind::PaddleJob => problems.into_iter().map(paddle_job_problem).collect(),

@@ -12,5 +12,6 @@ pub mod sync;
 pub use objects::{JobInfo, NodeInfo, PodInfo, PodPhase, ProgressEstimate, Role};
 pub use snapshot::{DumpError, Snapshot};
 pub use state::{
-    ClusterState, DEFAULT_NODE_PODS, JobSlot, MAX_NODE_PODS, NodeId, NodeSlot, Sizes, TrainerPods,
+    ClusterState, DEFAULT_NODE_PODS, IgnoredProgress, JobSlot, MAX_NODE_PODS, NodeId, NodeSlot,
+    Sizes, TrainerPods,
 };

@@ -16,7 +16,8 @@ pub struct JobProblem {
 }
 
 impl JobProblem {
-    fn of(key: &JobKey, e: &FieldError) -> Self {
+    /// Problem `e` of job `key`.
+    pub fn of(key: &JobKey, e: &FieldError) -> Self {
         JobProblem {
             kind: key.kind,
             namespace: key.namespace.to_string(),

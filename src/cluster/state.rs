@@ -21,10 +21,14 @@ use super::objects::{
 };
 use super::quota::{QuotaModel, queue_label};
 use crate::api::priority::{PriorityClasses, resolve_priority};
+use crate::api::progress::{Progress, malformed_warning};
 use crate::api::{FieldError, JobKey, Resources};
 
 mod kueue;
+mod progress;
 mod reservations;
+
+pub use progress::IgnoredProgress;
 
 pub use reservations::Reservation;
 
@@ -153,6 +157,10 @@ pub struct JobSlot {
     /// it): while the job is unfinished it holds no room and is not resized (see
     /// [`JobSlot::held_by_suspension`]).
     pub trainer_job_suspended: bool,
+    /// The job's progress report as read from its object (`None`: none); a malformed one is
+    /// also among `warnings`. Turned into `info.progress` by
+    /// [`ClusterState::estimate_progress`].
+    pub progress: Option<Result<Progress, FieldError>>,
 }
 
 impl JobSlot {
@@ -784,12 +792,17 @@ impl ClusterState {
         self.set_pod_rule(&key, job.pod_rule());
         let slot = self.jobs.entry(key).or_default();
         slot.sized_by_pods = sized_by_pods;
+        let seen = slot.progress.take().and_then(Result::ok);
         match parsed {
             Ok(Reading::Planned(read)) => {
                 slot.info = Some(read.info);
                 slot.invalid = None;
                 slot.left_alone = None;
                 slot.warnings = read.warnings;
+                slot.progress = job.progress().transpose().map(|r| {
+                    r.map(|p| p.after(seen.as_ref()))
+                        .inspect_err(|e| slot.warnings.push(malformed_warning(e)))
+                });
                 Ok(())
             }
             Ok(Reading::LeftAlone(why)) => {

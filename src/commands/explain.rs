@@ -40,6 +40,10 @@ pub struct ExplainArgs {
     /// Time left between two rescales of one job, as `plan --cooldown`.
     #[arg(long, default_value = "0s", value_parser = flags::cooldown)]
     pub cooldown: std::time::Duration,
+    /// A job's progress report not updated for longer than this before `--now` is ignored,
+    /// with a warning (as `plan --progress-stale-after`).
+    #[arg(long, default_value = "10m", value_parser = flags::progress_stale_after)]
+    pub progress_stale_after: std::time::Duration,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
@@ -353,10 +357,16 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()
     };
-    let snap = match &args.snapshot {
+    let mut snap = match &args.snapshot {
         Some(path) => ClusterState::from_file(path)?,
         None => read_live(args.kubeconfig.as_ref())?,
     };
+    let stale_after = args.progress_stale_after.as_secs() as i64;
+    for ignored in snap.state.estimate_progress(now, stale_after) {
+        if let Some(w) = ignored.warning {
+            eprintln!("warning: {w}");
+        }
+    }
     let explained = explain_job(&snap.state, &config, &args.job)?;
     match args.output {
         OutputFormat::Json => println!(

@@ -61,6 +61,14 @@ pub fn gang_timeout(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::ZERO, MAX_GANG_TIMEOUT)
 }
 
+/// Longest `--progress-stale-after`: 7 days.
+pub const MAX_PROGRESS_STALE_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `--progress-stale-after`: 1s up to [`MAX_PROGRESS_STALE_AFTER`].
+pub fn progress_stale_after(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_PROGRESS_STALE_AFTER)
+}
+
 /// Longest `--scheduling-deadline`: 10 minutes.
 pub const MAX_SCHEDULING_DEADLINE: Duration = Duration::from_secs(600);
 
@@ -215,6 +223,24 @@ pub fn min_marginal_speedup(text: &str) -> Result<f64, String> {
         return Err(format!("{value} is not in [0, 1)"));
     }
     Ok(value)
+}
+
+/// `--progress-min-marginal-speedup`: added speed in units of one trainer's, in [0, 1] (no
+/// trainer adds more than one trainer's speed).
+pub fn progress_min_marginal_speedup(text: &str) -> Result<f64, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&value) {
+        return Err(format!("{value} is not in [0, 1]"));
+    }
+    Ok(value)
+}
+
+/// `--starvation-bound`: 1s up to 7 days.
+pub fn starvation_bound(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_COOLDOWN)
 }
 
 /// `--now`: an RFC 3339 time, not before 1970, as seconds since the epoch.

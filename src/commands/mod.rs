@@ -5,6 +5,7 @@ pub mod explain;
 pub mod flags;
 pub mod live;
 pub mod plan;
+pub mod progress;
 pub mod run;
 pub mod simulate;
 pub mod state;

@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::{OutputFormat, flags};
+use crate::api::progress::DEFAULT_STALE_AFTER_S;
 use crate::cluster::ClusterState;
 use crate::cluster::DumpError;
 use crate::cluster::report::{JobProblem, job_warnings, left_alone_jobs, skipped_jobs};
@@ -43,13 +44,26 @@ pub struct ExplainedJob<'a> {
     pub explanation: Explanation,
 }
 
-/// Loads the dump, runs the pass and renders it; also returns the skipped-object warnings.
+/// [`plan_snapshot_at`] with progress reports stale after the default 10 minutes.
 pub fn plan_snapshot(
     snapshot: &Path,
     config: &PlannerConfig,
     format: OutputFormat,
 ) -> Result<(String, Vec<String>), DumpError> {
-    let snap = ClusterState::from_file(snapshot)?;
+    plan_snapshot_at(snapshot, config, format, DEFAULT_STALE_AFTER_S)
+}
+
+/// Loads the dump, estimates the jobs' progress at `config.now` (reports older than
+/// `stale_after_s` ignored, with a warning), runs the pass and renders it; also returns the
+/// skipped-object warnings.
+pub fn plan_snapshot_at(
+    snapshot: &Path,
+    config: &PlannerConfig,
+    format: OutputFormat,
+    stale_after_s: i64,
+) -> Result<(String, Vec<String>), DumpError> {
+    let mut snap = ClusterState::from_file(snapshot)?;
+    let ignored = snap.state.estimate_progress(config.now, stale_after_s);
     let started = Instant::now();
     let result = plan(&snap.state, config);
     let pass_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -69,7 +83,14 @@ pub fn plan_snapshot(
         summary: &result.summary,
         warnings: &result.warnings,
         skipped: skipped_jobs(&snap.state),
-        job_warnings: job_warnings(&snap.state),
+        job_warnings: job_warnings(&snap.state)
+            .into_iter()
+            .chain(
+                ignored
+                    .iter()
+                    .filter_map(|i| Some(JobProblem::of(&i.key, i.warning.as_ref()?))),
+            )
+            .collect(),
         left_alone: left_alone_jobs(&snap.state),
     };
     let text = match format {
@@ -168,6 +189,13 @@ pub struct PlanArgs {
     /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
     #[arg(long, default_value = "0", allow_negative_numbers = true, value_parser = flags::min_marginal_speedup)]
     pub min_marginal_speedup: f64,
+    /// `progress` only: a job grows only by trainers that each add at least this much speed in
+    /// units of one trainer's (`s(n+1) − s(n)`), in [0, 1].
+    #[arg(long, default_value = "0.9", value_parser = flags::progress_min_marginal_speedup)]
+    pub progress_min_marginal_speedup: f64,
+    /// `progress` only: how long a job may stay at or below min before it goes first (e.g. `4h`).
+    #[arg(long, default_value = "4h", value_parser = flags::starvation_bound)]
+    pub starvation_bound: Duration,
     /// Time left between two rescales of one job (`fulfillment`), e.g. `60s`, `2m`; at most
     /// 7 days.
     #[arg(long, default_value = "0s", value_parser = flags::cooldown)]
@@ -176,6 +204,10 @@ pub struct PlanArgs {
     /// seconds since the epoch.
     #[arg(long, value_parser = flags::rfc3339_seconds)]
     pub now: Option<i64>,
+    /// A job's progress report not updated for longer than this before `--now` is ignored,
+    /// with a warning (as `run --progress-stale-after`).
+    #[arg(long, default_value = "10m", value_parser = flags::progress_stale_after)]
+    pub progress_stale_after: Duration,
     #[arg(long, value_enum, default_value = "table")]
     pub output: OutputFormat,
 }
@@ -193,9 +225,17 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         // Bounded by flags::MAX_COOLDOWN.
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         min_marginal_speedup: args.min_marginal_speedup,
+        progress_min_marginal_speedup: args.progress_min_marginal_speedup,
+        // Bounded by flags::starvation_bound.
+        starvation_bound_s: i64::try_from(args.starvation_bound.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()
     };
-    let (text, warnings) = plan_snapshot(&args.snapshot, &config, args.output)?;
+    let (text, warnings) = plan_snapshot_at(
+        &args.snapshot,
+        &config,
+        args.output,
+        args.progress_stale_after.as_secs() as i64,
+    )?;
     for w in warnings {
         eprintln!("warning: skipped {w}");
     }

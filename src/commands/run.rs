@@ -41,6 +41,17 @@ pub struct RunArgs {
     /// speedup (`s(n+1)/s(n) − 1`), in [0, 1); 0 lets jobs grow to max-instance.
     #[arg(long, env = "TRAINSCALE_MIN_MARGINAL_SPEEDUP", default_value = "0", allow_negative_numbers = true, value_parser = flags::min_marginal_speedup)]
     pub min_marginal_speedup: f64,
+    /// A job's progress report (`trainscale.io/progress`) not updated for longer than this is
+    /// ignored, with a warning (e.g. 10m), 1s..7d.
+    #[arg(long, env = "TRAINSCALE_PROGRESS_STALE_AFTER", default_value = "10m", value_parser = flags::progress_stale_after)]
+    pub progress_stale_after: Duration,
+    /// `progress` policy: a job grows only by trainers that each add at least this much speed in
+    /// units of one trainer's (`s(n+1) − s(n)`), in [0, 1].
+    #[arg(long, env = "TRAINSCALE_PROGRESS_MIN_MARGINAL_SPEEDUP", default_value = "0.9", value_parser = flags::progress_min_marginal_speedup)]
+    pub progress_min_marginal_speedup: f64,
+    /// `progress` policy: how long a job may stay at or below min before it goes first (e.g. 4h).
+    #[arg(long, env = "TRAINSCALE_STARVATION_BOUND", default_value = "4h", value_parser = flags::starvation_bound)]
+    pub starvation_bound: Duration,
     /// Period of the unconditional pass (e.g. 30s, 2m), above zero, at most 24h.
     #[arg(long, env = "TRAINSCALE_INTERVAL", default_value = "30s", value_parser = flags::interval)]
     pub interval: Duration,
@@ -157,6 +168,9 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         policy: args.policy,
         max_load_desired: args.max_load_desired,
         min_marginal_speedup: args.min_marginal_speedup,
+        progress_stale_after: args.progress_stale_after,
+        progress_min_marginal_speedup: args.progress_min_marginal_speedup,
+        starvation_bound: args.starvation_bound,
         interval: args.interval,
         debounce: args.debounce,
         cooldown: args.cooldown,

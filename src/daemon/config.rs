@@ -14,6 +14,12 @@ pub struct DaemonConfig {
     pub max_load_desired: f64,
     /// `goodput`: the least relative speedup a trainer must add for a job to grow by it.
     pub min_marginal_speedup: f64,
+    /// A progress report not updated for longer is ignored (`progress` policy).
+    pub progress_stale_after: Duration,
+    /// `progress` policy: the least marginal speedup `s(n+1) − s(n)` a trainer must add.
+    pub progress_min_marginal_speedup: f64,
+    /// `progress` policy: how long a job may stay at or below min before it goes first.
+    pub starvation_bound: Duration,
     /// Period of the unconditional pass.
     pub interval: Duration,
     /// Delay from the first change seen to the pass it triggers.
@@ -57,6 +63,11 @@ impl Default for DaemonConfig {
             policy: Policy::Fulfillment,
             max_load_desired: 0.97,
             min_marginal_speedup: 0.0,
+            progress_stale_after: Duration::from_secs(600),
+            progress_min_marginal_speedup: crate::planner::progress::DEFAULT_MIN_MARGINAL_SPEEDUP,
+            starvation_bound: Duration::from_secs(
+                crate::planner::progress::DEFAULT_STARVATION_BOUND_S as u64,
+            ),
             interval: Duration::from_secs(30),
             debounce: Duration::from_secs(2),
             cooldown: Duration::from_secs(60),

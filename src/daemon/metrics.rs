@@ -38,6 +38,8 @@ pub const RESERVATIONS: &str = "trainscale_reservations";
 pub const UNSCHEDULABLE_PODS: &str = "trainscale_unschedulable_pods";
 pub const GANG_TIMEOUTS: &str = "trainscale_gang_timeouts_total";
 pub const SCHEDULING_CUTS: &str = "trainscale_scheduling_cuts_total";
+pub const PROGRESS_IGNORED: &str = "trainscale_progress_ignored";
+pub const PROGRESS_ESTIMATED: &str = "trainscale_progress_estimated";
 
 /// Installs the global Prometheus recorder. Per-job gauges not refreshed for `stale_after`
 /// (deleted jobs) disappear from the output.
@@ -230,4 +232,13 @@ pub fn observe_plan(plan: &ScalePlan) {
         gauge!(TRAINERS_CURRENT, &labels).set(f64::from(job.current));
         gauge!(TRAINERS_TARGET, &labels).set(f64::from(job.target));
     }
+}
+
+/// Per pass: jobs whose progress report gave no estimate, by reason, and jobs planned with one.
+pub fn progress(ignored: &[crate::cluster::IgnoredProgress], estimated: usize) {
+    for reason in crate::api::progress::Ignored::REASONS {
+        let n = ignored.iter().filter(|i| i.why.reason() == reason).count();
+        gauge!(PROGRESS_IGNORED, "reason" => reason).set(n as f64);
+    }
+    gauge!(PROGRESS_ESTIMATED).set(estimated as f64);
 }

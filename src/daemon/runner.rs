@@ -1,7 +1,7 @@
 //! The daemon's main loop: watch into the store, pass on a debounced change or the periodic tick
 //! while leader, serve metrics and probes, shut down on request.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -119,6 +119,7 @@ pub async fn run(
         released,
         stop: requested,
         scheduling: Mutex::new(Memory::default()),
+        progress_warned: Mutex::new(HashSet::new()),
         config,
     };
     // Flags refuse a zero interval; a config built in code must not panic either.
@@ -342,6 +343,8 @@ struct Daemon {
     stop: watch::Receiver<bool>,
     /// What the scheduler role's last pass left for the next (gang waits, unfilled positions).
     scheduling: Mutex<Memory>,
+    /// Jobs whose ignored progress report was warned about, so each is warned once.
+    progress_warned: Mutex<HashSet<JobKey>>,
     config: DaemonConfig,
 }
 
@@ -390,6 +393,28 @@ impl Daemon {
             unfilled_limit: ttl.saturating_mul(i64::from(UNFILLED_RESERVATIONS)),
             memory,
         })
+    }
+
+    /// Logs a warning for each job whose progress report is newly ignored for a reason that
+    /// warns (stale; malformed ones are warned with the job's spec warnings).
+    fn warn_progress(&self, ignored: &[crate::cluster::IgnoredProgress]) {
+        let mut warned = self
+            .progress_warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now: HashSet<JobKey> = ignored
+            .iter()
+            .filter(|i| i.warning.is_some())
+            .map(|i| i.key.clone())
+            .collect();
+        for i in ignored {
+            if let Some(w) = &i.warning
+                && !warned.contains(&i.key)
+            {
+                tracing::warn!(job = %i.key, reason = i.why.reason(), warning = %w, "progress report ignored");
+            }
+        }
+        *warned = now;
     }
 
     /// Keeps what this pass's scheduler role leaves for the next one.
@@ -577,6 +602,8 @@ impl Daemon {
             now,
             cooldown_s: self.config.cooldown.as_secs() as i64,
             min_marginal_speedup: self.config.min_marginal_speedup,
+            progress_min_marginal_speedup: self.config.progress_min_marginal_speedup,
+            starvation_bound_s: self.config.starvation_bound.as_secs() as i64,
             ..PlannerConfig::default()
         }
     }
@@ -607,6 +634,23 @@ impl Daemon {
             if !store.synced() || store.relisting() {
                 tracing::debug!("pass skipped: caches not synced");
                 return;
+            }
+            // The jobs' progress estimates at this pass's `now` (only with reports to read or
+            // estimates to clear, so a pass without any copies nothing).
+            if store.state().job_slots().any(|(_, s)| {
+                s.progress.is_some() || s.info.as_ref().is_some_and(|i| i.progress.is_some())
+            }) {
+                let stale_after = self.config.progress_stale_after.as_secs() as i64;
+                let state = Arc::make_mut(&mut store).state_mut();
+                let ignored = state.estimate_progress(now, stale_after);
+                let estimated = state
+                    .jobs()
+                    .filter(|(_, _, i)| i.progress.is_some())
+                    .count();
+                self.warn_progress(&ignored);
+                metrics::progress(&ignored, estimated);
+            } else {
+                metrics::progress(&[], 0);
             }
             Arc::clone(&store)
         };

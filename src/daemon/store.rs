@@ -17,6 +17,7 @@ use kube::runtime::watcher::Event;
 use kube::api::DynamicObject;
 
 use crate::api::kueue::{ClusterQueue, KueueKind, LocalQueue, ResourceFlavor, Workload};
+use crate::api::progress::is_progress_field;
 use crate::api::{FieldError, JobKey, JobKind, TrainingJobPhase};
 use crate::cluster::kinds::{JobAdapter, JobObject, SizeAt, decode_dynamic, priority_field};
 use crate::cluster::objects::{read_trainer_job, suspended_by_others, trainer_constraints};
@@ -821,6 +822,7 @@ impl Store {
                     .as_deref()
                     .is_some_and(|c| !self.state.priority_classes().contains_key(c))
                     || info.min.max(info.max).max(slot.current()) > cap
+                    || matches!(slot.progress, Some(Err(_)))
             })
             .filter_map(|(key, _, _)| {
                 let meta = self.training_jobs.get(key).cloned().unwrap_or_default();
@@ -829,7 +831,7 @@ impl Store {
                     .state
                     .warnings(key)
                     .into_iter()
-                    .filter(|w| w.field == priority_field(key.kind))
+                    .filter(|w| w.field == priority_field(key.kind) || is_progress_field(&w.field))
                     .collect();
                 problems.extend(self.state.cap_warnings(key));
                 let reported = self.reported_warnings.get(key);

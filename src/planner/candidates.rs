@@ -50,6 +50,9 @@ pub struct Candidate<'a> {
     /// Whether the pass orders jobs by the gain of their next trainer (`goodput`) instead of by
     /// fulfillment.
     pub goodput: bool,
+    /// `progress`: the job's share at every count from min on, when it has one (see
+    /// `planner::progress`); `None` leaves the share to `goodput`'s gain.
+    pub lead: Option<f64>,
     pub priority: i32,
     pub trainer: Resources,
     /// The trainers' eligibility class: the nodes they may go to (`None`: every node).
@@ -110,6 +113,7 @@ pub struct Share<'a> {
     fair_max: i32,
     curve: Option<&'a SpeedupCurve>,
     goodput: bool,
+    lead: Option<f64>,
 }
 
 impl<'a> Share<'a> {
@@ -121,6 +125,7 @@ impl<'a> Share<'a> {
             fair_max: 0,
             curve,
             goodput: true,
+            lead: None,
         }
     }
 
@@ -140,6 +145,9 @@ impl<'a> Share<'a> {
             // fulfillment does): nothing may take it below min.
             if count < self.min {
                 return f64::NEG_INFINITY;
+            }
+            if let Some(lead) = self.lead {
+                return lead;
             }
             -SpeedupCurve::gain_of(self.curve, count)
         } else {
@@ -202,6 +210,7 @@ impl<'a> Candidate<'a> {
             fair_max: self.fair_max,
             curve: self.curve,
             goodput: self.goodput,
+            lead: self.lead,
         }
     }
 
@@ -633,6 +642,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     useful_max: sizes.max,
                     curve: info.speedup.as_deref(),
                     goodput: false,
+                    lead: None,
                     priority: info.priority,
                     trainer: info.trainer,
                     class: slot.class,

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use super::progress::{self, Standing};
 use super::quota::{describe as describe_quota, room_after};
 use super::summary::free_by_node;
 use super::{JobPlan, PlannerConfig, Policy, Reason, ScalePlan, aligned};
@@ -95,6 +96,11 @@ pub fn explain_jobs(
                     let more = if p > ahead.len() { ", …" } else { "" };
                     message.push_str(&format!("; ahead: {}{more}", ahead.join(", ")));
                 }
+                if config.policy == Policy::Progress
+                    && let Some(&q) = p.checked_sub(1).and_then(|a| queue.get(a))
+                {
+                    message.push_str(&sooner(state, &plan.jobs[q], job, config));
+                }
             }
             Explanation {
                 message,
@@ -118,7 +124,12 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
         .map(|(i, j)| {
             let info = infos[i];
             let (priority, created) = info.map_or((0, 0), |info| (info.priority, info.created));
-            let share = if config.policy == Policy::Goodput {
+            let lead = info
+                .filter(|_| config.policy == Policy::Progress)
+                .and_then(|info| Standing::of(info, j.current, j.min, config).lead());
+            let share = if let Some(lead) = lead {
+                lead
+            } else if matches!(config.policy, Policy::Goodput | Policy::Progress) {
                 -SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), j.target)
             } else {
                 j.fulfillment_after
@@ -140,6 +151,39 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
             .then(a.4.cmp(&b.4))
     });
     waiting.into_iter().map(|w| w.4).collect()
+}
+
+/// `progress`: why the job just ahead in line (`ahead`) goes before `job`: it finishes sooner
+/// (and by how much), it has waited at min past the starvation bound, or `job` has no estimate.
+fn sooner(state: &ClusterState, ahead: &JobPlan, job: &JobPlan, config: &PlannerConfig) -> String {
+    let standing = |j: &JobPlan| {
+        state
+            .job(&j.key)
+            .and_then(|s| s.info.as_ref())
+            .map(|info| Standing::of(info, j.current, j.min, config))
+    };
+    let s = |v: f64| format!("{v:.0} s");
+    match (standing(ahead), standing(job)) {
+        (Some(Standing::Aged(waited)), _) => format!(
+            "; {} has waited at min {} (past the {} starvation bound)",
+            ahead.key,
+            s(waited as f64),
+            s(config.starvation_bound_s as f64)
+        ),
+        (Some(Standing::Finishes(a)), Some(Standing::Finishes(b))) => format!(
+            "; {} finishes sooner: {} left vs {} ({} sooner)",
+            ahead.key,
+            s(a),
+            s(b),
+            s(b - a)
+        ),
+        (Some(Standing::Finishes(a)), _) => format!(
+            "; {} finishes in {} and this job reports no progress",
+            ahead.key,
+            s(a)
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Each planned job's info.
@@ -298,6 +342,15 @@ fn held(
                  --max-load-desired {} of its CPU and more than one trainer's memory is free \
                  cluster-wide; another trainer would fit on a node",
                 config.max_load_desired
+            );
+        }
+        Policy::Progress if room.would_fit(job.trainer, class) => {
+            let curve = info.and_then(|i| i.speedup.as_deref());
+            let added = progress::speedup_at(curve, t + 1) - progress::speedup_at(curve, t);
+            return format!(
+                "another trainer would fit, but it would add {added:.2} of one trainer's speed, \
+                 less than --progress-min-marginal-speedup {}",
+                config.progress_min_marginal_speedup
             );
         }
         Policy::Goodput if room.would_fit(job.trainer, class) => {

@@ -38,6 +38,9 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
         }
         cap_useful_maxes(&mut jobs, config.min_marginal_speedup);
     }
+    if config.policy == Policy::Progress {
+        super::progress::prepare(state, &mut jobs, config);
+    }
     let support_pods = support::pending(state);
     let mut index = NodeIndex::for_shapes(
         state,
@@ -70,7 +73,10 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
         starving: &starving,
         ties: &ties,
     };
-    bulk_fill(&mut jobs, &mut index, queueing, config.bulk_min_trainers);
+    // Bulk levels are fulfillments or curve gains; `progress` orders by remaining time instead.
+    if config.policy != Policy::Progress {
+        bulk_fill(&mut jobs, &mut index, queueing, config.bulk_min_trainers);
+    }
     let mut no_fit = vec![false; jobs.len()];
     let mut rounds = 0;
     loop {

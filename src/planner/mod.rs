@@ -11,6 +11,7 @@ mod fill_queue;
 mod fulfillment;
 mod nodes;
 mod plan;
+pub mod progress;
 mod quota;
 mod rebalance;
 mod relief;
@@ -42,6 +43,10 @@ pub enum Policy {
     /// `fulfillment`'s guarantees, but spare trainers go to the job whose next trainer adds the
     /// largest relative speedup (its `trainscale.io/speedup` curve; linear without one).
     Goodput,
+    /// `fulfillment`'s guarantees, but spare trainers go to the job that finishes soonest at its
+    /// current size by its progress reports (see [`progress`]); jobs without a report after
+    /// them, in `goodput`'s order.
+    Progress,
 }
 
 impl Policy {
@@ -52,6 +57,7 @@ impl Policy {
             Policy::Edl => "edl",
             Policy::Static => "static",
             Policy::Goodput => "goodput",
+            Policy::Progress => "progress",
         }
     }
 }
@@ -64,8 +70,9 @@ impl std::str::FromStr for Policy {
             "edl" => Ok(Policy::Edl),
             "static" => Ok(Policy::Static),
             "goodput" => Ok(Policy::Goodput),
+            "progress" => Ok(Policy::Progress),
             other => Err(format!(
-                "unknown policy {other:?} (known: fulfillment, edl, static, goodput)"
+                "unknown policy {other:?} (known: fulfillment, edl, static, goodput, progress)"
             )),
         }
     }
@@ -89,6 +96,13 @@ pub struct PlannerConfig {
     /// `goodput` only: a job grows only by trainers that each add at least this relative
     /// speedup (`s(n+1)/s(n) − 1`); 0 lets it grow to max-instance.
     pub min_marginal_speedup: f64,
+    /// `progress` only: a job grows only by trainers that each add at least this much speed in
+    /// units of one trainer's (`s(n+1) − s(n)`, `s(1) = 1`), in [0, 1]; 0 lets it grow to
+    /// max-instance.
+    pub progress_min_marginal_speedup: f64,
+    /// `progress` only: seconds a job may stay at or below min (since its last rescale, or its
+    /// creation) before it goes ahead of every job that finishes sooner.
+    pub starvation_bound_s: i64,
 }
 
 impl Default for PlannerConfig {
@@ -101,6 +115,8 @@ impl Default for PlannerConfig {
             bulk_min_trainers: 256,
             edl_iteration_cap: 10_000,
             min_marginal_speedup: 0.0,
+            progress_min_marginal_speedup: progress::DEFAULT_MIN_MARGINAL_SPEEDUP,
+            starvation_bound_s: progress::DEFAULT_STARVATION_BOUND_S,
         }
     }
 }
@@ -123,7 +139,9 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> ScalePlan<'s
         free_after,
         support,
     } = match config.policy {
-        Policy::Fulfillment | Policy::Goodput => fulfillment::plan(state, config),
+        Policy::Fulfillment | Policy::Goodput | Policy::Progress => {
+            fulfillment::plan(state, config)
+        }
         Policy::Edl => edl::plan(state, config),
         Policy::Static => static_policy::plan(state),
     };

@@ -40,7 +40,7 @@ use super::trace::{TraceJob, replicas};
 use crate::api::priority::resolve_priority;
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Quantity, Resources, TrainingJobPhase, fulfillment_of};
-use crate::cluster::JobInfo;
+use crate::cluster::{JobInfo, ProgressEstimate};
 use crate::operator::names::trainer_name;
 use crate::planner::{self, PlannerConfig, Policy};
 
@@ -100,6 +100,52 @@ struct JobRun {
     bound_gpus: i64,
     allocated_worker_s: f64,
     allocated_gpu_s: f64,
+    /// How the job reports progress (`None`: it does not).
+    reports: Option<Reporting>,
+}
+
+/// How one job reports its progress: its estimated total off its true work by `factor`, in
+/// seconds of one trainer at `one_rate` worker-seconds per second, next at `next_s`.
+#[derive(Debug, Clone, Copy)]
+struct Reporting {
+    factor: f64,
+    one_rate: f64,
+    next_s: f64,
+}
+
+/// A job past its estimated total reports this share of that total as left (it cannot know how
+/// much more it needs, only that it is not done).
+const PAST_TOTAL_LEFT: f64 = 0.01;
+
+/// The remaining work a job reports, in seconds of one trainer: its estimated total (true work
+/// × `factor`) less the work done, at least [`PAST_TOTAL_LEFT`] of the estimate once past it.
+fn reported_remaining(work: f64, done: f64, r: &Reporting) -> f64 {
+    let total = work * r.factor;
+    let left = total - done;
+    let left = if left > 0.0 {
+        left
+    } else {
+        total * PAST_TOTAL_LEFT
+    };
+    left / r.one_rate
+}
+
+/// Draws which jobs report (probability `share`) and the factor each one's estimate is off
+/// (`exp(σ·z)`, `z` standard normal by Box–Muller), in trace order, from a stream of its own
+/// seeded by `seed` (so faults draw as without it). Every job draws the same three numbers
+/// whatever the settings.
+fn draw_reports(seed: u64, jobs: usize, share: f64, sigma: f64) -> Vec<Option<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(0x70_72_6f_67);
+    let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (0..jobs)
+        .map(|_| {
+            let (pick, u1, u2) = (unit(), unit(), unit());
+            // u1 in (0, 1] keeps the logarithm finite.
+            let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (pick < share).then(|| (sigma * z).exp())
+        })
+        .collect()
 }
 
 /// What one pass's plan says of one live job: its target and where its new trainers go
@@ -202,6 +248,12 @@ impl<'a> Engine<'a> {
             .max()
             .unwrap_or(0);
         let mut curves: HashMap<(&str, i64, i32), Arc<SpeedupCurve>> = HashMap::new();
+        let factors = draw_reports(
+            scenario.seed,
+            trace.len(),
+            scenario.progress.share,
+            scenario.progress.sigma,
+        );
         for (i, t) in trace.iter().enumerate() {
             let key = JobKey::new(NAMESPACE, t.id.clone());
             let trainer = Resources::new(
@@ -261,6 +313,19 @@ impl<'a> Engine<'a> {
                 bound_gpus: 0,
                 allocated_worker_s: 0.0,
                 allocated_gpu_s: 0.0,
+                reports: factors[i]
+                    .filter(|_| policy == Policy::Progress)
+                    .map(|factor| Reporting {
+                        factor,
+                        one_rate: speedup
+                            .speedup(
+                                &t.application,
+                                replicas(1, t.gpus_per_worker),
+                                t.gpus_per_worker > node_gpus,
+                            )
+                            .max(f64::MIN_POSITIVE),
+                        next_s: t.submit_s,
+                    }),
             });
         }
         let (kueue, queue_ticks) = match &scenario.queues {
@@ -305,6 +370,8 @@ impl<'a> Engine<'a> {
             now: 0,
             cooldown_s: scenario.cooldown_s,
             min_marginal_speedup: scenario.min_marginal_speedup,
+            progress_min_marginal_speedup: scenario.progress_min_marginal_speedup,
+            starvation_bound_s: scenario.starvation_bound_s,
             ..PlannerConfig::default()
         };
         let horizon_s = horizon::horizon_s(scenario, trace);
@@ -711,6 +778,7 @@ impl<'a> Engine<'a> {
     fn tick(&mut self, now: f64) -> bool {
         let admitted = self.admit_workloads(now);
         self.feed_workloads();
+        self.report_progress(now);
         self.config.now = now as i64;
         let started = Instant::now();
         let plan = planner::plan(&self.world.state, &self.config);
@@ -801,6 +869,32 @@ impl<'a> Engine<'a> {
         }
         self.sample(now);
         changed
+    }
+
+    /// The live jobs whose report is due write their remaining work (see
+    /// [`reported_remaining`]) where the planner reads it.
+    fn report_progress(&mut self, now: f64) {
+        let due: Vec<usize> = self
+            .active
+            .iter()
+            .copied()
+            .filter(|&j| self.runs[j].reports.is_some_and(|r| r.next_s <= now))
+            .collect();
+        for job in due {
+            self.accrue(job, now);
+            let work = self.trace[job].work_worker_s;
+            let r = &mut self.runs[job];
+            let Some(reporting) = r.reports.as_mut() else {
+                continue;
+            };
+            reporting.next_s = now + self.scenario.progress.interval_s;
+            r.info.progress = Some(ProgressEstimate {
+                remaining_worker_s: reported_remaining(work, r.work_done, reporting),
+            });
+            let info = r.info.clone();
+            let key = self.world.jobs[job].key.clone();
+            self.world.state.set_training_job(key, Some(info));
+        }
     }
 
     fn sample(&mut self, now: f64) {

@@ -242,6 +242,9 @@ pub struct PolicySummary {
     pub p99_jct_s: Option<f64>,
     pub makespan_s: Option<f64>,
     pub avg_queue_s: Option<f64>,
+    /// The longest wait from submit to the first time at min (to the run's end for a job that
+    /// never started).
+    pub max_queue_s: Option<f64>,
     pub gpu_util: f64,
     pub cpu_util: f64,
     pub mem_util: f64,
@@ -350,6 +353,12 @@ impl RunResult {
                     .iter()
                     .filter_map(|j| j.start_s.map(|s| s - j.submit_s)),
             ),
+            max_queue_s: self
+                .jobs
+                .iter()
+                .filter(|j| j.submit_s <= self.end_s)
+                .map(|j| j.start_s.unwrap_or(self.end_s) - j.submit_s)
+                .reduce(f64::max),
             gpu_util: avg(&|s| s.gpu_util),
             cpu_util: avg(&|s| s.cpu_util),
             mem_util: avg(&|s| s.mem_util),

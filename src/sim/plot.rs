@@ -1,5 +1,6 @@
 //! SVG plots of a simulation: GPU utilisation over time, JCT CDF, queue length over time; one
-//! line per run (policy/scheduler).
+//! line per run (policy/scheduler): every run its own colour (up to [`COLORS`]'s twelve), solid
+//! with trainscale binding, dashed with the kube-scheduler model.
 
 use std::path::Path;
 
@@ -7,22 +8,38 @@ use plotters::prelude::*;
 
 use super::SimError;
 use super::metrics::{RunResult, TickSample};
+use super::scenario::SchedulerKind;
 
-const COLORS: [RGBColor; 6] = [
+/// One colour per run, in run order (Tableau's twelve, dark and light pairs split apart).
+const COLORS: [RGBColor; 12] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
     RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(0, 0, 0),
+    RGBColor(174, 199, 232),
 ];
+
+/// One plotted line: its label, whether it is dashed (the kube-scheduler model), its points.
+type Series = (String, bool, Vec<(f64, f64)>);
+
+/// Whether a run's line is dashed: runs under the kube-scheduler model.
+fn dashed(r: &RunResult) -> bool {
+    r.scheduler == SchedulerKind::KubeScheduler
+}
 
 /// At most this many points per line (averaged in bins), to keep the files small.
 const MAX_POINTS: usize = 1500;
 
 /// Writes `gpu_util.svg`, `jct_cdf.svg` and `queue_length.svg` into `dir`.
 pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), SimError> {
-    let series = |f: fn(&TickSample) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+    let series = |f: fn(&TickSample) -> f64| -> Vec<Series> {
         runs.iter()
             .map(|r| {
                 let pts: Vec<(f64, f64)> = r
@@ -30,7 +47,7 @@ pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), S
                     .iter()
                     .map(|s| (s.time_s / 3600.0, f(s)))
                     .collect();
-                (r.label(), downsample(&pts))
+                (r.label(), dashed(r), downsample(&pts))
             })
             .collect()
     };
@@ -50,7 +67,7 @@ pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), S
         &series(|s| f64::from(s.queue_len)),
         false,
     )?;
-    let cdfs: Vec<(String, Vec<(f64, f64)>)> = runs
+    let cdfs: Vec<Series> = runs
         .iter()
         .map(|r| {
             let jcts = r.jcts();
@@ -60,7 +77,7 @@ pub fn write_all(dir: &Path, scenario: &str, runs: &[RunResult]) -> Result<(), S
                 .enumerate()
                 .map(|(i, v)| (v.max(1.0), (i + 1) as f64 / n))
                 .collect();
-            (r.label(), downsample(&pts))
+            (r.label(), dashed(r), downsample(&pts))
         })
         .collect();
     lines(
@@ -96,14 +113,14 @@ fn lines(
     title: &str,
     x_desc: &str,
     y_desc: &str,
-    series: &[(String, Vec<(f64, f64)>)],
+    series: &[Series],
     log_x: bool,
 ) -> Result<(), SimError> {
     let err = |e: &dyn std::fmt::Display| SimError::Plot {
         path: path.to_path_buf(),
         message: e.to_string(),
     };
-    let all = series.iter().flat_map(|(_, p)| p.iter());
+    let all = series.iter().flat_map(|(_, _, p)| p.iter());
     let x_max = all.clone().map(|p| p.0).fold(1.0f64, f64::max);
     let y_max = all.map(|p| p.1).fold(0.0f64, f64::max).max(1.0) * 1.05;
     let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
@@ -123,14 +140,24 @@ fn lines(
                 .y_desc(y_desc)
                 .draw()
                 .map_err(|e| err(&e))?;
-            for (i, (name, pts)) in series.iter().enumerate() {
+            for (i, (name, dash, pts)) in series.iter().enumerate() {
                 let color = COLORS[i % COLORS.len()];
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                let style = color.stroke_width(2);
+                let drawn = if *dash {
+                    chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, style))
+                } else {
+                    chart.draw_series(LineSeries::new(pts.iter().copied(), style))
+                };
+                let dash = *dash;
+                drawn
                     .map_err(|e| err(&e))?
                     .label(name.as_str())
                     .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        // Two strokes, with a gap between them when dashed.
+                        let gap = if dash { 4 } else { 0 };
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (10 - gap, 0)], style)
+                            + PathElement::new(vec![(10 + gap, 0), (20, 0)], style)
                     });
             }
             chart

@@ -269,6 +269,7 @@ pub fn table(summary: &Summary, runs: &[RunResult]) -> String {
         ("p99 JCT", Box::new(|s| secs(s.p99_jct_s))),
         ("makespan", Box::new(|s| secs(s.makespan_s))),
         ("avg queueing", Box::new(|s| secs(s.avg_queue_s))),
+        ("worst wait", Box::new(|s| secs(s.max_queue_s))),
         ("GPU util", Box::new(|s| pct(s.gpu_util))),
         ("CPU util", Box::new(|s| pct(s.cpu_util))),
         ("memory util", Box::new(|s| pct(s.mem_util))),

@@ -196,6 +196,13 @@ pub struct Scenario {
     pub cooldown_s: i64,
     /// `goodput`: the least relative speedup a trainer must add for a job to grow by it.
     pub min_marginal_speedup: f64,
+    /// `progress`: the least marginal speedup `s(n+1) − s(n)` (in one trainer's speed) a
+    /// trainer must add for a job to grow by it.
+    pub progress_min_marginal_speedup: f64,
+    /// `progress`: seconds a job may stay at or below min before it goes first.
+    pub starvation_bound_s: i64,
+    /// How jobs report their progress (read by `progress`).
+    pub progress: ProgressReports,
     pub speedup: SpeedupSpec,
     pub seed: u64,
     pub faults: Vec<Fault>,
@@ -210,6 +217,20 @@ pub struct Scenario {
     pub vc_priorities: BTreeMap<String, String>,
     /// Kueue queues by VC; none: no Kueue (jobs are not queued).
     pub queues: Option<QueueSet>,
+}
+
+/// How the simulated jobs report their progress: which do, how far off their estimated totals
+/// are, how often they report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgressReports {
+    /// Share of the jobs that report, each chosen with this probability from the scenario's
+    /// seed (`progress_share`, default 1).
+    pub share: f64,
+    /// A reporting job's estimated total work is its true work times `exp(σ·z)`, `z` standard
+    /// normal drawn from the seed (`progress_sigma`, default 0: exact).
+    pub sigma: f64,
+    /// Seconds between a job's reports (`progress_interval_s`, default every tick).
+    pub interval_s: f64,
 }
 
 /// A number or a string in YAML (`cpu: 96` as well as `cpu: "500m"`).
@@ -244,6 +265,11 @@ struct RawScenario {
     rescale_cost_s: Option<f64>,
     cooldown_s: Option<i64>,
     min_marginal_speedup: Option<f64>,
+    progress_min_marginal_speedup: Option<f64>,
+    starvation_bound_s: Option<i64>,
+    progress_share: Option<f64>,
+    progress_sigma: Option<f64>,
+    progress_interval_s: Option<f64>,
     speedup: Option<RawSpeedup>,
     seed: Option<u64>,
     #[serde(default)]
@@ -667,6 +693,7 @@ impl Scenario {
             None => vec![
                 Policy::Fulfillment,
                 Policy::Goodput,
+                Policy::Progress,
                 Policy::Edl,
                 Policy::Static,
             ],
@@ -754,6 +781,47 @@ impl Scenario {
             return Err(err(
                 "min_marginal_speedup",
                 format!("{min_marginal_speedup} is not in [0, 1)"),
+            ));
+        }
+        let progress_min_marginal_speedup = raw
+            .progress_min_marginal_speedup
+            .unwrap_or(crate::planner::progress::DEFAULT_MIN_MARGINAL_SPEEDUP);
+        if !(0.0..=1.0).contains(&progress_min_marginal_speedup) {
+            return Err(err(
+                "progress_min_marginal_speedup",
+                format!("{progress_min_marginal_speedup} is not in [0, 1]"),
+            ));
+        }
+        let starvation_bound_s = raw
+            .starvation_bound_s
+            .unwrap_or(crate::planner::progress::DEFAULT_STARVATION_BOUND_S);
+        if !(1..=86_400 * 7).contains(&starvation_bound_s) {
+            return Err(err(
+                "starvation_bound_s",
+                format!("{starvation_bound_s} is not in [1, 604800]"),
+            ));
+        }
+        let progress = ProgressReports {
+            share: raw.progress_share.unwrap_or(1.0),
+            sigma: raw.progress_sigma.unwrap_or(0.0),
+            interval_s: raw.progress_interval_s.unwrap_or(interval_s),
+        };
+        if !(0.0..=1.0).contains(&progress.share) {
+            return Err(err(
+                "progress_share",
+                format!("{} is not in [0, 1]", progress.share),
+            ));
+        }
+        if !(0.0..=3.0).contains(&progress.sigma) {
+            return Err(err(
+                "progress_sigma",
+                format!("{} is not in [0, 3]", progress.sigma),
+            ));
+        }
+        if !(progress.interval_s > 0.0 && progress.interval_s.is_finite()) {
+            return Err(err(
+                "progress_interval_s",
+                format!("{} is not above zero", progress.interval_s),
             ));
         }
         if let Some(h) = raw.horizon_s
@@ -914,6 +982,9 @@ impl Scenario {
             rescale_cost_s,
             cooldown_s,
             min_marginal_speedup,
+            progress_min_marginal_speedup,
+            starvation_bound_s,
+            progress,
             speedup,
             seed: raw.seed.unwrap_or(0),
             faults,
@@ -961,7 +1032,7 @@ faults:
             Resources::new(96_000, 768 << 30, 8)
         );
         assert_eq!(s.trace.path, Path::new("/base/traces/t.csv"));
-        assert_eq!(s.policies.len(), 4);
+        assert_eq!(s.policies.len(), 5);
         assert_eq!(s.min_marginal_speedup, 0.0);
         assert_eq!(s.schedulers, vec![SchedulerKind::Trainscale]);
         assert_eq!(s.trace.multi_gpu_workers, None);

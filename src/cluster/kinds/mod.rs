@@ -38,6 +38,7 @@ use super::objects::{JobInfo, Role};
 use crate::api::guard::{Guarded, MalformedJob};
 use crate::api::names::job_name_problems;
 use crate::api::priority::PriorityClasses;
+use crate::api::progress::{PROGRESS_ANNOTATION, Progress, read_progress};
 use crate::api::schema::Schema;
 use crate::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use crate::api::{
@@ -51,6 +52,7 @@ pub use pods::{PodClaim, pod_claim, sized_pod_owner};
 pub use pytorch_job::kubeflow_phase;
 pub use pytorch_training_job::t9k_phase;
 pub use template::{LastScale, last_scale_annotation};
+pub use training_job::training_job_progress;
 pub use validate::{check_document, ignored};
 
 /// How a kind's trainer count is changed.
@@ -232,6 +234,20 @@ pub trait JobAdapter:
     fn pod_rule(&self) -> Option<PodRule> {
         None
     }
+
+    /// The job's own progress report (see [`crate::api::progress`]): the
+    /// `trainscale.io/progress` annotation; kinds with a `status.progress` or `spec.passes` add
+    /// theirs. `Ok(None)`: no report; an error names the object and field.
+    fn progress(&self) -> Result<Option<Progress>, FieldError> {
+        read_progress(
+            self.annotations()
+                .get(PROGRESS_ANNOTATION)
+                .map(String::as_str),
+            None,
+            None,
+            &self.job_key().object_ref(),
+        )
+    }
 }
 
 /// A decoded job object of any kind: what the store, the dump reader and `validate` use of it.
@@ -252,6 +268,8 @@ pub trait JobObject: Debug + Send + Sync {
     fn size_at(&self) -> Option<SizeAt>;
     /// See [`JobAdapter::pod_rule`].
     fn pod_rule(&self) -> Option<PodRule>;
+    /// See [`JobAdapter::progress`].
+    fn progress(&self) -> Result<Option<Progress>, FieldError>;
 }
 
 impl<A: JobAdapter> JobObject for A {
@@ -291,6 +309,9 @@ impl<A: JobAdapter> JobObject for A {
     }
     fn pod_rule(&self) -> Option<PodRule> {
         JobAdapter::pod_rule(self)
+    }
+    fn progress(&self) -> Result<Option<Progress>, FieldError> {
+        JobAdapter::progress(self)
     }
 }
 

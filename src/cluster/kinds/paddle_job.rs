@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::{JobAdapter, ReadJob, Reading, Records, Resize};
 use crate::api::priority::PriorityClasses;
+use crate::api::progress::Progress;
 use crate::api::validate::check_training_job;
 use crate::api::{
     FieldError, JobKind, PaddleJob, TrainingJob, TrainingJobPhase, paddle_job_problem,
@@ -32,6 +33,12 @@ impl JobAdapter for PaddleJob {
     /// Checked by `check_training_job` in [`JobAdapter::read`], with the derived names.
     fn name_problems(&self) -> Vec<FieldError> {
         Vec::new()
+    }
+
+    /// As a TrainingJob's, named by the PaddleJob's fields (`spec.trainer.passes`).
+    fn progress(&self) -> Result<Option<Progress>, FieldError> {
+        super::training_job::training_job_progress(&self.as_training_job())
+            .map_err(paddle_job_problem)
     }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {

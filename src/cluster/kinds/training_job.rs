@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::{JobAdapter, ReadJob, Reading, Records, Resize};
 use crate::api::priority::PriorityClasses;
+use crate::api::progress::{PROGRESS_ANNOTATION, Progress, read_progress};
 use crate::api::validate::check_training_job;
 use crate::api::{FieldError, JobKind, TrainingJob, TrainingJobPhase};
 use crate::cluster::objects::read_training_job_spec;
@@ -35,6 +36,11 @@ impl JobAdapter for TrainingJob {
         Vec::new()
     }
 
+    /// The annotation or `status.progress`, `spec.passes` the total when the report has none.
+    fn progress(&self) -> Result<Option<Progress>, FieldError> {
+        training_job_progress(self)
+    }
+
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
         let findings = check_training_job(self);
         if !findings.errors.is_empty() {
@@ -49,4 +55,18 @@ impl JobAdapter for TrainingJob {
             warnings,
         }))
     }
+}
+
+/// A TrainingJob's progress report (see [`JobAdapter::progress`]).
+pub fn training_job_progress(job: &TrainingJob) -> Result<Option<Progress>, FieldError> {
+    read_progress(
+        job.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PROGRESS_ANNOTATION))
+            .map(String::as_str),
+        job.status.as_ref().and_then(|s| s.progress.as_ref()),
+        Some(job.spec.passes).filter(|p| *p > 0),
+        &job.object_ref(),
+    )
 }

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use super::{Reading, priority_field, registered};
 use crate::api::manifest::Document;
 use crate::api::priority::{PriorityClasses, resolve_priority};
+use crate::api::progress::malformed_warning;
 use crate::api::validate::ObjectReport;
 use crate::api::{FieldError, JobKind};
 
@@ -72,6 +73,9 @@ pub fn check_document(doc: &Document, kind: JobKind, classes: &PriorityClasses) 
                 .and_then(|c| resolve_priority(c, classes).warning)
             {
                 warnings.push(FieldError::new(&object, priority_field(kind), text));
+            }
+            if let Err(e) = job.progress() {
+                warnings.push(malformed_warning(&e));
             }
             (Vec::new(), warnings)
         }

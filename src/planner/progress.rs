@@ -1,0 +1,211 @@
+//! The `progress` policy's order: `fulfillment`'s pass (gangs at min first, relief, no churn,
+//! cooldown) with each job's share replaced by what this module computes.
+//!
+//! - A job with a progress estimate ([`JobInfo::progress`]) has as share its estimated remaining
+//!   time at its current size, `remaining_worker_s / s(current)` (`s` its speedup curve relative
+//!   to one trainer, linear without one), the same at every count from its min on: spare
+//!   trainers go to the job that finishes soonest, as many as it may use, then to the next.
+//! - A job without one is ordered as `goodput` orders it (the relative gain of its next
+//!   trainer), behind every job with an estimate.
+//! - A job at or below min for at least [`PlannerConfig::starvation_bound_s`] (since its last
+//!   rescale, or its creation) goes ahead of all of them, the longest waiting first.
+//! - A job grows only by trainers whose marginal speedup `s(n+1) − s(n)` (in units of one
+//!   trainer's speed, `s(1) = 1`) is at least [`PlannerConfig::progress_min_marginal_speedup`].
+//!
+//! Shares are encoded in one float so the pass's queue, moves and relief read them unchanged:
+//! waiting jobs below [`AGED_BASE`], estimated jobs in `[LEAD_BASE, LEAD_BASE + MAX_REMAINING_S]`,
+//! `goodput` gains (`−gain` in `[−1, 0]`, infinite only below min) above.
+
+use super::PlannerConfig;
+use super::candidates::Candidate;
+use crate::api::speedup::SpeedupCurve;
+use crate::cluster::{ClusterState, JobInfo};
+
+/// The default of [`PlannerConfig::progress_min_marginal_speedup`].
+pub const DEFAULT_MIN_MARGINAL_SPEEDUP: f64 = 0.9;
+
+/// The default of [`PlannerConfig::starvation_bound_s`]: 4 hours.
+pub const DEFAULT_STARVATION_BOUND_S: i64 = 4 * 3600;
+
+/// Where the shares of jobs with an estimate start.
+const LEAD_BASE: f64 = -1e12;
+
+/// Remaining times are capped here (over 3,000 years) so they stay below `goodput`'s shares.
+const MAX_REMAINING_S: f64 = 1e11;
+
+/// Where the shares of jobs waiting past the starvation bound start (downwards).
+const AGED_BASE: f64 = -4e12;
+
+/// Rounding the marginal speedup may lose before it is compared with the threshold.
+const MARGINAL_SLACK: f64 = 1e-9;
+
+/// Speedup at `n` trainers relative to one: the curve's, or `n` without one (at least 1).
+pub fn speedup_at(curve: Option<&SpeedupCurve>, n: i32) -> f64 {
+    let n = n.max(1);
+    curve.map_or(f64::from(n), |c| c.speedup(n))
+}
+
+/// The job's estimated remaining time in seconds at `size` trainers, when it reports progress
+/// (an estimate that is not finite is none; a negative one is 0).
+pub fn remaining_s(info: &JobInfo, size: i32) -> Option<f64> {
+    let work = info.progress?.remaining_worker_s;
+    if !work.is_finite() {
+        return None;
+    }
+    Some(work.max(0.0) / speedup_at(info.speedup.as_deref(), size))
+}
+
+/// Seconds the job has been at or below min at `now` (since its last rescale, or its
+/// creation), when it is there; `None` above min.
+pub fn waiting_s(info: &JobInfo, current: i32, min: i32, now: i64) -> Option<i64> {
+    (current <= min).then(|| {
+        now.saturating_sub(info.last_scale.unwrap_or(info.created))
+            .max(0)
+    })
+}
+
+/// What the job is ordered by under `progress`, in the order the pass hands out trainers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Standing {
+    /// At or below min past the starvation bound, for this many seconds.
+    Aged(i64),
+    /// Estimated to finish in this many seconds at its current size.
+    Finishes(f64),
+    /// No estimate: ordered by `goodput`'s gain.
+    Unknown,
+}
+
+impl Standing {
+    /// The standing of a job at `current` trainers (capped at `min`..) at `config.now`.
+    pub fn of(info: &JobInfo, current: i32, min: i32, config: &PlannerConfig) -> Standing {
+        if let Some(waited) = waiting_s(info, current, min, config.now)
+            && waited >= config.starvation_bound_s
+        {
+            return Standing::Aged(waited);
+        }
+        match remaining_s(info, current) {
+            Some(t) => Standing::Finishes(t),
+            None => Standing::Unknown,
+        }
+    }
+
+    /// The share the pass orders by (lower first), `None` for `goodput`'s gain.
+    pub fn lead(self) -> Option<f64> {
+        match self {
+            Standing::Aged(waited) => Some(AGED_BASE - (waited as f64).min(MAX_REMAINING_S)),
+            Standing::Finishes(t) => Some(LEAD_BASE + t.min(MAX_REMAINING_S)),
+            Standing::Unknown => None,
+        }
+    }
+}
+
+/// The most trainers worth having from `min` up to `max`: past it the next trainer adds less
+/// than `threshold` times one trainer's speed (`s(n+1) − s(n) < threshold`). Never below min;
+/// a threshold of 0 or less leaves `max`.
+pub fn useful_max(curve: Option<&SpeedupCurve>, min: i32, max: i32, threshold: f64) -> i32 {
+    if threshold.is_nan() || threshold <= 0.0 || max <= min {
+        return max.max(min);
+    }
+    let Some(curve) = curve else {
+        // Linear: every trainer adds exactly one trainer's speed.
+        return if threshold <= 1.0 { max } else { min.max(1) };
+    };
+    let mut n = min.max(1);
+    let mut s = curve.speedup(n);
+    while n < max {
+        let gain = curve.gain(n);
+        // A curve declared at exactly the threshold (1 → 1.9 for 0.9) holds it despite rounding.
+        if s * gain < threshold - MARGINAL_SLACK {
+            break;
+        }
+        s *= 1.0 + gain;
+        n += 1;
+    }
+    n.max(min)
+}
+
+/// Turns a pass's candidates (in `state`'s namespace/name order of unfinished jobs, as
+/// `candidates` built them) into `progress`'s: `goodput` shares, useful maxes by marginal
+/// speedup, and each job's [`Standing`] as its lead.
+pub fn prepare(state: &ClusterState, jobs: &mut [Candidate], config: &PlannerConfig) {
+    let infos = state
+        .jobs()
+        .filter(|(_, _, info)| !info.phase.is_finished())
+        .map(|(_, _, info)| info);
+    for (j, info) in jobs.iter_mut().zip(infos) {
+        j.goodput = true;
+        j.useful_max = j.useful_max.min(useful_max(
+            j.curve,
+            j.min,
+            j.max,
+            config.progress_min_marginal_speedup,
+        ));
+        j.lead = Standing::of(info, j.current, j.min, config).lead();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Resources;
+    use crate::cluster::ProgressEstimate;
+    use crate::testkit::job_info;
+
+    fn info(remaining: Option<f64>) -> JobInfo {
+        JobInfo {
+            progress: remaining.map(|r| ProgressEstimate {
+                remaining_worker_s: r,
+            }),
+            ..job_info(1, 8, Resources::new(1000, 1 << 30, 1), 100)
+        }
+    }
+
+    #[test]
+    fn remaining_time_divides_by_the_speedup_at_the_size() {
+        let mut i = info(Some(600.0));
+        assert_eq!(remaining_s(&i, 3), Some(200.0));
+        i.speedup = Some(std::sync::Arc::new(
+            SpeedupCurve::parse("1:1,2:1.5").unwrap(),
+        ));
+        assert_eq!(remaining_s(&i, 2), Some(400.0));
+        assert_eq!(remaining_s(&info(Some(-5.0)), 1), Some(0.0));
+        assert_eq!(remaining_s(&info(Some(f64::NAN)), 1), None);
+        assert_eq!(remaining_s(&info(None), 1), None);
+    }
+
+    #[test]
+    fn marginal_speedup_is_in_units_of_one_trainer() {
+        // s = 1, 1.9, 2.7, 3.5 and on at 0.8 a trainer: marginals 0.9, 0.8, 0.8, ….
+        let c = SpeedupCurve::parse("1:1,2:1.9,4:3.5").unwrap();
+        assert_eq!(useful_max(Some(&c), 1, 8, 0.9), 2);
+        assert_eq!(useful_max(Some(&c), 1, 8, 0.85), 2);
+        assert_eq!(useful_max(Some(&c), 1, 8, 0.8), 8);
+        // Never below min; 0 leaves max; linear adds 1 per trainer.
+        assert_eq!(useful_max(Some(&c), 3, 8, 0.9), 3);
+        assert_eq!(useful_max(Some(&c), 1, 8, 0.0), 8);
+        assert_eq!(useful_max(None, 1, 8, 0.9), 8);
+    }
+
+    #[test]
+    fn standings_order_aged_then_sooner_then_unknown() {
+        let config = PlannerConfig {
+            now: 100 + 5 * 3600,
+            ..PlannerConfig::default()
+        };
+        // Waiting at min for 5 h (past the 4 h bound), even with the longest estimate.
+        let aged = Standing::of(&info(Some(1e9)), 1, 1, &config);
+        assert_eq!(aged, Standing::Aged(5 * 3600));
+        let soon = Standing::of(&info(Some(60.0)), 2, 1, &config);
+        let late = Standing::of(&info(Some(6000.0)), 2, 1, &config);
+        assert_eq!(soon, Standing::Finishes(30.0));
+        let unknown = Standing::of(&info(None), 2, 1, &config);
+        assert_eq!(unknown.lead(), None);
+        let (a, s, l) = (
+            aged.lead().unwrap(),
+            soon.lead().unwrap(),
+            late.lead().unwrap(),
+        );
+        // Below every goodput share (−gain ≥ −1).
+        assert!(a < s && s < l && l < -1.0, "{a} {s} {l}");
+    }
+}
