@@ -70,7 +70,13 @@ fn remaining_time_counts_the_speedup_at_the_current_size() {
     // "a" has more work (4,000 s) but runs on 4 trainers with linear speedup: 1,000 s left;
     // "b" has 1,500 s of work on 1 trainer: 1,500 s left. One spare GPU goes to "a".
     let mut s = cluster(6);
-    add_job(&mut s, "a", job(1, 8, Some(4_000.0), None), 4, &["n", "n", "n", "n"]);
+    add_job(
+        &mut s,
+        "a",
+        job(1, 8, Some(4_000.0), None),
+        4,
+        &["n", "n", "n", "n"],
+    );
     add_job(&mut s, "b", job(1, 8, Some(1_500.0), None), 1, &["n"]);
     let p = plan(&s, &progress());
     assert_eq!((target(&p, "a"), target(&p, "b")), (5, 1));

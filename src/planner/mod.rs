@@ -139,7 +139,9 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> ScalePlan<'s
         free_after,
         support,
     } = match config.policy {
-        Policy::Fulfillment | Policy::Goodput | Policy::Progress => fulfillment::plan(state, config),
+        Policy::Fulfillment | Policy::Goodput | Policy::Progress => {
+            fulfillment::plan(state, config)
+        }
         Policy::Edl => edl::plan(state, config),
         Policy::Static => static_policy::plan(state),
     };

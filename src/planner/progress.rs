@@ -58,7 +58,10 @@ pub fn remaining_s(info: &JobInfo, size: i32) -> Option<f64> {
 /// Seconds the job has been at or below min at `now` (since its last rescale, or its
 /// creation), when it is there; `None` above min.
 pub fn waiting_s(info: &JobInfo, current: i32, min: i32, now: i64) -> Option<i64> {
-    (current <= min).then(|| now.saturating_sub(info.last_scale.unwrap_or(info.created)).max(0))
+    (current <= min).then(|| {
+        now.saturating_sub(info.last_scale.unwrap_or(info.created))
+            .max(0)
+    })
 }
 
 /// What the job is ordered by under `progress`, in the order the pass hands out trainers.
@@ -161,7 +164,9 @@ mod tests {
     fn remaining_time_divides_by_the_speedup_at_the_size() {
         let mut i = info(Some(600.0));
         assert_eq!(remaining_s(&i, 3), Some(200.0));
-        i.speedup = Some(std::sync::Arc::new(SpeedupCurve::parse("1:1,2:1.5").unwrap()));
+        i.speedup = Some(std::sync::Arc::new(
+            SpeedupCurve::parse("1:1,2:1.5").unwrap(),
+        ));
         assert_eq!(remaining_s(&i, 2), Some(400.0));
         assert_eq!(remaining_s(&info(Some(-5.0)), 1), Some(0.0));
         assert_eq!(remaining_s(&info(Some(f64::NAN)), 1), None);
@@ -195,7 +200,11 @@ mod tests {
         assert_eq!(soon, Standing::Finishes(30.0));
         let unknown = Standing::of(&info(None), 2, 1, &config);
         assert_eq!(unknown.lead(), None);
-        let (a, s, l) = (aged.lead().unwrap(), soon.lead().unwrap(), late.lead().unwrap());
+        let (a, s, l) = (
+            aged.lead().unwrap(),
+            soon.lead().unwrap(),
+            late.lead().unwrap(),
+        );
         // Below every goodput share (−gain ≥ −1).
         assert!(a < s && s < l && l < -1.0, "{a} {s} {l}");
     }
