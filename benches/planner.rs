@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use trainscale::api::JobKey;
+use trainscale::cluster::ProgressEstimate;
 use trainscale::daemon::sizing::{Decision, Known, decide, merged};
 use trainscale::planner::explain::explain_all;
 use trainscale::planner::{PlannerConfig, Policy, aligned, plan};
@@ -72,6 +73,43 @@ fn bench(c: &mut Criterion) {
                 Policy::Static,
             ],
         );
+    }
+    group.finish();
+}
+
+/// `progress` beside `goodput` at L, every job reporting a remaining work spread over 1 minute
+/// to about a day (by its name rank: deterministic), on the steady and the cold state.
+fn bench_progress(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan_progress");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    let shape = ClusterShape::planner_bench(10_000, 5_000);
+    for (state_name, mut state) in [
+        ("steady", steady(shape, PLANNER_BENCH_CHURN)),
+        ("cold", generate(shape)),
+    ] {
+        let jobs: Vec<_> = state
+            .jobs()
+            .map(|(key, _, info)| (key.clone(), info.clone()))
+            .collect();
+        for (rank, (key, mut info)) in jobs.into_iter().enumerate() {
+            info.progress = Some(ProgressEstimate {
+                remaining_worker_s: 60.0 + (rank as f64 * 7919.0) % 86_400.0,
+            });
+            state.set_training_job(key, Some(info));
+        }
+        for policy in [Policy::Goodput, Policy::Progress] {
+            let config = PlannerConfig {
+                policy,
+                ..PlannerConfig::default()
+            };
+            let id = BenchmarkId::new(
+                policy.as_str(),
+                format!("L {state_name} with progress ({} pods)", state.pod_count()),
+            );
+            group.bench_with_input(id, &state, |b, s| b.iter(|| plan(black_box(s), &config)));
+        }
     }
     group.finish();
 }
@@ -215,6 +253,7 @@ fn bench_sizing(c: &mut Criterion) {
 criterion_group!(
     benches,
     bench,
+    bench_progress,
     bench_large,
     bench_constrained,
     bench_explain,

@@ -328,6 +328,7 @@ fn simulate_writes_summary_timeseries_and_plots() {
         "p99_jct_s",
         "makespan_s",
         "avg_queue_s",
+        "max_queue_s",
         "gpu_util",
         "cpu_util",
         "mem_util",
