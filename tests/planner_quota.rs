@@ -476,9 +476,9 @@ fn waiting_job(s: &mut ClusterState, name: &str, asked: i32, cq: &str) {
         .unwrap();
 }
 
-#[test]
-fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
-    // team-a: 8 GPUs, holding 12 (4 borrowed); team-b: 4, unused, its Workload of 3 waits.
+/// team-a (8 GPUs) holds 12 in cohort research (a1 at 8, a2 at 4: 4 borrowed); team-b (4) is
+/// unused and its Workload of 3 (b1) waits.
+fn lender_waits() -> ClusterState {
     let mut s = cluster(&[
         gpu_queue("team-a", Some("research"), "8", None),
         gpu_queue("team-b", Some("research"), "4", None),
@@ -486,6 +486,13 @@ fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
     admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
     admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
     waiting_job(&mut s, "b1", 3, "team-b");
+    s
+}
+
+#[test]
+fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
+    // team-a: 8 GPUs, holding 12 (4 borrowed); team-b: 4, unused, its Workload of 3 waits.
+    let mut s = lender_waits();
     let config = PlannerConfig::default();
     let p = plan(&s, &config);
     assert!(p.job(&key("b1")).is_none(), "a waiting job is left alone");
@@ -543,13 +550,7 @@ fn a_shrink_kueue_has_not_applied_yet_is_not_taken_back_the_next_pass() {
     // As above: a1 gave 3 GPUs back for team-b's waiting Workload, and the next pass runs
     // after its Job says 5 but before Kueue updated its Workload (still 8 admitted) or
     // admitted b1. The 3 are the Workload's: a1 must not grow into them again.
-    let mut s = cluster(&[
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ]);
-    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
-    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
-    waiting_job(&mut s, "b1", 3, "team-b");
+    let mut s = lender_waits();
     let config = PlannerConfig::default();
     assert_eq!(target(&plan(&s, &config), "a1"), 5);
     let a1 = pytorch_job("ml", "a1", (1, 8, 5), Some("team-a"), WORKER);
