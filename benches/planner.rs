@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use trainscale::api::JobKey;
-use trainscale::cluster::ProgressEstimate;
+use trainscale::cluster::{ClusterState, ProgressEstimate};
 use trainscale::daemon::sizing::{Decision, Known, decide, merged};
 use trainscale::planner::explain::explain_all;
 use trainscale::planner::{PlannerConfig, Policy, aligned, plan};
-use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady};
+use trainscale::testkit::{ClusterShape, PLANNER_BENCH_CHURN, generate, steady, steady_under};
 
 /// The allocator the `trainscale` binary runs with.
 #[global_allocator]
@@ -85,10 +85,8 @@ fn bench_progress(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(2));
     let shape = ClusterShape::planner_bench(10_000, 5_000);
-    for (state_name, mut state) in [
-        ("steady", steady(shape, PLANNER_BENCH_CHURN)),
-        ("cold", generate(shape)),
-    ] {
+    // Every job reports: its remaining work spread over a day, by its rank.
+    let report = |state: &mut ClusterState| {
         let jobs: Vec<_> = state
             .jobs()
             .map(|(key, _, info)| (key.clone(), info.clone()))
@@ -99,11 +97,17 @@ fn bench_progress(c: &mut Criterion) {
             });
             state.set_training_job(key, Some(info));
         }
-        for policy in [Policy::Goodput, Policy::Progress] {
-            let config = PlannerConfig {
-                policy,
-                ..PlannerConfig::default()
-            };
+    };
+    for policy in [Policy::Goodput, Policy::Progress] {
+        let config = PlannerConfig {
+            policy,
+            ..PlannerConfig::default()
+        };
+        let mut cold = generate(shape);
+        report(&mut cold);
+        // Steady under the policy benched: settled by its own pass, as the daemon would be.
+        let steady = steady_under(shape, PLANNER_BENCH_CHURN, &config, report);
+        for (state_name, state) in [("steady", steady), ("cold", cold)] {
             let id = BenchmarkId::new(
                 policy.as_str(),
                 format!("L {state_name} with progress ({} pods)", state.pod_count()),

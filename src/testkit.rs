@@ -373,9 +373,26 @@ pub fn trainer_pod(
 /// `fulfillment` pass, then one job in `churn` finished (its pods gone) and as many new jobs
 /// arrived, asking for their min with every trainer pending.
 pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
+    steady_under(
+        shape,
+        churn,
+        &crate::planner::PlannerConfig::default(),
+        |_| {},
+    )
+}
+
+/// [`steady`], settled by a pass of `config` instead, with `amend` applied to the generated
+/// state before it is settled and again once the new jobs arrived (e.g. to give every job a
+/// progress estimate).
+pub fn steady_under(
+    shape: ClusterShape,
+    churn: usize,
+    config: &crate::planner::PlannerConfig,
+    amend: impl Fn(&mut ClusterState),
+) -> ClusterState {
     let mut state = generate(shape);
-    let settled =
-        crate::planner::plan(&state, &crate::planner::PlannerConfig::default()).into_owned();
+    amend(&mut state);
+    let settled = crate::planner::plan(&state, config).into_owned();
     apply_plan(&mut state, &settled);
     let mut rng = SplitMix::new(shape.seed ^ 0x5eed);
     let keys: Vec<JobKey> = state.jobs().map(|(k, _, _)| k.clone()).collect();
@@ -408,6 +425,7 @@ pub fn steady(shape: ClusterShape, churn: usize) -> ClusterState {
             add_trainer(&mut state, &key, &format!("new-{a:05}-{t}"), None, trainer);
         }
     }
+    amend(&mut state);
     state
 }
 
