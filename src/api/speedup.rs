@@ -153,6 +153,12 @@ impl SpeedupCurve {
         }
     }
 
+    /// [`SpeedupCurve::speedup`] of a job's curve at `n ≥ 1` trainers, or `n` (linear) for a
+    /// job without one.
+    pub fn speedup_of(curve: Option<&SpeedupCurve>, n: i32) -> f64 {
+        curve.map_or(f64::from(n), |c| c.speedup(n))
+    }
+
     /// [`SpeedupCurve::gain`] of a job's curve, or [`SpeedupCurve::linear_gain`] for a job
     /// without one.
     pub fn gain_of(curve: Option<&SpeedupCurve>, n: i32) -> f64 {

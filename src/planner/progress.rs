@@ -41,8 +41,7 @@ const MARGINAL_SLACK: f64 = 1e-9;
 
 /// Speedup at `n` trainers relative to one: the curve's, or `n` without one (at least 1).
 pub fn speedup_at(curve: Option<&SpeedupCurve>, n: i32) -> f64 {
-    let n = n.max(1);
-    curve.map_or(f64::from(n), |c| c.speedup(n))
+    SpeedupCurve::speedup_of(curve, n.max(1))
 }
 
 /// The job's estimated remaining time in seconds at `size` trainers, when it reports progress

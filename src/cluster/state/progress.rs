@@ -4,6 +4,7 @@
 
 use super::ClusterState;
 use crate::api::progress::{Ignored, annotation_field};
+use crate::api::speedup::SpeedupCurve;
 use crate::api::{FieldError, JobKey};
 use crate::cluster::ProgressEstimate;
 
@@ -34,10 +35,10 @@ impl ClusterState {
                 continue;
             };
             let n = if bound > 0 { bound } else { current };
-            let speedup = match (&info.speedup, n) {
-                (_, n) if n <= 0 => 0.0,
-                (Some(curve), n) => curve.speedup(n),
-                (None, n) => f64::from(n),
+            let speedup = if n <= 0 {
+                0.0
+            } else {
+                SpeedupCurve::speedup_of(info.speedup.as_deref(), n)
             };
             let estimate = match &slot.progress {
                 None => {
