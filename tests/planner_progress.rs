@@ -29,6 +29,14 @@ fn progress() -> PlannerConfig {
     }
 }
 
+/// [`progress`] without the spare stage: room no job wants at the threshold stays idle.
+fn no_spare() -> PlannerConfig {
+    PlannerConfig {
+        progress_spare_min_marginal_speedup: 0.9,
+        ..progress()
+    }
+}
+
 /// A job of 1-GPU trainers from `min` to `max`, created at 0, with `remaining` one-trainer
 /// seconds left (none: no report) and a declared curve.
 fn job(min: i32, max: i32, remaining: Option<f64>, curve: Option<&str>) -> JobInfo {
@@ -89,12 +97,12 @@ fn a_trainer_adding_less_than_the_threshold_is_not_given() {
     let curve = Some("1:1,2:1.9,4:3.5");
     let mut s = cluster(8);
     add_job(&mut s, "a", job(1, 8, Some(100.0), curve), 1, &["n"]);
-    let p = plan(&s, &progress());
+    let p = plan(&s, &no_spare());
     assert_eq!(target(&p, "a"), 2);
     assert_eq!(p.job(&key("a")).unwrap().reason, Reason::ScaleUp);
     let lower = PlannerConfig {
         progress_min_marginal_speedup: 0.8,
-        ..progress()
+        ..no_spare()
     };
     // The curve goes on past 4 at 0.8 per trainer: every trainer holds 0.8.
     assert_eq!(target(&plan(&s, &lower), "a"), 8);
@@ -106,7 +114,44 @@ fn a_trainer_adding_less_than_the_threshold_is_not_given() {
     // At its useful max the next pass holds it there for the marginal gain.
     let mut s = cluster(8);
     add_job(&mut s, "a", job(1, 8, Some(100.0), curve), 2, &["n", "n"]);
+    let p = plan(&s, &no_spare());
+    assert_eq!(target(&p, "a"), 2);
+    assert_eq!(p.job(&key("a")).unwrap().reason, Reason::LowGain);
+}
+
+#[test]
+fn room_no_job_wants_goes_past_the_useful_size_by_the_spare_threshold() {
+    // "a" finishes soonest; its 2nd trainer adds 0.9, every later one 0.8 (useful max 2 at
+    // 0.9, spare max 8 at the default 0.8). "b" is linear and long, max 4. 8 GPUs.
+    let curve = Some("1:1,2:1.9,4:3.5");
+    let jobs = |s: &mut ClusterState, a: i32| {
+        let on_n = vec!["n"; a as usize];
+        add_job(s, "a", job(1, 8, Some(100.0), curve), a, &on_n);
+        add_job(s, "b", job(1, 4, Some(1e6), None), 1, &["n"]);
+    };
+    let mut s = cluster(8);
+    jobs(&mut s, 1);
+    // Without the spare stage "a" stops at 2, "b" takes 4, two GPUs stay idle.
+    let p = plan(&s, &no_spare());
+    assert_eq!((target(&p, "a"), target(&p, "b")), (2, 4));
+    // With it "a" takes the two no job wants at 0.9, and stops there (no room left).
     let p = plan(&s, &progress());
+    assert_eq!((target(&p, "a"), target(&p, "b")), (4, 4));
+    assert_eq!(p.job(&key("a")).unwrap().reason, Reason::ScaleUp);
+    // The next pass keeps them: nothing past the useful size is trimmed up to the spare max.
+    let mut s = cluster(8);
+    jobs(&mut s, 4);
+    let p = plan(&s, &progress());
+    assert_eq!((target(&p, "a"), target(&p, "b")), (4, 4));
+    // Where the spare threshold is not met either ("a" at 8, threshold 0.85), the pass trims
+    // back to the useful size.
+    let strict = PlannerConfig {
+        progress_spare_min_marginal_speedup: 0.85,
+        ..progress()
+    };
+    let mut s = cluster(8);
+    jobs(&mut s, 7);
+    let p = plan(&s, &strict);
     assert_eq!(target(&p, "a"), 2);
     assert_eq!(p.job(&key("a")).unwrap().reason, Reason::LowGain);
 }

@@ -193,6 +193,11 @@ pub struct PlanArgs {
     /// units of one trainer's (`s(n+1) − s(n)`), in [0, 1].
     #[arg(long, default_value = "0.9", value_parser = flags::progress_min_marginal_speedup)]
     pub progress_min_marginal_speedup: f64,
+    /// `progress` only: room no job takes at `--progress-min-marginal-speedup` goes to jobs at
+    /// their useful size by trainers that add at least this much speed each on average, in
+    /// [0, 1] (at or above `--progress-min-marginal-speedup`: none).
+    #[arg(long, default_value = "0.8", value_parser = flags::progress_min_marginal_speedup)]
+    pub progress_spare_min_marginal_speedup: f64,
     /// `progress` only: how long a job may stay at or below min before it goes first (e.g. `4h`).
     #[arg(long, default_value = "4h", value_parser = flags::starvation_bound)]
     pub starvation_bound: Duration,
@@ -226,6 +231,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         cooldown_s: i64::try_from(args.cooldown.as_secs()).unwrap_or(i64::MAX),
         min_marginal_speedup: args.min_marginal_speedup,
         progress_min_marginal_speedup: args.progress_min_marginal_speedup,
+        progress_spare_min_marginal_speedup: args.progress_spare_min_marginal_speedup,
         // Bounded by flags::starvation_bound.
         starvation_bound_s: i64::try_from(args.starvation_bound.as_secs()).unwrap_or(i64::MAX),
         ..PlannerConfig::default()

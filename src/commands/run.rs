@@ -49,6 +49,11 @@ pub struct RunArgs {
     /// units of one trainer's (`s(n+1) − s(n)`), in [0, 1].
     #[arg(long, env = "TRAINSCALE_PROGRESS_MIN_MARGINAL_SPEEDUP", default_value = "0.9", value_parser = flags::progress_min_marginal_speedup)]
     pub progress_min_marginal_speedup: f64,
+    /// `progress` policy: room no job takes at `--progress-min-marginal-speedup` goes to jobs at
+    /// their useful size by trainers that add at least this much speed each on average, in
+    /// [0, 1] (at or above `--progress-min-marginal-speedup`: none).
+    #[arg(long, env = "TRAINSCALE_PROGRESS_SPARE_MIN_MARGINAL_SPEEDUP", default_value = "0.8", value_parser = flags::progress_min_marginal_speedup)]
+    pub progress_spare_min_marginal_speedup: f64,
     /// `progress` policy: how long a job may stay at or below min before it goes first (e.g. 4h).
     #[arg(long, env = "TRAINSCALE_STARVATION_BOUND", default_value = "4h", value_parser = flags::starvation_bound)]
     pub starvation_bound: Duration,
@@ -170,6 +175,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         min_marginal_speedup: args.min_marginal_speedup,
         progress_stale_after: args.progress_stale_after,
         progress_min_marginal_speedup: args.progress_min_marginal_speedup,
+        progress_spare_min_marginal_speedup: args.progress_spare_min_marginal_speedup,
         starvation_bound: args.starvation_bound,
         interval: args.interval,
         debounce: args.debounce,

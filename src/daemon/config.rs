@@ -18,6 +18,9 @@ pub struct DaemonConfig {
     pub progress_stale_after: Duration,
     /// `progress` policy: the least marginal speedup `s(n+1) − s(n)` a trainer must add.
     pub progress_min_marginal_speedup: f64,
+    /// `progress` policy: the least average marginal speedup of trainers given room no job
+    /// takes at `progress_min_marginal_speedup`.
+    pub progress_spare_min_marginal_speedup: f64,
     /// `progress` policy: how long a job may stay at or below min before it goes first.
     pub starvation_bound: Duration,
     /// Period of the unconditional pass.
@@ -65,6 +68,8 @@ impl Default for DaemonConfig {
             min_marginal_speedup: 0.0,
             progress_stale_after: Duration::from_secs(600),
             progress_min_marginal_speedup: crate::planner::progress::DEFAULT_MIN_MARGINAL_SPEEDUP,
+            progress_spare_min_marginal_speedup:
+                crate::planner::progress::DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP,
             starvation_bound: Duration::from_secs(
                 crate::planner::progress::DEFAULT_STARVATION_BOUND_S as u64,
             ),

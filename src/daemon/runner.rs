@@ -603,6 +603,7 @@ impl Daemon {
             cooldown_s: self.config.cooldown.as_secs() as i64,
             min_marginal_speedup: self.config.min_marginal_speedup,
             progress_min_marginal_speedup: self.config.progress_min_marginal_speedup,
+            progress_spare_min_marginal_speedup: self.config.progress_spare_min_marginal_speedup,
             starvation_bound_s: self.config.starvation_bound.as_secs() as i64,
             ..PlannerConfig::default()
         }

@@ -45,6 +45,10 @@ pub struct Candidate<'a> {
     /// The most trainers worth having (`goodput` with a marginal-speedup threshold: past this
     /// count the next trainer adds less); max-instance otherwise.
     pub useful_max: i32,
+    /// `progress`: the most trainers the job may take of room no job wants below its
+    /// [`Candidate::useful_max`] (see `planner::progress`); 0 otherwise. The pass trims a job
+    /// down to the larger of the two.
+    pub spare_max: i32,
     /// The declared speedup curve (`goodput`); `None` is linear.
     pub curve: Option<&'a SpeedupCurve>,
     /// Whether the pass orders jobs by the gain of their next trainer (`goodput`) instead of by
@@ -640,6 +644,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                         })
                     }),
                     useful_max: sizes.max,
+                    spare_max: 0,
                     curve: info.speedup.as_deref(),
                     goodput: false,
                     lead: None,

@@ -275,6 +275,10 @@ fn message(room: &Room, plan: &ScalePlan, job: &JobPlan, config: &PlannerConfig)
             job.max,
             held(room, job, info, config, class)
         ),
+        Reason::LowGain if config.policy == Policy::Progress => {
+            let curve = info.and_then(|i| i.speedup.as_deref());
+            format!("at {t}: {}", progress_held(curve, t, job.max, config))
+        }
         Reason::LowGain => {
             let gain = SpeedupCurve::gain_of(info.and_then(|i| i.speedup.as_deref()), t);
             format!(
@@ -346,11 +350,9 @@ fn held(
         }
         Policy::Progress if room.would_fit(job.trainer, class) => {
             let curve = info.and_then(|i| i.speedup.as_deref());
-            let added = progress::speedup_at(curve, t + 1) - progress::speedup_at(curve, t);
             return format!(
-                "another trainer would fit, but it would add {added:.2} of one trainer's speed, \
-                 less than --progress-min-marginal-speedup {}",
-                config.progress_min_marginal_speedup
+                "another trainer would fit, but {}",
+                progress_held(curve, t, job.max, config)
             );
         }
         Policy::Goodput if room.would_fit(job.trainer, class) => {
@@ -365,6 +367,21 @@ fn held(
         _ => {}
     }
     room.shortfall(job.trainer, class, 1)
+}
+
+/// Why `progress` grows a job at `t` trainers no further although room is free: what more
+/// trainers would add on average, against the spare threshold (the lower of the two).
+fn progress_held(curve: Option<&SpeedupCurve>, t: i32, max: i32, config: &PlannerConfig) -> String {
+    let added = progress::best_added_speed(curve, t, max);
+    let spare = config
+        .progress_spare_min_marginal_speedup
+        .min(config.progress_min_marginal_speedup);
+    format!(
+        "more trainers would add at most {added:.2} of one trainer's speed each on average, \
+         less than --progress-spare-min-marginal-speedup {spare} (room no job wants at \
+         --progress-min-marginal-speedup {})",
+        config.progress_min_marginal_speedup
+    )
 }
 
 /// The cooldown message: when the job was last rescaled and when it may be again.

@@ -122,6 +122,19 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
             break;
         }
     }
+    if config.policy == Policy::Progress {
+        fill_spare(
+            &mut jobs,
+            &mut index,
+            Queueing {
+                cooling: &cooling,
+                starving: &starving,
+                ties: &ties,
+            },
+            &mut no_fit,
+            &mut repairs,
+        );
+    }
     let plans = jobs
         .into_iter()
         .enumerate()
@@ -182,8 +195,8 @@ fn decide(j: &mut Candidate, cooling: bool, starving: bool, no_fit: bool) -> (i3
 }
 
 /// Brings jobs asking for more than max-instance down to max, as lowering `parallelism` does;
-/// then (`goodput` with a threshold) jobs above their useful max down to it; then jobs giving
-/// back borrowed Kueue quota down to their quota max.
+/// then (`goodput` with a threshold) jobs above their useful max down to it (`progress`: above
+/// their spare max); then jobs giving back borrowed Kueue quota down to their quota max.
 fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     for j in jobs.iter_mut() {
         while j.kept > j.quota_max.max(j.min) {
@@ -198,7 +211,7 @@ fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
             }
             j.reason = Some(Reason::OverMax);
         }
-        while j.kept > j.useful_max {
+        while j.kept > j.useful_max.max(j.spare_max) {
             if j.shrink(index).is_none() {
                 break;
             }
@@ -330,6 +343,34 @@ fn water_fill(
         if jobs[i].planned < jobs[i].ceiling() {
             queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
         }
+    }
+}
+
+/// `progress`: hands the room water-filling left to jobs at their useful max, up to their spare
+/// max, in the same order (see `planner::progress`). Jobs shrinking this pass, cooling or
+/// waiting for their gang take none.
+fn fill_spare(
+    jobs: &mut [Candidate],
+    index: &mut NodeIndex,
+    queueing: Queueing,
+    no_fit: &mut [bool],
+    repairs: &mut Repairs,
+) {
+    let mut raised = false;
+    for (i, j) in jobs.iter_mut().enumerate() {
+        if queueing.cooling[i]
+            || queueing.starving[i]
+            || j.kept < j.current
+            || j.spare_max <= j.useful_max
+            || j.planned < j.useful_max.min(j.quota_max)
+        {
+            continue;
+        }
+        j.useful_max = j.spare_max;
+        raised = true;
+    }
+    if raised {
+        water_fill(jobs, index, queueing, no_fit, None, repairs);
     }
 }
 

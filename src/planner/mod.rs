@@ -100,6 +100,10 @@ pub struct PlannerConfig {
     /// units of one trainer's (`s(n+1) − s(n)`, `s(1) = 1`), in [0, 1]; 0 lets it grow to
     /// max-instance.
     pub progress_min_marginal_speedup: f64,
+    /// `progress` only: room no job takes at `progress_min_marginal_speedup` goes, in the same
+    /// order, to jobs at their useful size, by trainers that add at least this much speed on
+    /// average (in [0, 1]; at or above `progress_min_marginal_speedup`: none).
+    pub progress_spare_min_marginal_speedup: f64,
     /// `progress` only: seconds a job may stay at or below min (since its last rescale, or its
     /// creation) before it goes ahead of every job that finishes sooner.
     pub starvation_bound_s: i64,
@@ -116,6 +120,7 @@ impl Default for PlannerConfig {
             edl_iteration_cap: 10_000,
             min_marginal_speedup: 0.0,
             progress_min_marginal_speedup: progress::DEFAULT_MIN_MARGINAL_SPEEDUP,
+            progress_spare_min_marginal_speedup: progress::DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP,
             starvation_bound_s: progress::DEFAULT_STARVATION_BOUND_S,
         }
     }

@@ -10,7 +10,13 @@
 //! - A job at or below min for at least [`PlannerConfig::starvation_bound_s`] (since its last
 //!   rescale, or its creation) goes ahead of all of them, the longest waiting first.
 //! - A job grows only by trainers whose marginal speedup `s(n+1) − s(n)` (in units of one
-//!   trainer's speed, `s(1) = 1`) is at least [`PlannerConfig::progress_min_marginal_speedup`].
+//!   trainer's speed, `s(1) = 1`) is at least [`PlannerConfig::progress_min_marginal_speedup`]
+//!   on average over the step they come in (its [`useful_max`]).
+//! - Room that no job takes that way goes, in the same order, to jobs at their useful max, by
+//!   trainers that add at least [`PlannerConfig::progress_spare_min_marginal_speedup`] (their
+//!   spare max). A job keeps those trainers until a new gang or a job that finishes sooner
+//!   takes them, as it keeps any others: a cluster with idle GPUs and jobs that could use them
+//!   at some loss of efficiency runs them, rather than leaving the GPUs idle.
 //!
 //! Shares are encoded in one float so the pass's queue, moves and relief read them unchanged:
 //! waiting jobs below [`AGED_BASE`], estimated jobs in `[LEAD_BASE, LEAD_BASE + MAX_REMAINING_S]`,
@@ -23,6 +29,9 @@ use crate::cluster::{ClusterState, JobInfo};
 
 /// The default of [`PlannerConfig::progress_min_marginal_speedup`].
 pub const DEFAULT_MIN_MARGINAL_SPEEDUP: f64 = 0.9;
+
+/// The default of [`PlannerConfig::progress_spare_min_marginal_speedup`].
+pub const DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP: f64 = 0.8;
 
 /// The default of [`PlannerConfig::starvation_bound_s`]: 4 hours.
 pub const DEFAULT_STARVATION_BOUND_S: i64 = 4 * 3600;
@@ -98,9 +107,17 @@ impl Standing {
     }
 }
 
-/// The most trainers worth having from `min` up to `max`: past it the next trainer adds less
-/// than `threshold` times one trainer's speed (`s(n+1) − s(n) < threshold`). Never below min;
-/// a threshold of 0 or less leaves `max`.
+/// Trainers past the best size so far that [`useful_max`] looks at before it stops.
+const LOOKAHEAD: i32 = 64;
+
+/// The most trainers worth having from `min` up to `max` at `threshold` units of one trainer's
+/// speed per trainer: the size `n` with the most `s(n) − threshold·n`, the largest of equals.
+/// Every trainer up to it adds at least `threshold` on average over the step it comes in (a
+/// curve whose second trainer adds a little less, as a job's first synchronisation costs, still
+/// grows to where the next trainers make up for it), and none past it does. On a concave curve
+/// that is where the next trainer first adds less than `threshold`. Never below min; a
+/// threshold of 0 or less leaves `max`. The search stops [`LOOKAHEAD`] trainers past the best
+/// size without a better one.
 pub fn useful_max(curve: Option<&SpeedupCurve>, min: i32, max: i32, threshold: f64) -> i32 {
     if threshold.is_nan() || threshold <= 0.0 || max <= min {
         return max.max(min);
@@ -109,23 +126,40 @@ pub fn useful_max(curve: Option<&SpeedupCurve>, min: i32, max: i32, threshold: f
         // Linear: every trainer adds exactly one trainer's speed.
         return if threshold <= 1.0 { max } else { min.max(1) };
     };
-    let mut n = min.max(1);
-    let mut s = curve.speedup(n);
-    while n < max {
-        let gain = curve.gain(n);
-        // A curve declared at exactly the threshold (1 → 1.9 for 0.9) holds it despite rounding.
-        if s * gain < threshold - MARGINAL_SLACK {
-            break;
-        }
-        s *= 1.0 + gain;
+    let start = min.max(1);
+    let mut s = curve.speedup(start);
+    let (mut best, mut best_value) = (start, s - threshold * f64::from(start));
+    let mut n = start;
+    while n < max && n - best < LOOKAHEAD {
+        s *= 1.0 + curve.gain(n);
         n += 1;
+        let value = s - threshold * f64::from(n);
+        // A curve declared at exactly the threshold (1 → 1.9 for 0.9) holds it despite rounding.
+        if value >= best_value - MARGINAL_SLACK {
+            best = n;
+            best_value = best_value.max(value);
+        }
     }
-    n.max(min)
+    best.max(min)
+}
+
+/// The most speed, in units of one trainer's, that trainers past `n` add each on average over
+/// any step of up to [`LOOKAHEAD`] trainers (not past `max`); 0 when none can be added.
+pub fn best_added_speed(curve: Option<&SpeedupCurve>, n: i32, max: i32) -> f64 {
+    let n = n.max(1);
+    let base = speedup_at(curve, n);
+    let mut s = base;
+    let mut best: f64 = 0.0;
+    for k in 1..=(max - n).clamp(0, LOOKAHEAD) {
+        s *= 1.0 + SpeedupCurve::gain_of(curve, n + k - 1);
+        best = best.max((s - base) / f64::from(k));
+    }
+    best
 }
 
 /// Turns a pass's candidates (in `state`'s namespace/name order of unfinished jobs, as
-/// `candidates` built them) into `progress`'s: `goodput` shares, useful maxes by marginal
-/// speedup, and each job's [`Standing`] as its lead.
+/// `candidates` built them) into `progress`'s: `goodput` shares, useful and spare maxes by
+/// marginal speedup, and each job's [`Standing`] as its lead.
 pub fn prepare(state: &ClusterState, jobs: &mut [Candidate], config: &PlannerConfig) {
     let infos = state
         .jobs()
@@ -139,6 +173,10 @@ pub fn prepare(state: &ClusterState, jobs: &mut [Candidate], config: &PlannerCon
             j.max,
             config.progress_min_marginal_speedup,
         ));
+        let spare = config
+            .progress_spare_min_marginal_speedup
+            .min(config.progress_min_marginal_speedup);
+        j.spare_max = useful_max(j.curve, j.min, j.max, spare).max(j.useful_max);
         j.lead = Standing::of(info, j.current, j.min, config).lead();
     }
 }
@@ -183,6 +221,20 @@ mod tests {
         assert_eq!(useful_max(Some(&c), 3, 8, 0.9), 3);
         assert_eq!(useful_max(Some(&c), 1, 8, 0.0), 8);
         assert_eq!(useful_max(None, 1, 8, 0.9), 8);
+    }
+
+    #[test]
+    fn a_second_trainer_a_little_under_the_threshold_does_not_hold_a_job_at_one() {
+        // bert's curve on 8-GPU nodes: the second trainer adds 0.89 (the first
+        // synchronisation), the next six 0.915 each, the ninth spans two nodes and adds
+        // nothing. 8 trainers add 0.91 each on average.
+        let bert = SpeedupCurve::parse("1:1,2:1.89,8:7.38,9:4.58").unwrap();
+        assert_eq!(useful_max(Some(&bert), 1, 32, 0.9), 8);
+        // A threshold above that average keeps the job at one.
+        assert_eq!(useful_max(Some(&bert), 1, 32, 0.95), 1);
+        // A curve that only loses speed past a point stops there, whatever max is.
+        let flat = SpeedupCurve::parse("1:1,2:2,4:4,5:4").unwrap();
+        assert_eq!(useful_max(Some(&flat), 1, 1_000_000, 0.5), 4);
     }
 
     #[test]

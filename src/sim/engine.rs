@@ -371,6 +371,7 @@ impl<'a> Engine<'a> {
             cooldown_s: scenario.cooldown_s,
             min_marginal_speedup: scenario.min_marginal_speedup,
             progress_min_marginal_speedup: scenario.progress_min_marginal_speedup,
+            progress_spare_min_marginal_speedup: scenario.progress_spare_min_marginal_speedup,
             starvation_bound_s: scenario.starvation_bound_s,
             ..PlannerConfig::default()
         };

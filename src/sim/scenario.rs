@@ -199,6 +199,9 @@ pub struct Scenario {
     /// `progress`: the least marginal speedup `s(n+1) − s(n)` (in one trainer's speed) a
     /// trainer must add for a job to grow by it.
     pub progress_min_marginal_speedup: f64,
+    /// `progress`: the least average marginal speedup of trainers given room no job takes at
+    /// `progress_min_marginal_speedup`.
+    pub progress_spare_min_marginal_speedup: f64,
     /// `progress`: seconds a job may stay at or below min before it goes first.
     pub starvation_bound_s: i64,
     /// How jobs report their progress (read by `progress`).
@@ -266,6 +269,7 @@ struct RawScenario {
     cooldown_s: Option<i64>,
     min_marginal_speedup: Option<f64>,
     progress_min_marginal_speedup: Option<f64>,
+    progress_spare_min_marginal_speedup: Option<f64>,
     starvation_bound_s: Option<i64>,
     progress_share: Option<f64>,
     progress_sigma: Option<f64>,
@@ -792,6 +796,15 @@ impl Scenario {
                 format!("{progress_min_marginal_speedup} is not in [0, 1]"),
             ));
         }
+        let progress_spare_min_marginal_speedup = raw
+            .progress_spare_min_marginal_speedup
+            .unwrap_or(crate::planner::progress::DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP);
+        if !(0.0..=1.0).contains(&progress_spare_min_marginal_speedup) {
+            return Err(err(
+                "progress_spare_min_marginal_speedup",
+                format!("{progress_spare_min_marginal_speedup} is not in [0, 1]"),
+            ));
+        }
         let starvation_bound_s = raw
             .starvation_bound_s
             .unwrap_or(crate::planner::progress::DEFAULT_STARVATION_BOUND_S);
@@ -983,6 +996,7 @@ impl Scenario {
             cooldown_s,
             min_marginal_speedup,
             progress_min_marginal_speedup,
+            progress_spare_min_marginal_speedup,
             starvation_bound_s,
             progress,
             speedup,
