@@ -1,6 +1,6 @@
 //! The `progress` policy on hand-built clusters: the job that finishes soonest grows first, up
-//! to where its next trainer adds too little; jobs without progress come after; a job held at
-//! min past the starvation bound goes first.
+//! to where its next trainer adds too little; jobs without progress are placed by how long they
+//! have existed; a job held at min past the starvation bound goes first.
 
 mod common;
 
@@ -157,28 +157,40 @@ fn room_no_job_wants_goes_past_the_useful_size_by_the_spare_threshold() {
 }
 
 #[test]
-fn jobs_without_progress_come_after_and_in_goodputs_order() {
-    // "known" reports a long remaining time; "x" (2nd trainer +0.9) and "y" (linear, 2nd
-    // trainer +1.0 relative) report nothing.
-    let jobs = |s: &mut ClusterState| {
-        add_job(s, "known", job(1, 3, Some(1e7), None), 1, &["n"]);
-        add_job(s, "x", job(1, 8, None, Some("1:1,2:1.9,4:3.5")), 1, &["n"]);
-        add_job(s, "y", job(1, 8, None, None), 1, &["n"]);
+fn jobs_without_progress_are_taken_to_need_as_long_again_as_they_have_existed() {
+    // At now = 1,000 s: "old" was created at 0 and "young" at 900, neither reports; they are
+    // taken to have 1,000 s and 100 s left. "known" reports `left` seconds, 2 GPUs are spare.
+    let targets = |left: f64| {
+        let mut s = cluster(5);
+        add_job(&mut s, "known", job(1, 3, Some(left), None), 1, &["n"]);
+        add_job(&mut s, "old", job(1, 8, None, None), 1, &["n"]);
+        let young = JobInfo {
+            created: 900,
+            ..job(1, 8, None, None)
+        };
+        add_job(&mut s, "young", young, 1, &["n"]);
+        let p = plan(&s, &progress());
+        (target(&p, "known"), target(&p, "old"), target(&p, "young"))
     };
-    let targets = |p: &ScalePlan| (target(p, "known"), target(p, "x"), target(p, "y"));
-    // 2 spare: both to "known", however long it takes.
-    let mut s = cluster(5);
-    jobs(&mut s);
-    assert_eq!(targets(&plan(&s, &progress())), (3, 1, 1));
-    // 3 spare: the third by goodput's gain, to "y".
+    // A day left: behind both; the younger takes the spare GPUs.
+    assert_eq!(targets(86_400.0), (1, 1, 3));
+    // 500 s left: after "young" (100 s), before "old" (1,000 s).
     let mut s = cluster(6);
-    jobs(&mut s);
-    assert_eq!(targets(&plan(&s, &progress())), (3, 1, 2));
-    // 6 spare: then "x" its 2nd (0.9) before "y" its 3rd (0.5); "x" stops at 2 (its 3rd adds
-    // 0.8 of a trainer), "y" takes the rest.
-    let mut s = cluster(9);
-    jobs(&mut s);
-    assert_eq!(targets(&plan(&s, &progress())), (3, 2, 4));
+    add_job(&mut s, "known", job(1, 3, Some(500.0), None), 1, &["n"]);
+    add_job(&mut s, "old", job(1, 8, None, None), 1, &["n"]);
+    let young = JobInfo {
+        created: 900,
+        ..job(1, 2, None, None)
+    };
+    add_job(&mut s, "young", young, 1, &["n"]);
+    let p = plan(&s, &progress());
+    // 3 spare: "young" to its max 2, then "known" to its max 3, "old" nothing.
+    assert_eq!(
+        (target(&p, "known"), target(&p, "old"), target(&p, "young")),
+        (3, 1, 2)
+    );
+    // 50 s left: first.
+    assert_eq!(targets(50.0), (3, 1, 1));
 }
 
 #[test]

@@ -126,7 +126,7 @@ fn queue(state: &ClusterState, plan: &ScalePlan, config: &PlannerConfig) -> Vec<
             let (priority, created) = info.map_or((0, 0), |info| (info.priority, info.created));
             let lead = info
                 .filter(|_| config.policy == Policy::Progress)
-                .and_then(|info| Standing::of(info, j.current, j.min, config).lead());
+                .map(|info| Standing::of(info, j.current, j.min, config).lead());
             let share = if let Some(lead) = lead {
                 lead
             } else if matches!(config.policy, Policy::Goodput | Policy::Progress) {
@@ -177,10 +177,26 @@ fn sooner(state: &ClusterState, ahead: &JobPlan, job: &JobPlan, config: &Planner
             s(b),
             s(b - a)
         ),
-        (Some(Standing::Finishes(a)), _) => format!(
-            "; {} finishes in {} and this job reports no progress",
+        (Some(Standing::Finishes(a)), Some(Standing::Guessed(b))) => format!(
+            "; {} finishes in {}, and this job reports no progress: it has existed {}, taken \
+             as its time left",
             ahead.key,
-            s(a)
+            s(a),
+            s(b as f64)
+        ),
+        (Some(Standing::Guessed(a)), Some(Standing::Finishes(b))) => format!(
+            "; {} reports no progress and has existed {}, taken as its time left, against {} \
+             left here",
+            ahead.key,
+            s(a as f64),
+            s(b)
+        ),
+        (Some(Standing::Guessed(a)), Some(Standing::Guessed(b))) => format!(
+            "; neither reports progress: {} has existed {}, this job {} (each taken as its \
+             time left)",
+            ahead.key,
+            s(a as f64),
+            s(b as f64)
         ),
         _ => String::new(),
     }

@@ -44,8 +44,8 @@ pub enum Policy {
     /// largest relative speedup (its `trainscale.io/speedup` curve; linear without one).
     Goodput,
     /// `fulfillment`'s guarantees, but spare trainers go to the job that finishes soonest at its
-    /// current size by its progress reports (see [`progress`]); jobs without a report after
-    /// them, in `goodput`'s order.
+    /// current size by its progress reports (see [`progress`]); a job without a report is taken
+    /// to have as long left as it has existed.
     Progress,
 }
 
