@@ -159,38 +159,25 @@ fn room_no_job_wants_goes_past_the_useful_size_by_the_spare_threshold() {
 #[test]
 fn jobs_without_progress_are_taken_to_need_as_long_again_as_they_have_existed() {
     // At now = 1,000 s: "old" was created at 0 and "young" at 900, neither reports; they are
-    // taken to have 1,000 s and 100 s left. "known" reports `left` seconds, 2 GPUs are spare.
-    let targets = |left: f64| {
-        let mut s = cluster(5);
+    // taken to have 1,000 s and 100 s left. "known" reports `left` seconds.
+    let targets = |gpus: i64, young_max: i32, left: f64| {
+        let mut s = cluster(gpus);
         add_job(&mut s, "known", job(1, 3, Some(left), None), 1, &["n"]);
         add_job(&mut s, "old", job(1, 8, None, None), 1, &["n"]);
         let young = JobInfo {
             created: 900,
-            ..job(1, 8, None, None)
+            ..job(1, young_max, None, None)
         };
         add_job(&mut s, "young", young, 1, &["n"]);
         let p = plan(&s, &progress());
         (target(&p, "known"), target(&p, "old"), target(&p, "young"))
     };
-    // A day left: behind both; the younger takes the spare GPUs.
-    assert_eq!(targets(86_400.0), (1, 1, 3));
-    // 500 s left: after "young" (100 s), before "old" (1,000 s).
-    let mut s = cluster(6);
-    add_job(&mut s, "known", job(1, 3, Some(500.0), None), 1, &["n"]);
-    add_job(&mut s, "old", job(1, 8, None, None), 1, &["n"]);
-    let young = JobInfo {
-        created: 900,
-        ..job(1, 2, None, None)
-    };
-    add_job(&mut s, "young", young, 1, &["n"]);
-    let p = plan(&s, &progress());
-    // 3 spare: "young" to its max 2, then "known" to its max 3, "old" nothing.
-    assert_eq!(
-        (target(&p, "known"), target(&p, "old"), target(&p, "young")),
-        (3, 1, 2)
-    );
-    // 50 s left: first.
-    assert_eq!(targets(50.0), (3, 1, 1));
+    // 2 spare, a day left: behind both; the younger takes the spare GPUs.
+    assert_eq!(targets(5, 8, 86_400.0), (1, 1, 3));
+    // 3 spare, 500 s left: after "young" (100 s, to its max 2), before "old" (1,000 s).
+    assert_eq!(targets(6, 2, 500.0), (3, 1, 2));
+    // 2 spare, 50 s left: first.
+    assert_eq!(targets(5, 8, 50.0), (3, 1, 1));
 }
 
 #[test]

@@ -34,7 +34,16 @@ pub struct Queueing<'a> {
     pub ties: &'a [u32],
 }
 
-impl Queueing<'_> {
+impl<'a> Queueing<'a> {
+    /// The queueing of a pass's jobs: which cool down, which wait for their gang, their ties.
+    pub fn new(cooling: &'a [bool], starving: &'a [bool], ties: &'a [u32]) -> Self {
+        Queueing {
+            cooling,
+            starving,
+            ties,
+        }
+    }
+
     /// Whether job `i` is queued.
     pub fn queues(&self, jobs: &[Candidate], i: usize) -> bool {
         let j = &jobs[i];

@@ -68,11 +68,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
     let mut moves_budget = PASS_MOVE_CHECKS;
     let mut starving = admit_starving(&mut jobs, &mut index, &cooling, &mut repairs);
     let ties = tie_ranks(&jobs);
-    let queueing = Queueing {
-        cooling: &cooling,
-        starving: &starving,
-        ties: &ties,
-    };
+    let queueing = Queueing::new(&cooling, &starving, &ties);
     // Bulk levels are fulfillments or curve gains; `progress` orders by remaining time instead.
     if config.policy != Policy::Progress {
         bulk_fill(&mut jobs, &mut index, queueing, config.bulk_min_trainers);
@@ -86,11 +82,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
         water_fill(
             &mut jobs,
             &mut index,
-            Queueing {
-                cooling: &cooling,
-                starving: &starving,
-                ties: &ties,
-            },
+            Queueing::new(&cooling, &starving, &ties),
             &mut no_fit,
             only,
             &mut repairs,
@@ -108,11 +100,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
             && !rebalance(
                 &mut jobs,
                 &mut index,
-                Queueing {
-                    cooling: &cooling,
-                    starving: &starving,
-                    ties: &ties,
-                },
+                Queueing::new(&cooling, &starving, &ties),
                 &no_fit,
                 &mut moves_budget,
             )
@@ -126,11 +114,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
         fill_spare(
             &mut jobs,
             &mut index,
-            Queueing {
-                cooling: &cooling,
-                starving: &starving,
-                ties: &ties,
-            },
+            Queueing::new(&cooling, &starving, &ties),
             &mut no_fit,
             &mut repairs,
         );
