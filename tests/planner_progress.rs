@@ -154,6 +154,15 @@ fn room_no_job_wants_goes_past_the_useful_size_by_the_spare_threshold() {
     let p = plan(&s, &strict);
     assert_eq!(target(&p, "a"), 2);
     assert_eq!(p.job(&key("a")).unwrap().reason, Reason::LowGain);
+    // explain gives the progress thresholds (not goodput's flag) and what more trainers add.
+    let notes = explain_all(&s, &p, &strict);
+    let i = p.jobs.iter().position(|j| &*j.key.name == "a").unwrap();
+    let m = &notes[i].message;
+    assert!(
+        m.contains("at most 0.80 of one trainer's speed each on average")
+            && m.contains("--progress-spare-min-marginal-speedup 0.85"),
+        "{m}"
+    );
 }
 
 #[test]
