@@ -8,13 +8,14 @@ mod common;
 use common::*;
 use serde_json::json;
 use trainscale::api::kueue::ClusterQueue;
-use trainscale::api::{JobKey, JobKind};
+use trainscale::api::{JobKey, JobKind, PyTorchJob};
 use trainscale::cluster::ClusterState;
 use trainscale::daemon::sizing::verdicts;
 use trainscale::planner::explain::explain_all;
 use trainscale::planner::{KueueNote, PlannerConfig, Policy, Reason, ScalePlan, plan};
 use trainscale::testkit::kueue::{
-    bind_workers, cluster_queue, local_queue, pytorch_job, resource_flavor, workload, workload_json,
+    bind_workers, cluster_queue, local_queue, pytorch_job, pytorch_job_json, resource_flavor,
+    workload, workload_json,
 };
 
 /// One GPU worker: 1 CPU, 4Gi, 1 GPU.
@@ -624,4 +625,36 @@ fn a_lenders_growing_job_takes_its_nominal_quota_back_from_a_borrower() {
     let p = plan(&s, &PlannerConfig::default());
     assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 3));
     assert_eq!(target(&p, "b2"), 4);
+}
+
+#[test]
+fn progress_gives_quota_no_job_wants_at_its_threshold_to_its_spare_sizes() {
+    // Queue "a": 8 GPUs. "j" declares a curve whose 2nd trainer adds 0.9 and every later one
+    // 0.8 (useful size 2 at 0.9, spare size 8 at 0.8); "k" is linear, max 4. Neither reports
+    // progress (both taken to have as long left as they have existed: equal, "j" first by
+    // name). The nodes hold 32 GPUs: quota is the limit.
+    let mut s = cluster(&[gpu_queue("a", None, "8", None)]);
+    let mut j = pytorch_job_json("ml", "j", (1, 8, 1), Some("a"), WORKER);
+    j["metadata"]["annotations"] = json!({"trainscale.io/speedup": "1:1,2:1.9,4:3.5"});
+    s.apply_job(&serde_json::from_value::<PyTorchJob>(j).unwrap())
+        .unwrap();
+    let wl = workload("j-1", &key("j"), 1, PER_POD, Some(("a", "default", 1)));
+    s.apply_workload(&wl).unwrap();
+    bind_workers(&mut s, &key("j"), "n0", 0, 1, WORKER);
+    admitted_job(&mut s, "k", (1, 4, 1), "a");
+    let progress = PlannerConfig {
+        now: 1_767_229_200, // 2026-01-01T01:00:00Z
+        ..config(Policy::Progress)
+    };
+    // Without the spare stage: 2 and 4, two GPUs of quota idle.
+    let no_spare = PlannerConfig {
+        progress_spare_min_marginal_speedup: 0.9,
+        ..progress.clone()
+    };
+    let p = plan(&s, &no_spare);
+    assert_eq!((target(&p, "j"), target(&p, "k")), (2, 4));
+    // With it "j" takes the two no job wants at 0.9, within the queue's 8.
+    let p = plan(&s, &progress);
+    assert_eq!((target(&p, "j"), target(&p, "k")), (4, 4));
+    assert_eq!(gpus_in(&s, &p, "a"), 8);
 }

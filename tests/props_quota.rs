@@ -236,8 +236,12 @@ proptest! {
                 prop_assert!(s.quota().held(&job.key).is_none());
                 let q = after.queue(&k.cluster_queue).unwrap();
                 let need = after.need(q, &k.worker, Vec::new).unwrap();
-                let charged = (job.target.max(job.current) - k.admitted()).max(0);
-                after.take(q, &need, i64::from(charged));
+                // As the planned sizes apply: workers beyond the admission are charged, and a
+                // shrink frees its workers' quota in place (Kueue updates the Workload), so the
+                // same pass may give it to another job (whose slice Kueue admits after).
+                let admitted = k.admitted();
+                after.take(q, &need, i64::from((job.target - admitted).max(0)));
+                after.give(q, &need, i64::from((admitted - job.target).max(0)));
                 if job.reason == Reason::AwaitingAdmission {
                     prop_assert_eq!(job.target, job.current);
                 }

@@ -226,6 +226,15 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool])
     water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, j| {
         !reclaimed[i] && wants_growth(j, holding[i])
     });
+    grant_spare(
+        jobs,
+        ties,
+        &mut room,
+        &charge,
+        &mut granted,
+        &reclaimed,
+        holding,
+    );
     for (i, j) in jobs.iter_mut().enumerate() {
         if let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) {
             j.quota_max = if reclaimed[i] {
@@ -235,6 +244,37 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool])
             };
             j.fair_max = fair_cap.min(j.quota_max.max(j.min));
         }
+    }
+}
+
+/// `progress`: the quota left after every job's useful size goes, in the same order, to jobs
+/// granted their useful size, up to their spare max (as the pass's spare stage hands out room),
+/// so quota no job wants at the threshold is not left idle. Useful maxes are as they were after.
+fn grant_spare(
+    jobs: &mut [Candidate],
+    ties: &[u32],
+    room: &mut QuotaRoom,
+    charge: &[Charge],
+    granted: &mut [i32],
+    reclaimed: &[bool],
+    holding: &[bool],
+) {
+    let useful: Vec<i32> = jobs.iter().map(|j| j.useful_max).collect();
+    let mut raised = false;
+    for (i, j) in jobs.iter_mut().enumerate() {
+        if j.spare_max > j.useful_max && granted[i] >= unquoted_ceiling(j) {
+            j.useful_max = j.spare_max;
+            raised = true;
+        }
+    }
+    if !raised {
+        return;
+    }
+    water_fill(jobs, ties, room, charge, granted, |i, j| {
+        !reclaimed[i] && wants_growth(j, holding[i])
+    });
+    for (j, useful) in jobs.iter_mut().zip(useful) {
+        j.useful_max = useful;
     }
 }
 
