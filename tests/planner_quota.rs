@@ -614,6 +614,12 @@ fn a_lenders_growing_job_takes_its_nominal_quota_back_from_a_borrower() {
     assert_eq!(gpus_in(&s, &p, "team-a"), 8);
     assert_eq!(target(&p, "b2"), 4);
     assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
+    // `edl` grows b2 by the same ceilings, so it gives the same quota back (it grew b2 and
+    // kept a1 at 8 before: the cohort 3 GPUs over).
+    let p = plan(&s, &config(Policy::Edl));
+    assert_eq!(target(&p, "b2"), 4);
+    assert_eq!(gpus_in(&s, &p, "team-a"), 8);
+    assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
     // Without a cohort nothing is borrowed, so nothing goes back.
     let mut s = cluster(&[
         gpu_queue("team-a", None, "11", None),

@@ -13,8 +13,9 @@
 //! 5. Pending masters and pservers are given their best-fit nodes first (reported in the plan)
 //!    and their room is taken from those nodes before the dry run.
 //! 6. Kueue-managed jobs grow at most to the quota ceilings the `fulfillment` order gives them
-//!    (`planner::quota`; `quota_exhausted` when that is what stops them), and one whose
-//!    scale-up waits for Kueue keeps its size (`awaiting_admission`).
+//!    (`planner::quota`; `quota_exhausted` when that is what stops them), one whose ceiling
+//!    gives borrowed quota back comes down to it (`reclaimed`: the other ceilings count on
+//!    it), and one whose scale-up waits for Kueue keeps its size (`awaiting_admission`).
 //!
 //! Adaptations to what [`ClusterState`] holds are documented on [`ClusterResource::from_state`]
 //! and [`is_pending`].
@@ -407,11 +408,13 @@ fn job_plan<'s>(
     let held = quota.filter(|q| {
         q.awaiting || (q.note.is_some() && target >= q.quota_max && target >= c.declared)
     });
-    let decided = match held {
-        Some(q) if q.awaiting => Reason::AwaitingAdmission,
-        Some(_) => Reason::QuotaExhausted,
-        None if min < max => reason(c.declared, target, max),
-        None => Reason::Unchanged,
+    let reclaimed = quota.filter(|q| gives_back(q, c.sizes) && target <= q.quota_max.max(min));
+    let decided = match (held, reclaimed) {
+        (Some(q), _) if q.awaiting => Reason::AwaitingAdmission,
+        (Some(_), _) => Reason::QuotaExhausted,
+        (None, Some(_)) => Reason::Reclaimed,
+        (None, None) if min < max => reason(c.declared, target, max),
+        (None, None) => Reason::Unchanged,
     };
     JobPlan {
         key: Cow::Borrowed(c.key),
@@ -425,8 +428,13 @@ fn job_plan<'s>(
         placements: Vec::new(),
         removals: removals(state, c.slot, removed),
         trainer: c.info.trainer,
-        kueue: held.and_then(|q| q.note.clone()),
+        kueue: held.or(reclaimed).and_then(|q| q.note.clone()),
     }
+}
+
+/// Whether the quota pass gives back some of the job's workers (its ceiling below its size).
+fn gives_back(q: &Ceiling, sizes: Sizes) -> bool {
+    !q.awaiting && q.quota_max < sizes.current
 }
 
 /// One `edl` pass: a plan per candidate in namespace/name order, warnings, and the nodes of the
@@ -477,6 +485,14 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
     let mut diff_of = vec![0i64; candidates.len()];
     for (&i, d) in elastic.iter().zip(diffs) {
         diff_of[i] = d;
+    }
+    // Quota the `fulfillment` order gives back (a borrower's job shrunk for a lender) is what
+    // the other ceilings count on: the job comes down to its ceiling, as it does there.
+    for (c, diff) in candidates.iter().zip(diff_of.iter_mut()) {
+        if let Some(q) = ceiling_of(c).filter(|q| gives_back(q, c.sizes)) {
+            let to = i64::from(q.quota_max.max(c.sizes.min)) - i64::from(c.sizes.current);
+            *diff = (*diff).min(to);
+        }
     }
     let plans = candidates
         .iter()
