@@ -389,9 +389,7 @@ fn held(
 /// trainers would add on average, against the spare threshold (the lower of the two).
 fn progress_held(curve: Option<&SpeedupCurve>, t: i32, max: i32, config: &PlannerConfig) -> String {
     let added = progress::best_added_speed(curve, t, max);
-    let spare = config
-        .progress_spare_min_marginal_speedup
-        .min(config.progress_min_marginal_speedup);
+    let spare = progress::spare_threshold(config);
     format!(
         "more trainers would add at most {added:.2} of one trainer's speed each on average, \
          less than --progress-spare-min-marginal-speedup {spare} (room no job wants at \

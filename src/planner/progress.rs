@@ -163,6 +163,14 @@ pub fn best_added_speed(curve: Option<&SpeedupCurve>, n: i32, max: i32) -> f64 {
     best
 }
 
+/// The threshold of the spare stage: the spare one, never above the main one (equal: no spare
+/// stage).
+pub fn spare_threshold(config: &PlannerConfig) -> f64 {
+    config
+        .progress_spare_min_marginal_speedup
+        .min(config.progress_min_marginal_speedup)
+}
+
 /// Turns a pass's candidates (in `state`'s namespace/name order of unfinished jobs, as
 /// `candidates` built them) into `progress`'s: `goodput` shares, useful and spare maxes by
 /// marginal speedup, and each job's [`Standing`] as its lead.
@@ -171,6 +179,7 @@ pub fn prepare(state: &ClusterState, jobs: &mut [Candidate], config: &PlannerCon
         .jobs()
         .filter(|(_, _, info)| !info.phase.is_finished())
         .map(|(_, _, info)| info);
+    let spare = spare_threshold(config);
     for (j, info) in jobs.iter_mut().zip(infos) {
         j.goodput = true;
         j.useful_max = j.useful_max.min(useful_max(
@@ -179,9 +188,6 @@ pub fn prepare(state: &ClusterState, jobs: &mut [Candidate], config: &PlannerCon
             j.max,
             config.progress_min_marginal_speedup,
         ));
-        let spare = config
-            .progress_spare_min_marginal_speedup
-            .min(config.progress_min_marginal_speedup);
         j.spare_max = useful_max(j.curve, j.min, j.max, spare).max(j.useful_max);
         j.lead = Some(Standing::of(info, j.current, j.min, config).lead());
     }
