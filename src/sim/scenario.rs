@@ -167,6 +167,15 @@ impl QueueSet {
     }
 }
 
+/// `value` when it lies in `[low, high]`; else the message a scenario key gets for it.
+fn within<T: PartialOrd + std::fmt::Display>(value: T, low: T, high: T) -> Result<T, String> {
+    if low <= value && value <= high {
+        Ok(value)
+    } else {
+        Err(format!("{value} is not in [{low}, {high}]"))
+    }
+}
+
 /// Whether `name` is a DNS label (Kueue's queue and cohort names): 1 to 63 lowercase letters,
 /// digits and `-`, starting and ending with a letter or digit.
 fn dns_label(name: &str) -> bool {
@@ -759,27 +768,12 @@ impl Scenario {
                 format!("{max_load_desired} is not in (0, 1]"),
             ));
         }
-        let interval_s = raw.interval_s.unwrap_or(60.0);
-        if !(1.0..=86_400.0).contains(&interval_s) {
-            return Err(err(
-                "interval_s",
-                format!("{interval_s} is not in [1, 86400]"),
-            ));
-        }
-        let rescale_cost_s = raw.rescale_cost_s.unwrap_or(30.0);
-        if !(0.0..=86_400.0).contains(&rescale_cost_s) {
-            return Err(err(
-                "rescale_cost_s",
-                format!("{rescale_cost_s} is not in [0, 86400]"),
-            ));
-        }
-        let cooldown_s = raw.cooldown_s.unwrap_or(0);
-        if !(0..=86_400 * 7).contains(&cooldown_s) {
-            return Err(err(
-                "cooldown_s",
-                format!("{cooldown_s} is not in [0, 604800]"),
-            ));
-        }
+        let interval_s = within(raw.interval_s.unwrap_or(60.0), 1.0, 86_400.0)
+            .map_err(|m| err("interval_s", m))?;
+        let rescale_cost_s = within(raw.rescale_cost_s.unwrap_or(30.0), 0.0, 86_400.0)
+            .map_err(|m| err("rescale_cost_s", m))?;
+        let cooldown_s =
+            within(raw.cooldown_s.unwrap_or(0), 0, 86_400 * 7).map_err(|m| err("cooldown_s", m))?;
         let min_marginal_speedup = raw.min_marginal_speedup.unwrap_or(0.0);
         if !(0.0..1.0).contains(&min_marginal_speedup) {
             return Err(err(
@@ -787,50 +781,34 @@ impl Scenario {
                 format!("{min_marginal_speedup} is not in [0, 1)"),
             ));
         }
-        let progress_min_marginal_speedup = raw
-            .progress_min_marginal_speedup
-            .unwrap_or(crate::planner::progress::DEFAULT_MIN_MARGINAL_SPEEDUP);
-        if !(0.0..=1.0).contains(&progress_min_marginal_speedup) {
-            return Err(err(
-                "progress_min_marginal_speedup",
-                format!("{progress_min_marginal_speedup} is not in [0, 1]"),
-            ));
-        }
-        let progress_spare_min_marginal_speedup = raw
-            .progress_spare_min_marginal_speedup
-            .unwrap_or(crate::planner::progress::DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP);
-        if !(0.0..=1.0).contains(&progress_spare_min_marginal_speedup) {
-            return Err(err(
-                "progress_spare_min_marginal_speedup",
-                format!("{progress_spare_min_marginal_speedup} is not in [0, 1]"),
-            ));
-        }
-        let starvation_bound_s = raw
-            .starvation_bound_s
-            .unwrap_or(crate::planner::progress::DEFAULT_STARVATION_BOUND_S);
-        if !(1..=86_400 * 7).contains(&starvation_bound_s) {
-            return Err(err(
-                "starvation_bound_s",
-                format!("{starvation_bound_s} is not in [1, 604800]"),
-            ));
-        }
+        let progress_min_marginal_speedup = within(
+            raw.progress_min_marginal_speedup
+                .unwrap_or(crate::planner::progress::DEFAULT_MIN_MARGINAL_SPEEDUP),
+            0.0,
+            1.0,
+        )
+        .map_err(|m| err("progress_min_marginal_speedup", m))?;
+        let progress_spare_min_marginal_speedup = within(
+            raw.progress_spare_min_marginal_speedup
+                .unwrap_or(crate::planner::progress::DEFAULT_SPARE_MIN_MARGINAL_SPEEDUP),
+            0.0,
+            1.0,
+        )
+        .map_err(|m| err("progress_spare_min_marginal_speedup", m))?;
+        let starvation_bound_s = within(
+            raw.starvation_bound_s
+                .unwrap_or(crate::planner::progress::DEFAULT_STARVATION_BOUND_S),
+            1,
+            86_400 * 7,
+        )
+        .map_err(|m| err("starvation_bound_s", m))?;
         let progress = ProgressReports {
             share: raw.progress_share.unwrap_or(1.0),
             sigma: raw.progress_sigma.unwrap_or(0.0),
             interval_s: raw.progress_interval_s.unwrap_or(interval_s),
         };
-        if !(0.0..=1.0).contains(&progress.share) {
-            return Err(err(
-                "progress_share",
-                format!("{} is not in [0, 1]", progress.share),
-            ));
-        }
-        if !(0.0..=3.0).contains(&progress.sigma) {
-            return Err(err(
-                "progress_sigma",
-                format!("{} is not in [0, 3]", progress.sigma),
-            ));
-        }
+        within(progress.share, 0.0, 1.0).map_err(|m| err("progress_share", m))?;
+        within(progress.sigma, 0.0, 3.0).map_err(|m| err("progress_sigma", m))?;
         if !(progress.interval_s > 0.0 && progress.interval_s.is_finite()) {
             return Err(err(
                 "progress_interval_s",
@@ -955,12 +933,8 @@ impl Scenario {
                 return Err(err(&key("name"), "must not be empty".into()));
             }
             // User-defined PriorityClasses are limited to 1e9 (higher values are the system's).
-            if !(i64::from(i32::MIN)..=1_000_000_000).contains(&c.value) {
-                return Err(err(
-                    &key("value"),
-                    format!("{} is not in [-2147483648, 1000000000]", c.value),
-                ));
-            }
+            within(c.value, i64::from(i32::MIN), 1_000_000_000)
+                .map_err(|m| err(&key("value"), m))?;
             if priority_classes
                 .insert(c.name.clone(), c.value as i32)
                 .is_some()
