@@ -54,12 +54,19 @@ fn bench_states(
     }
 }
 
-fn bench(c: &mut Criterion) {
-    let sizes = [("S", 100, 50), ("M", 1_000, 500), ("L", 10_000, 5_000)];
-    let mut group = c.benchmark_group("plan");
+/// A group of ten samples after half a second's warm-up, measured for `seconds` (criterion's
+/// defaults, 100 samples over 5 s after 3 s, would stretch far past that at these pass times).
+fn short_group<'c>(c: &'c mut Criterion, name: &str, seconds: u64) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
     group.sample_size(10);
     group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    group.measurement_time(Duration::from_secs(seconds));
+    group
+}
+
+fn bench(c: &mut Criterion) {
+    let sizes = [("S", 100, 50), ("M", 1_000, 500), ("L", 10_000, 5_000)];
+    let mut group = short_group(c, "plan", 2);
     for (label, nodes, jobs) in sizes {
         let shape = ClusterShape::planner_bench(nodes, jobs);
         bench_states(
@@ -80,10 +87,7 @@ fn bench(c: &mut Criterion) {
 /// `progress` beside `goodput` at L, every job reporting a remaining work spread over 1 minute
 /// to about a day (by its name rank: deterministic), on the steady and the cold state.
 fn bench_progress(c: &mut Criterion) {
-    let mut group = c.benchmark_group("plan_progress");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    let mut group = short_group(c, "plan_progress", 2);
     let shape = ClusterShape::planner_bench(10_000, 5_000);
     // Every job reports: its remaining work spread over a day, by its rank.
     let report = |state: &mut ClusterState| {
@@ -122,10 +126,7 @@ fn bench_progress(c: &mut Criterion) {
 /// 50,000 jobs (~476k pods cold): the sizes managed Kubernetes now offers for training. Ten
 /// samples each (criterion's least), every policy but `edl` (seconds a pass at this size).
 fn bench_large(c: &mut Criterion) {
-    let mut group = c.benchmark_group("plan_large");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(3));
+    let mut group = short_group(c, "plan_large", 3);
     for (label, nodes, jobs) in [("50k", 50_000, 25_000), ("100k", 100_000, 50_000)] {
         bench_states(
             &mut group,
@@ -141,10 +142,7 @@ fn bench_large(c: &mut Criterion) {
 /// selecting a zone and one in ten tolerating the taint (see `testkit::constrain`). The ids read
 /// `L steady constrained (...)` as in the README.
 fn bench_constrained(c: &mut Criterion) {
-    let mut group = c.benchmark_group("plan_constrained");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    let mut group = short_group(c, "plan_constrained", 2);
     let shape = ClusterShape::constrained_bench(10_000, 5_000);
     bench_states(
         &mut group,
@@ -158,10 +156,7 @@ fn bench_constrained(c: &mut Criterion) {
 /// The explanations of every job of an L pass (`plan` and `explain` compute them after the pass;
 /// the daemon's pass does not): the cost of asking "why" of the whole cluster at once.
 fn bench_explain(c: &mut Criterion) {
-    let mut group = c.benchmark_group("explain");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    let mut group = short_group(c, "explain", 2);
     let shape = ClusterShape::planner_bench(10_000, 5_000);
     for (state_name, state) in [
         ("steady", steady(shape, PLANNER_BENCH_CHURN)),
@@ -182,10 +177,7 @@ fn bench_explain(c: &mut Criterion) {
 /// (no message computed); `5% changed`, one job in twenty has a new decision (its message is
 /// computed). The budget: within 10% of the plan alone.
 fn bench_sizing(c: &mut Criterion) {
-    let mut group = c.benchmark_group("sizing");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(2));
+    let mut group = short_group(c, "sizing", 2);
     let state = steady(
         ClusterShape::planner_bench(10_000, 5_000),
         PLANNER_BENCH_CHURN,
