@@ -321,6 +321,15 @@ impl<'a> Candidate<'a> {
         }
     }
 
+    /// `progress`: lets the job grow up to its spare max; whether that raised its useful max.
+    pub fn open_spare(&mut self) -> bool {
+        let raised = self.spare_max > self.useful_max;
+        if raised {
+            self.useful_max = self.spare_max;
+        }
+        raised
+    }
+
     /// The most trainers the job may reach in this pass: max-instance (at most its useful max
     /// and its quota max), or, once it has shrunk, its kept positions (growing back would only undo the shrink: the Job controller cannot
     /// move a trainer).

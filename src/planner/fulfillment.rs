@@ -342,16 +342,13 @@ fn fill_spare(
 ) {
     let mut raised = false;
     for (i, j) in jobs.iter_mut().enumerate() {
-        if queueing.cooling[i]
-            || queueing.starving[i]
-            || j.kept < j.current
-            || j.spare_max <= j.useful_max
-            || j.planned < j.useful_max.min(j.quota_max)
+        if !queueing.cooling[i]
+            && !queueing.starving[i]
+            && j.kept >= j.current
+            && j.planned >= j.useful_max.min(j.quota_max)
         {
-            continue;
+            raised |= j.open_spare();
         }
-        j.useful_max = j.spare_max;
-        raised = true;
     }
     if raised {
         water_fill(jobs, index, queueing, no_fit, None, repairs);

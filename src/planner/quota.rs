@@ -262,9 +262,8 @@ fn grant_spare(
     let useful: Vec<i32> = jobs.iter().map(|j| j.useful_max).collect();
     let mut raised = false;
     for (i, j) in jobs.iter_mut().enumerate() {
-        if j.spare_max > j.useful_max && granted[i] >= unquoted_ceiling(j) {
-            j.useful_max = j.spare_max;
-            raised = true;
+        if granted[i] >= unquoted_ceiling(j) {
+            raised |= j.open_spare();
         }
     }
     if !raised {
