@@ -510,6 +510,7 @@ fn a_borrowing_queue_gives_back_what_a_lenders_waiting_workload_needs() {
             cohort: Some("research".into()),
             resource: "nvidia.com/gpu".into(),
             borrowing: true,
+            lending: false,
         })
     );
     let why = message(&s, &p, &config, "a1");
@@ -574,10 +575,11 @@ fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload(
     waiting_job(&mut s, "b1", 3, "team-b");
     let p = plan(&s, &PlannerConfig::default());
     assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 4));
-    // A Workload bigger than its queue's nominal quota must borrow: it holds nothing.
+    // A Workload that must borrow more than the cohort's jobs above min could give holds
+    // nothing: no job shrinks for a start that cannot come.
     let mut s = cluster(&queues);
-    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
-    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
+    admitted_on(&mut s, "a1", (7, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (3, 8, 4), "team-a", "n1");
     waiting_job(&mut s, "b1", 5, "team-b");
     let p = plan(&s, &PlannerConfig::default());
     assert_eq!((target(&p, "a1"), target(&p, "a2")), (8, 4));
@@ -596,8 +598,64 @@ fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload(
             cohort: Some("research".into()),
             resource: "nvidia.com/gpu".into(),
             borrowing: false,
+            lending: false,
         })
     );
+}
+
+#[test]
+fn a_workload_that_must_borrow_gets_room_from_jobs_above_min_borrowers_first() {
+    let queues = [
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ];
+    // team-a borrows 4 of team-b's; b1 asks 5, more than team-b's nominal 4: admitted only by
+    // borrowing 1, which team-a's jobs above min can give. The borrower gives all 5.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
+    waiting_job(&mut s, "b1", 5, "team-b");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!(target(&p, "a1") + target(&p, "a2"), 7);
+    assert_eq!(reason(&p, "a1"), Reason::Reclaimed);
+    // team-a within its nominal quota, team-b at its own with a job at min: b1 (2) must
+    // borrow, and only team-a's growth above min can make room. A job waiting to start comes
+    // before growth above min, across the cohort as within a queue.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "b2", (4, 4, 4), "team-b", "n1");
+    waiting_job(&mut s, "b1", 2, "team-b");
+    let config = PlannerConfig::default();
+    let p = plan(&s, &config);
+    // (b2, at min = max, is not elastic: the plan leaves it out.)
+    assert!(p.job(&key("b2")).is_none());
+    assert_eq!(target(&p, "a1"), 6);
+    assert_eq!(
+        p.job(&key("a1")).unwrap().kueue.as_deref(),
+        Some(&KueueNote::Reclaimed {
+            cluster_queue: "team-a".into(),
+            cohort: Some("research".into()),
+            resource: "nvidia.com/gpu".into(),
+            borrowing: false,
+            lending: true,
+        })
+    );
+    let why = message(&s, &p, &config, "a1");
+    assert!(
+        why.starts_with(
+            "gives back nvidia.com/gpu quota of ClusterQueue team-a (8 → 6) to Workloads of \
+             cohort research waiting to start"
+        ),
+        "{why}"
+    );
+    // When team-b's own job is above min, team-b gives first, down to its min (3 of b1's 6),
+    // and team-a lends only the rest.
+    let mut s = cluster(&queues);
+    admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
+    admitted_on(&mut s, "b2", (1, 4, 4), "team-b", "n1");
+    waiting_job(&mut s, "b1", 6, "team-b");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!((target(&p, "a1"), target(&p, "b2")), (5, 1));
 }
 
 #[test]

@@ -99,13 +99,17 @@ pub enum KueueNote {
     },
     /// The job gives workers back: its queue borrows `resource` that other queues of its
     /// `cohort` need for their waiting Workloads or growing jobs (`borrowing`), or its own
-    /// waiting Workloads need what its jobs hold above their min.
+    /// waiting Workloads need what its jobs hold above their min, or (`lending`) its queue is
+    /// within its nominal quota and Workloads of its cohort waiting to start need more than
+    /// the cohort has unused.
     Reclaimed {
         cluster_queue: Arc<str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cohort: Option<Arc<str>>,
         resource: Arc<str>,
         borrowing: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lending: bool,
     },
     /// Kueue admitted `admitted` workers; the rest wait (for Workload slice `workload`).
     AwaitingAdmission {

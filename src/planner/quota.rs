@@ -24,7 +24,7 @@ use super::{JobPlan, KueueNote};
 use crate::api::{GPU_RESOURCE_NAMES, JobKey, Quantity, Resources};
 use crate::cluster::ClusterState;
 use crate::cluster::filters::PodClassId;
-use crate::cluster::quota::{Admission, Need, PerResource, QueueId, QuotaRoom, Stop};
+use crate::cluster::quota::{Admission, Need, Owed, PerResource, QueueId, QuotaRoom, Stop};
 
 /// Where a Kueue-managed job's workers are charged: its ClusterQueue and what one worker takes.
 type Charge = Option<(QueueId, Need)>;
@@ -329,12 +329,12 @@ fn reclaim(
     if !room.holds_for_waiting() {
         return reclaimed;
     }
-    // A job may give while its queue borrows a resource its workers take that the cohort is
-    // short of.
-    let short = |room: &QuotaRoom, q: QueueId, need: &Need| {
+    // A job may give while its queue owes a resource its workers take: queues that borrow it
+    // (or whose own waiting Workloads hold it) before queues within their nominal quota.
+    let owed = |room: &QuotaRoom, q: QueueId, need: &Need| {
         need.iter()
-            .find(|&&(fr, _)| room.growth(q, fr) < 0 && room.gives_back(q, fr))
-            .map(|&(fr, _)| fr)
+            .filter_map(|&(fr, _)| room.owes(q, fr).map(|why| (why, fr)))
+            .min()
     };
     loop {
         let donor = (0..jobs.len())
@@ -342,11 +342,11 @@ fn reclaim(
                 let (q, need) = charge[i].as_ref()?;
                 let j = &jobs[i];
                 let may = may_give(i, j, granted[i]);
-                let fr = may.then(|| short(room, *q, need)).flatten()?;
-                Some((key_at(j, ties[i], i, granted[i] - 1), i, fr))
+                let (why, fr) = may.then(|| owed(room, *q, need)).flatten()?;
+                Some(((why, key_at(j, ties[i], i, granted[i] - 1)), i, fr))
             })
             .min_by(|a, b| a.0.cmp(&b.0));
-        let Some((_, i, fr)) = donor else {
+        let Some(((why, _), i, fr)) = donor else {
             break;
         };
         let Some((q, need)) = &charge[i] else {
@@ -363,6 +363,7 @@ fn reclaim(
                 cohort: room.cohort(*q).cloned(),
                 resource,
                 borrowing,
+                lending: why == Owed::Lent,
             };
             jobs[i].set_quota_note(Some(note));
         }
@@ -574,9 +575,15 @@ pub fn describe(state: &ClusterState, room: &QuotaRoom, job: &JobPlan, note: &Ku
             cohort,
             resource,
             borrowing,
+            lending,
         } => {
             let (c, t) = (job.current, job.target);
             match cohort {
+                Some(cohort) if *lending => format!(
+                    "gives back {resource} quota of ClusterQueue {cluster_queue} ({c} → {t}) to \
+                     Workloads of cohort {cohort} waiting to start: the cohort has no unused \
+                     quota for them, and a waiting job comes before growth above min"
+                ),
                 Some(cohort) if *borrowing => format!(
                     "gives back {resource} quota ClusterQueue {cluster_queue} borrows ({c} → \
                      {t}): queues of cohort {cohort} need their nominal quota for waiting \

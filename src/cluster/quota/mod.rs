@@ -32,7 +32,7 @@ pub use read::{
     ResourceQuotas, WorkerSet, WorkloadInfo, amount_of, read_cluster_queue, read_local_queue,
     read_workload,
 };
-pub use room::{Need, QueueId, QuotaRoom, Standing, Stop};
+pub use room::{Need, Owed, QueueId, QuotaRoom, Standing, Stop};
 
 /// The field a job's queue is named in, on the job object.
 pub const QUEUE_FIELD: &str = "metadata.labels[kueue.x-k8s.io/queue-name]";

@@ -30,6 +30,17 @@ pub enum Stop {
 /// What one more worker of a job takes: `(flavor-resource id, amount)` in its ClusterQueue.
 pub type Need = Vec<(u32, i64)>;
 
+/// Why a ClusterQueue's jobs give quota back ([`QuotaRoom::owes`]); the first comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Owed {
+    /// It borrows quota that waiting Workloads or other queues' growing jobs of its cohort need,
+    /// or its own waiting Workloads need what its jobs hold above min.
+    Borrowed,
+    /// Within its nominal quota, its jobs' workers above min go to Workloads of its cohort
+    /// waiting to start that the cohort's unused quota does not cover.
+    Lent,
+}
+
 /// Quota and usage of a flavor and resource as a message shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Standing {
@@ -164,40 +175,99 @@ impl<'m> QuotaRoom<'m> {
         room
     }
 
-    /// Holds each queue's nominal quota for its waiting Workloads (not yet admitted, not a
-    /// scale-up slice), oldest first, each whole while it fits in what is unused plus what the
-    /// queue's own jobs could give back (`reclaimable(q, fr)`: their workers above min): Kueue
-    /// admits a Workload that fits in its queue's nominal quota ahead of anyone's borrowing and
-    /// reclaims lent quota for it (`reclaimWithinCohort`), and a waiting job is the least
-    /// served of its queue.
+    /// Holds quota for waiting Workloads (not yet admitted, not a scale-up slice), each whole,
+    /// in Kueue's order: first those that fit in their queue's unused nominal quota plus what the
+    /// queue's own jobs could give back (`reclaimable(q, fr)`: their workers above min), oldest
+    /// first, as Kueue admits a Workload that needs no borrowing ahead of anyone's borrowing and
+    /// reclaims lent quota for it (`reclaimWithinCohort`); then those that must borrow, oldest
+    /// first, where the cohort's unused quota plus what every member's jobs could give back
+    /// covers them (and the queue's borrowing limit allows). A job waiting to start comes before
+    /// growth above min, within a queue and across the cohort, as in the pass.
     pub fn hold_for_waiting(
         &mut self,
         model: &QuotaModel,
         reclaimable: impl Fn(QueueId, u32) -> i64,
     ) {
-        let mut waiting: Vec<(&super::WorkloadInfo, QueueId)> = model
+        let mut waiting: Vec<(&super::WorkloadInfo, QueueId, Need, i32)> = model
             .waiting()
-            .filter_map(|(cq, w)| self.queue(cq).map(|q| (w, q)))
+            .filter_map(|(cq, w)| {
+                let q = self.queue(cq)?;
+                let worker = w.worker.as_ref().filter(|s| s.asked > 0)?;
+                let need = self.need(q, worker, Vec::new).ok()?;
+                Some((w, q, need, worker.asked))
+            })
             .collect();
-        waiting.sort_by(|(a, _), (b, _)| (a.created, &a.name).cmp(&(b.created, &b.name)));
-        for (w, q) in waiting {
-            let Some(worker) = w.worker.as_ref().filter(|s| s.asked > 0) else {
-                continue;
-            };
-            let Ok(need) = self.need(q, worker, Vec::new) else {
-                continue;
-            };
-            let queue = &self.queues[q];
-            let fits = need.iter().all(|&(fr, amount)| {
-                let f = fr as usize;
-                let nominal = queue.quota[f].map_or(0, |q| q.nominal);
-                let unused = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
-                amount.saturating_mul(i64::from(worker.asked)) <= unused
-            });
-            if fits {
-                self.hold(q, &need, worker.asked);
+        waiting.sort_by(|(a, ..), (b, ..)| (a.created, &a.name).cmp(&(b.created, &b.name)));
+        let mut borrowing = Vec::new();
+        for (w, q, need, asked) in waiting {
+            if self.fits_nominal(q, &need, asked, &reclaimable) {
+                self.hold(q, &need, asked);
+            } else {
+                borrowing.push((w, q, need, asked));
             }
         }
+        for (_, q, need, asked) in borrowing {
+            if self.fits_cohort(q, &need, asked, &reclaimable) {
+                self.hold(q, &need, asked);
+            }
+        }
+    }
+
+    /// Whether `asked` workers of `need` fit in queue `q`'s unused nominal quota (less what is
+    /// held) plus what its own jobs could give back.
+    fn fits_nominal(
+        &self,
+        q: QueueId,
+        need: &Need,
+        asked: i32,
+        reclaimable: &impl Fn(QueueId, u32) -> i64,
+    ) -> bool {
+        let queue = &self.queues[q];
+        need.iter().all(|&(fr, amount)| {
+            let f = fr as usize;
+            let nominal = queue.quota[f].map_or(0, |q| q.nominal);
+            let unused = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
+            amount.saturating_mul(i64::from(asked)) <= unused
+        })
+    }
+
+    /// Whether `asked` workers of `need` fit, by borrowing, in queue `q`'s cohort: its unused
+    /// quota (less what is held) plus what every member could lend by giving back its jobs'
+    /// workers above min, within `q`'s borrowing limit.
+    fn fits_cohort(
+        &self,
+        q: QueueId,
+        need: &Need,
+        asked: i32,
+        reclaimable: &impl Fn(QueueId, u32) -> i64,
+    ) -> bool {
+        let queue = &self.queues[q];
+        let Some(c) = queue.cohort else {
+            return false;
+        };
+        let cohort = &self.cohorts[c];
+        need.iter().all(|&(fr, amount)| {
+            let f = fr as usize;
+            let asked = amount.saturating_mul(i64::from(asked));
+            // What members could give back that the cohort may lend (not what a lending limit
+            // keeps).
+            let lendable: i64 = (0..self.queues.len())
+                .filter(|&o| self.queues[o].cohort == Some(c))
+                .map(|o| {
+                    let member = &self.queues[o];
+                    let lent = member.usage[f].saturating_sub(kept(member.quota[f])).max(0);
+                    reclaimable(o, fr).min(lent)
+                })
+                .fold(0i64, i64::saturating_add);
+            let unused = cohort.subtree[f] - cohort.usage[f] - cohort.waiting[f];
+            let within_limit = queue.quota[f]
+                .and_then(|quota| quota.borrowing_limit.map(|limit| (quota.nominal, limit)))
+                .is_none_or(|(nominal, limit)| {
+                    let own = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
+                    asked <= own.saturating_add(limit)
+                });
+            within_limit && asked <= unused.saturating_add(lendable)
+        })
     }
 
     /// Holds room for `asked` workers of `need` for a waiting Workload of queue `q`.
@@ -262,10 +332,20 @@ impl<'m> QuotaRoom<'m> {
         queue.usage[f] > queue.quota[f].map_or(0, |q| q.nominal)
     }
 
-    /// Whether ClusterQueue `q` may be made to give back flavor-resource `fr`: it borrows, or
-    /// its own waiting Workloads hold some.
+    /// Whether ClusterQueue `q` may be made to give back flavor-resource `fr` to others' growth:
+    /// it borrows, or its own waiting Workloads hold some.
     pub fn gives_back(&self, q: QueueId, fr: u32) -> bool {
         self.borrows(q, fr) || self.queues[q].waiting[fr as usize] > 0
+    }
+
+    /// Whether ClusterQueue `q`'s jobs must give back flavor-resource `fr` now, and why.
+    pub fn owes(&self, q: QueueId, fr: u32) -> Option<Owed> {
+        if self.gives_back(q, fr) {
+            return (self.growth(q, fr) < 0).then_some(Owed::Borrowed);
+        }
+        let c = self.queues[q].cohort?;
+        let waiting = self.cohorts[c].waiting[fr as usize];
+        (waiting > 0 && self.available(q, fr).saturating_sub(waiting) < 0).then_some(Owed::Lent)
     }
 
     /// Whether any queue's waiting Workloads or growing jobs hold quota (so borrowing may be
