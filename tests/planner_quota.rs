@@ -100,10 +100,7 @@ fn message(s: &ClusterState, p: &ScalePlan, config: &PlannerConfig, name: &str) 
 #[test]
 fn jobs_share_their_cohort_max_min_fair_within_quota_and_borrowing() {
     // team-a: 8 GPUs; team-b: 4. 32 GPUs of nodes: only the quota holds the jobs back.
-    let mut s = cluster(&[
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ]);
+    let mut s = cluster(&research());
     for (name, cq) in [("a1", "team-a"), ("a2", "team-a"), ("b1", "team-b")] {
         admitted_job(&mut s, name, (1, 8, 2), cq);
     }
@@ -477,13 +474,18 @@ fn waiting_job(s: &mut ClusterState, name: &str, asked: i32, cq: &str) {
         .unwrap();
 }
 
+/// ClusterQueues team-a (8 GPUs) and team-b (4) in cohort research.
+fn research() -> [ClusterQueue; 2] {
+    [
+        gpu_queue("team-a", Some("research"), "8", None),
+        gpu_queue("team-b", Some("research"), "4", None),
+    ]
+}
+
 /// team-a (8 GPUs) holds 12 in cohort research (a1 at 8, a2 at 4: 4 borrowed); team-b (4) is
 /// unused and its Workload of 3 (b1) waits.
 fn lender_waits() -> ClusterState {
-    let mut s = cluster(&[
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ]);
+    let mut s = cluster(&research());
     admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
     admitted_on(&mut s, "a2", (1, 8, 4), "team-a", "n1");
     waiting_job(&mut s, "b1", 3, "team-b");
@@ -564,10 +566,7 @@ fn a_shrink_kueue_has_not_applied_yet_is_not_taken_back_the_next_pass() {
 
 #[test]
 fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload() {
-    let queues = [
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ];
+    let queues = research();
     // team-a borrows 4 with jobs at their min: Kueue may preempt them; trainscale does not.
     let mut s = cluster(&queues);
     admitted_on(&mut s, "a1", (8, 10, 8), "team-a", "n0");
@@ -605,10 +604,7 @@ fn nothing_is_given_back_below_min_within_nominal_or_without_a_waiting_workload(
 
 #[test]
 fn a_workload_that_must_borrow_gets_room_from_jobs_above_min_borrowers_first() {
-    let queues = [
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ];
+    let queues = research();
     // team-a borrows 4 of team-b's; b1 asks 5, more than team-b's nominal 4: admitted only by
     // borrowing 1, which team-a's jobs above min can give. The borrower gives all 5.
     let mut s = cluster(&queues);
@@ -661,10 +657,7 @@ fn a_workload_that_must_borrow_gets_room_from_jobs_above_min_borrowers_first() {
 #[test]
 fn a_lenders_growing_job_takes_its_nominal_quota_back_from_a_borrower() {
     // team-b uses 1 of its 4; team-a borrows the other 3. b2 wants to grow to 4.
-    let mut s = cluster(&[
-        gpu_queue("team-a", Some("research"), "8", None),
-        gpu_queue("team-b", Some("research"), "4", None),
-    ]);
+    let mut s = cluster(&research());
     admitted_on(&mut s, "a1", (1, 8, 8), "team-a", "n0");
     admitted_on(&mut s, "a2", (1, 8, 3), "team-a", "n1");
     admitted_on(&mut s, "b2", (1, 4, 1), "team-b", "n2");

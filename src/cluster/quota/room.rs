@@ -222,13 +222,18 @@ impl<'m> QuotaRoom<'m> {
         asked: i32,
         reclaimable: &impl Fn(QueueId, u32) -> i64,
     ) -> bool {
-        let queue = &self.queues[q];
         need.iter().all(|&(fr, amount)| {
-            let f = fr as usize;
-            let nominal = queue.quota[f].map_or(0, |q| q.nominal);
-            let unused = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
-            amount.saturating_mul(i64::from(asked)) <= unused
+            amount.saturating_mul(i64::from(asked)) <= self.own_room(q, fr, reclaimable)
         })
+    }
+
+    /// Queue `q`'s unused nominal quota of flavor-resource `fr`, less what is held, plus what
+    /// its own jobs could give back.
+    fn own_room(&self, q: QueueId, fr: u32, reclaimable: &impl Fn(QueueId, u32) -> i64) -> i64 {
+        let queue = &self.queues[q];
+        let f = fr as usize;
+        let nominal = queue.quota[f].map_or(0, |q| q.nominal);
+        nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr)
     }
 
     /// Whether `asked` workers of `need` fit, by borrowing, in queue `q`'s cohort: its unused
@@ -261,10 +266,9 @@ impl<'m> QuotaRoom<'m> {
                 .fold(0i64, i64::saturating_add);
             let unused = cohort.subtree[f] - cohort.usage[f] - cohort.waiting[f];
             let within_limit = queue.quota[f]
-                .and_then(|quota| quota.borrowing_limit.map(|limit| (quota.nominal, limit)))
-                .is_none_or(|(nominal, limit)| {
-                    let own = nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr);
-                    asked <= own.saturating_add(limit)
+                .and_then(|quota| quota.borrowing_limit)
+                .is_none_or(|limit| {
+                    asked <= self.own_room(q, fr, reclaimable).saturating_add(limit)
                 });
             within_limit && asked <= unused.saturating_add(lendable)
         })
