@@ -36,8 +36,8 @@ pub struct Candidate<'a> {
     /// a huge max wins nothing, and at [`Candidate::quota_max`]. Never below min.
     pub fair_max: i32,
     /// The most trainers Kueue's quota lets the job reach in this pass (`planner::quota`):
-    /// below `current` only when its queue gives back borrowed quota that waiting Workloads
-    /// need; `i32::MAX` for a job Kueue does not manage.
+    /// below `current` only when the job gives quota back that waiting Workloads need
+    /// (`planner::quota`'s `reclaim`); `i32::MAX` for a job Kueue does not manage.
     pub quota_max: i32,
     /// What the quota pre-pass keeps of a Kueue-managed job (boxed: most jobs have none, and
     /// every candidate's size counts in the pass).

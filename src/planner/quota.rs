@@ -8,7 +8,9 @@
 //! Kueue admits that older slice before any newer one. The ceiling caps the job's growth
 //! ([`Candidate::ceiling`]) and its fair max. It is below the job's current size only when the
 //! job gives quota back (`reclaim`, run first): quota its queue borrows that other queues need
-//! for their waiting Workloads or growing jobs, or that its own queue's waiting Workloads need.
+//! for their waiting Workloads or growing jobs, or that its own queue's waiting Workloads need,
+//! or, within its queue's quota, workers above min that Workloads of the cohort waiting to start
+//! need and the cohort has unused nowhere else.
 //!
 //! After water-filling, [`raise_quota`] hands quota that jobs could not use (no node had room
 //! for their trainers) to the jobs quota stopped, so a ceiling no node could fill does not idle
@@ -277,13 +279,14 @@ fn grant_spare(
     }
 }
 
-/// Gives back borrowed quota that waiting Workloads need ([`QuotaRoom::growth`] below zero):
-/// one worker at a time from the elastic jobs of queues borrowing it, the job that stays most
-/// served first (the reverse of the fill order), never below min, never one that keeps its
-/// size this pass (`holding`, a cooldown) or waits for an admission. Kueue would preempt whole
-/// Workloads to reclaim that quota (`reclaimWithinCohort`); shrinking elastic jobs first leaves
-/// it nothing to preempt. Returns which jobs gave workers back (their `granted` lowered, a
-/// `Reclaimed` note set).
+/// Gives back quota that waiting Workloads need ([`QuotaRoom::owes`]): one worker at a time
+/// from the elastic jobs of queues borrowing it (or whose own waiting Workloads hold it), then,
+/// while the cohort still has too little unused, from the jobs of queues within their quota;
+/// in each, the job that stays most served first (the reverse of the fill order), never below
+/// min, never one that keeps its size this pass (`holding`, a cooldown) or waits for an
+/// admission. Kueue would preempt whole Workloads to reclaim that quota (`reclaimWithinCohort`);
+/// shrinking elastic jobs first leaves it nothing to preempt. Returns which jobs gave workers
+/// back (their `granted` lowered, a `Reclaimed` note set).
 fn reclaim(
     state: &ClusterState,
     jobs: &mut [Candidate],
