@@ -715,3 +715,70 @@ fn progress_gives_quota_no_job_wants_at_its_threshold_to_its_spare_sizes() {
     assert_eq!((target(&p, "j"), target(&p, "k")), (4, 4));
     assert_eq!(gpus_in(&s, &p, "a"), 8);
 }
+
+#[test]
+fn quota_beyond_what_the_nodes_hold_leaves_fairness_as_without_kueue() {
+    // Eight jobs (1..=64 workers, at 1) on 32 GPUs; team-a's 100 GPUs are more than the nodes
+    // hold. Water-filled in quota, each would stop near 12 workers, a level that moves with
+    // what every job could ask; the nodes give each 4. Fulfillment counts against the nodes,
+    // as without Kueue (it used to count against the quota level, so jobs whose fulfillments
+    // crossed traded a worker back and forth between passes).
+    let build = |queue: Option<&str>| {
+        let mut s = cluster(&[gpu_queue("team-a", None, "100", None)]);
+        for i in 0..8 {
+            let name = format!("j{i}");
+            s.apply_job(&pytorch_job("ml", &name, (1, 64, 1), queue, WORKER))
+                .unwrap();
+            if let Some(cq) = queue {
+                let admitted = Some((cq, "default", 1));
+                s.apply_workload(&workload(
+                    &format!("{name}-1"),
+                    &key(&name),
+                    1,
+                    PER_POD,
+                    admitted,
+                ))
+                .unwrap();
+            }
+            bind_workers(&mut s, &key(&name), &format!("n{}", i % 4), 0, 1, WORKER);
+        }
+        s
+    };
+    let config = PlannerConfig::default();
+    let (with, without) = (build(Some("team-a")), build(None));
+    let (with, without) = (plan(&with, &config), plan(&without, &config));
+    for i in 0..8 {
+        let name = format!("j{i}");
+        let (a, b) = (
+            with.job(&key(&name)).unwrap(),
+            without.job(&key(&name)).unwrap(),
+        );
+        assert_eq!(a.target, 4, "{name}");
+        assert_eq!((a.target, a.reason), (b.target, b.reason), "{name}");
+        assert_eq!(
+            (a.fulfillment_before, a.fulfillment_after),
+            (b.fulfillment_before, b.fulfillment_after),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn static_counts_on_no_quota_given_back() {
+    // team-a (2 GPUs) borrows 5 of team-b's 7 with j0 at 7; team-b's j1 runs 1 of its min 3.
+    // The cohort has 1 GPU unused. `fulfillment` takes j0 down so j1 reaches its min; `static`
+    // resizes no running job, so j1's gang of 3 does not fit the quota and waits.
+    let mut s = cluster(&[
+        gpu_queue("team-a", Some("research"), "2", None),
+        gpu_queue("team-b", Some("research"), "7", None),
+    ]);
+    admitted_on(&mut s, "j0", (1, 7, 7), "team-a", "n0");
+    admitted_on(&mut s, "j1", (3, 4, 1), "team-b", "n1");
+    let p = plan(&s, &PlannerConfig::default());
+    assert_eq!(reason(&p, "j0"), Reason::Reclaimed);
+    assert!(target(&p, "j1") >= 3);
+    let p = plan(&s, &config(Policy::Static));
+    assert_eq!(target(&p, "j1"), 1);
+    assert_eq!(reason(&p, "j1"), Reason::QuotaExhausted);
+    assert!(p.job(&key("j0")).is_none_or(|j| j.target == 7));
+}

@@ -222,7 +222,7 @@ proptest! {
                 before.take(q, &need, i64::from((current - k.admitted()).max(0)));
             }
         }
-        prop_assert_eq!(before.overdrawn(), None);
+        prop_assert_eq!(before.overdrawn(), None, "as built");
         for policy in [Policy::Fulfillment, Policy::Goodput, Policy::Edl, Policy::Static] {
             let config = PlannerConfig { policy, ..PlannerConfig::default() };
             let p = plan(&s, &config);

@@ -105,6 +105,9 @@ pub struct QuotaJob<'a> {
     /// What holds the job at its quota max (its quota, or an admission it waits for), if
     /// anything.
     pub note: Option<KueueNote>,
+    /// The quota that stops the job is more than the nodes hold: it does not make the job
+    /// count as served (its fair max stays [`QuotaJob::fair_cap`]).
+    pub beyond_nodes: bool,
 }
 
 /// A job's share at a trainer count, the order every fair decision of the pass uses: the lower,
@@ -650,6 +653,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                             kueue,
                             fair_cap: sizes.max,
                             note: None,
+                            beyond_nodes: false,
                         })
                     }),
                     useful_max: sizes.max,

@@ -11,7 +11,7 @@ use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates, cap_fair_maxes, cap_useful_maxes};
 use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
 use super::nodes::NodeIndex;
-use super::quota::{cap_quota, raise_quota};
+use super::quota::{GiveBack, cap_quota, raise_quota};
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
 use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
@@ -57,7 +57,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                     .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
         })
         .collect();
-    cap_quota(state, &mut jobs, &cooling);
+    cap_quota(state, &mut jobs, &cooling, GiveBack::Yes);
     trim_over_max(&mut jobs, &mut index);
     relieve_overload(state, &mut jobs, &mut index);
     // Pending masters and pservers get room before any trainer is placed.

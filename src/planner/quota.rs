@@ -193,12 +193,25 @@ fn water_fill(
     }
 }
 
+/// Whether a policy's jobs give quota back: `static` never resizes a running job, so its
+/// ceilings must not count on quota another job would give back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    Yes,
+    No,
+}
+
 /// Sets every Kueue-managed job's [`Candidate::quota_max`] (and caps its fair max there) by
-/// water-filling the quota of all ClusterQueues; `holding[i]`: job `i` keeps its size this pass
-/// (a cooldown). Costs nothing without Kueue objects (kept out of line: the pass's hot loops
-/// stay as they are).
+/// water-filling the quota of all ClusterQueues, after quota is given back (`give_back`);
+/// `holding[i]`: job `i` keeps its size this pass (a cooldown). Costs nothing without Kueue
+/// objects (kept out of line: the pass's hot loops stay as they are).
 #[inline(never)]
-pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool]) {
+pub fn cap_quota(
+    state: &ClusterState,
+    jobs: &mut [Candidate],
+    holding: &[bool],
+    give_back: GiveBack,
+) {
     if !state.quota().active() || jobs.iter().all(|j| j.quota.is_none()) {
         return;
     }
@@ -224,7 +237,10 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool])
             }));
         }
     }
-    let reclaimed = reclaim(state, jobs, ties, &mut room, &charge, &mut granted, holding);
+    let reclaimed = match give_back {
+        GiveBack::Yes => reclaim(state, jobs, ties, &mut room, &charge, &mut granted, holding),
+        GiveBack::No => vec![false; jobs.len()],
+    };
     water_fill(jobs, ties, &mut room, &charge, &mut granted, |i, j| {
         !reclaimed[i] && wants_growth(j, holding[i])
     });
@@ -237,15 +253,60 @@ pub fn cap_quota(state: &ClusterState, jobs: &mut [Candidate], holding: &[bool])
         &reclaimed,
         holding,
     );
+    let nodes = state.total_capacity();
     for (i, j) in jobs.iter_mut().enumerate() {
-        if let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) {
+        let beyond_nodes = stopped_beyond_nodes(&room, &charge[i], j.quota_note(), nodes);
+        if let Some(q) = j.quota.as_mut() {
+            q.beyond_nodes = beyond_nodes;
             j.quota_max = if reclaimed[i] {
                 granted[i]
             } else {
                 granted[i].max(j.current)
             };
-            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
+            cap_fair_max(j);
         }
+    }
+}
+
+/// Whether the quota that stopped a job (its `QuotaExhausted` note) is of a resource its queue
+/// could hold more of than the schedulable nodes do: the water-fill stopped it in quota no node
+/// could fill, at a level that moves with what every job of the cohort could ask, so it says
+/// nothing of how well the job is served.
+fn stopped_beyond_nodes(
+    room: &QuotaRoom,
+    charge: &Charge,
+    note: Option<&KueueNote>,
+    nodes: Resources,
+) -> bool {
+    let (
+        Some((q, _)),
+        Some(KueueNote::QuotaExhausted {
+            flavor, resource, ..
+        }),
+    ) = (charge, note)
+    else {
+        return false;
+    };
+    let held = match &**resource {
+        "cpu" => nodes.cpu_milli,
+        "memory" => nodes.memory,
+        r if GPU_RESOURCE_NAMES.contains(&r) => nodes.gpu,
+        _ => return false,
+    };
+    room.id(flavor, resource)
+        .is_some_and(|fr| room.pool(*q, fr) > held)
+}
+
+/// Caps a Kueue-managed job's fair max at its quota max, so a job its quota holds back counts as
+/// served, unless that quota is more than the nodes hold
+/// ([`super::candidates::QuotaJob::beyond_nodes`]).
+fn cap_fair_max(j: &mut Candidate) {
+    if let Some(q) = j.quota.as_ref() {
+        j.fair_max = if q.beyond_nodes {
+            q.fair_cap
+        } else {
+            q.fair_cap.min(j.quota_max.max(j.min))
+        };
     }
 }
 
@@ -406,12 +467,12 @@ pub fn raise_quota(
         return false;
     }
     for (i, j) in jobs.iter_mut().enumerate() {
-        let Some(fair_cap) = j.quota.as_ref().map(|q| q.fair_cap) else {
+        if j.quota.is_none() {
             continue;
-        };
+        }
         if raising[i] {
             j.quota_max = granted[i].max(j.quota_max);
-            j.fair_max = fair_cap.min(j.quota_max.max(j.min));
+            cap_fair_max(j);
             // Water-filling noted the quota again where it stopped the job below its ceiling.
             if j.quota_max >= unquoted_ceiling(j) {
                 j.set_quota_note(None);
@@ -445,7 +506,7 @@ pub fn ceilings(state: &ClusterState) -> BTreeMap<JobKey, Ceiling> {
     let mut jobs = super::candidates::candidates(state);
     super::candidates::cap_fair_maxes(state, &mut jobs);
     let holding = vec![false; jobs.len()];
-    cap_quota(state, &mut jobs, &holding);
+    cap_quota(state, &mut jobs, &holding, GiveBack::Yes);
     jobs.into_iter()
         .filter(|j| j.quota.is_some())
         .map(|j| {

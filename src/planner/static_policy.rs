@@ -7,7 +7,7 @@
 
 use super::candidates::{candidates, cap_fair_maxes};
 use super::nodes::NodeIndex;
-use super::quota::cap_quota;
+use super::quota::{GiveBack, cap_quota};
 use super::relocate::{Repairs, place_gang};
 use super::{Outcome, Reason, support};
 use crate::cluster::ClusterState;
@@ -20,10 +20,11 @@ pub fn plan<'s>(state: &'s ClusterState) -> Outcome<'s> {
     let mut jobs = candidates(state);
     // Only for the fulfillment it reports: static never grows a job.
     cap_fair_maxes(state, &mut jobs);
-    // A gang's ceiling under Kueue's quota (nothing to do without Kueue objects).
+    // A gang's ceiling under Kueue's quota (nothing to do without Kueue objects), counting on
+    // no quota given back: static shrinks no running job.
     if state.quota().active() {
         let holding = vec![false; jobs.len()];
-        cap_quota(state, &mut jobs, &holding);
+        cap_quota(state, &mut jobs, &holding, GiveBack::No);
     }
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by(|&a, &b| (jobs[a].created, jobs[a].key).cmp(&(jobs[b].created, jobs[b].key)));

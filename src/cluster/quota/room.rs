@@ -329,6 +329,24 @@ impl<'m> QuotaRoom<'m> {
         self.available(q, fr).saturating_sub(held)
     }
 
+    /// The most of flavor-resource `fr` ClusterQueue `q` could ever hold: its nominal quota,
+    /// with a cohort what the cohort lends plus what its lending limit keeps, at most its
+    /// nominal quota plus its borrowing limit.
+    pub fn pool(&self, q: QueueId, fr: u32) -> i64 {
+        let queue = &self.queues[q];
+        let f = fr as usize;
+        let quota = queue.quota[f];
+        let nominal = quota.map_or(0, |q| q.nominal);
+        let Some(c) = queue.cohort else {
+            return nominal;
+        };
+        let cohort = self.cohorts[c].subtree[f].saturating_add(kept(quota));
+        match quota.and_then(|q| q.borrowing_limit) {
+            Some(limit) => cohort.min(nominal.saturating_add(limit)),
+            None => cohort,
+        }
+    }
+
     /// Whether ClusterQueue `q` uses more of flavor-resource `fr` than its nominal quota.
     pub fn borrows(&self, q: QueueId, fr: u32) -> bool {
         let queue = &self.queues[q];
