@@ -197,7 +197,9 @@ fn water_fill(
 /// ceilings must not count on quota another job would give back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GiveBack {
+    /// Borrowers (and lenders, for Workloads that must borrow) give quota back first.
     Yes,
+    /// Ceilings are water-filled from what every job holds now.
     No,
 }
 
