@@ -16,6 +16,7 @@
 //! for their trainers) to the jobs quota stopped, so a ceiling no node could fill does not idle
 //! the queue.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -255,7 +256,9 @@ pub fn cap_quota(
         &reclaimed,
         holding,
     );
-    let nodes = state.total_capacity();
+    // What the nodes hold, summed over every node only once some job's quota stopped it.
+    let nodes = OnceCell::new();
+    let nodes = || *nodes.get_or_init(|| state.total_capacity());
     for (i, j) in jobs.iter_mut().enumerate() {
         let beyond_nodes = stopped_beyond_nodes(&room, &charge[i], j.quota_note(), nodes);
         if let Some(q) = j.quota.as_mut() {
@@ -278,7 +281,7 @@ fn stopped_beyond_nodes(
     room: &QuotaRoom,
     charge: &Charge,
     note: Option<&KueueNote>,
-    nodes: Resources,
+    nodes: impl FnOnce() -> Resources,
 ) -> bool {
     let (
         Some((q, _)),
@@ -290,9 +293,9 @@ fn stopped_beyond_nodes(
         return false;
     };
     let held = match &**resource {
-        "cpu" => nodes.cpu_milli,
-        "memory" => nodes.memory,
-        r if GPU_RESOURCE_NAMES.contains(&r) => nodes.gpu,
+        "cpu" => nodes().cpu_milli,
+        "memory" => nodes().memory,
+        r if GPU_RESOURCE_NAMES.contains(&r) => nodes().gpu,
         _ => return false,
     };
     room.id(flavor, resource)

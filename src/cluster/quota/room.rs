@@ -199,14 +199,14 @@ impl<'m> QuotaRoom<'m> {
             .collect();
         waiting.sort_by(|(a, ..), (b, ..)| (a.created, &a.name).cmp(&(b.created, &b.name)));
         let mut borrowing = Vec::new();
-        for (w, q, need, asked) in waiting {
+        for (_, q, need, asked) in waiting {
             if self.fits_nominal(q, &need, asked, &reclaimable) {
                 self.hold(q, &need, asked);
             } else {
-                borrowing.push((w, q, need, asked));
+                borrowing.push((q, need, asked));
             }
         }
-        for (_, q, need, asked) in borrowing {
+        for (q, need, asked) in borrowing {
             if self.fits_cohort(q, &need, asked, &reclaimable) {
                 self.hold(q, &need, asked);
             }
@@ -356,7 +356,7 @@ impl<'m> QuotaRoom<'m> {
 
     /// Whether ClusterQueue `q` may be made to give back flavor-resource `fr` to others' growth:
     /// it borrows, or its own waiting Workloads hold some.
-    pub fn gives_back(&self, q: QueueId, fr: u32) -> bool {
+    fn gives_back(&self, q: QueueId, fr: u32) -> bool {
         self.borrows(q, fr) || self.queues[q].waiting[fr as usize] > 0
     }
 
