@@ -11,7 +11,8 @@
 //! check whether the heap they leave behind changes the timing.
 //!
 //! `digest` prints a checksum of each policy's plan instead of timing it: a speed-up that should
-//! change no plan must leave every checksum as it was.
+//! change no plan must leave every checksum as it was. From 50,000 nodes on `edl` is left out
+//! (minutes a pass).
 
 use std::collections::BTreeMap;
 
@@ -121,8 +122,11 @@ fn main() {
             },
         )
     });
+    // `edl` takes minutes a pass from 50,000 nodes on (README): left out there.
+    let large = nodes >= 50_000;
     for (name, config) in runs
         .into_iter()
+        .filter(|(_, config)| !(large && config.policy == Policy::Edl))
         .chain(has("exact").then_some(("exact", exact)))
     {
         let result = plan(&state, &config);

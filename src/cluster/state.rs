@@ -118,6 +118,9 @@ pub struct TrainerPods {
     pub bound: u32,
     /// Bound, live trainers with a completion index, by `(index, pod name)`.
     pub bound_by_index: BTreeMap<(u32, String), NodeId>,
+    /// One past the highest completion index in `bound_by_index` (0 when it is empty), kept
+    /// beside it: a pass reads it for every job, and the map's last key is a cache miss away.
+    pub index_end: u32,
     /// Bound, live trainers without a completion index, by `(creation time, pod name)`.
     pub bound_unindexed: BTreeMap<(i64, String), NodeId>,
     /// Live trainers not yet bound to a node, gated ones not included.
@@ -677,20 +680,32 @@ impl ClusterState {
         let node = self.node_id(&p.node);
         let t = &mut self.job_slot_mut(&p.job).trainers;
         match p.index {
-            Some(i) => t.bound_by_index.insert((i, name.to_string()), node),
-            None => t
-                .bound_unindexed
-                .insert((p.created, name.to_string()), node),
-        };
+            Some(i) => {
+                t.bound_by_index.insert((i, name.to_string()), node);
+                t.index_end = t.index_end.max(i.saturating_add(1));
+            }
+            None => {
+                t.bound_unindexed
+                    .insert((p.created, name.to_string()), node);
+            }
+        }
     }
 
     /// Forgets a trainer's place in its job's controller order.
     fn unposition(&mut self, name: &str, p: Position) {
         let t = &mut self.job_slot_mut(&p.job).trainers;
         match p.index {
-            Some(i) => t.bound_by_index.remove(&(i, name.to_string())),
-            None => t.bound_unindexed.remove(&(p.created, name.to_string())),
-        };
+            Some(i) => {
+                t.bound_by_index.remove(&(i, name.to_string()));
+                t.index_end = t
+                    .bound_by_index
+                    .last_key_value()
+                    .map_or(0, |((top, _), _)| top.saturating_add(1));
+            }
+            None => {
+                t.bound_unindexed.remove(&(p.created, name.to_string()));
+            }
+        }
         self.drop_job_if_empty(&p.job);
     }
 
@@ -1355,6 +1370,32 @@ mod tests {
                 "spec.parallelism of its trainer Job"
             ]
         );
+    }
+
+    #[test]
+    fn index_end_follows_the_highest_bound_index() {
+        let mut state = ClusterState::new();
+        state.apply_node(&node("a", Some("110"))).unwrap();
+        let key = JobKey::new("ns", "j");
+        let trainer = Resources::new(10, 1, 0);
+        state.set_training_job(key.clone(), Some(job_info(1, 8, trainer, 0)));
+        let end = |state: &ClusterState| state.job(&key).map(|s| s.trainers.index_end);
+        let bound = |index| Some(trainer_pod(&key, Some("a".into()), trainer, Some(index)));
+        state.set_pod(("ns".into(), "p0".into()), bound(0));
+        state.set_pod(("ns".into(), "p3".into()), bound(3));
+        // A second pod at index 3 (the controller's replacement) and a pending one at 5.
+        state.set_pod(("ns".into(), "q3".into()), bound(3));
+        state.set_pod(
+            ("ns".into(), "p5".into()),
+            Some(trainer_pod(&key, None, trainer, Some(5))),
+        );
+        assert_eq!(end(&state), Some(4));
+        state.set_pod(("ns".into(), "p3".into()), None);
+        assert_eq!(end(&state), Some(4));
+        state.set_pod(("ns".into(), "q3".into()), None);
+        assert_eq!(end(&state), Some(1));
+        state.set_pod(("ns".into(), "p0".into()), None);
+        assert_eq!(end(&state), Some(0));
     }
 
     /// A trainer Job of TrainingJob `ns/j` at `parallelism`, suspended or not, with trainscale's

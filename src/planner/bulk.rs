@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use foldhash::fast::RandomState;
 
 use super::candidates::{Candidate, Share};
-use super::fill_queue::Queueing;
+use super::fill_queue::{Key, Queueing};
 use super::nodes::NodeIndex;
 use crate::api::Resources;
 use crate::cluster::NodeId;
@@ -82,13 +82,16 @@ pub fn bulk_fill(
     // packing: trainers that may use the fewest nodes first (so others do not fill those
     // first), then largest trainers first (first-fit decreasing), which also fails a step
     // early; equal shapes keep exact water-filling's order (least fulfilled first).
-    let order = by_shape_then_key(jobs, &queued, &shapes, &order_of, queueing);
     let mut curves = Curves::default();
-    let mut wants: Vec<Want> = order
-        .iter()
-        .map(|&i| Want::of(i, &jobs[i], curves.slot(&jobs[i])))
-        .filter(|w| !left_out.contains(&(w.trainer, w.class)))
-        .collect();
+    let mut wants = wants_by_shape_then_key(
+        jobs,
+        &queued,
+        &shapes,
+        &order_of,
+        queueing,
+        &mut curves,
+        &left_out,
+    );
     let mut level = 0;
     let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
     let mut placed = Placed::new();
@@ -163,47 +166,51 @@ fn record(jobs: &mut [Candidate], placed: Placed) {
     }
 }
 
-/// The queued jobs by trainer shape as `shapes` lists them, then by queue key, greatest first: a
-/// counting sort into per-shape buckets (`shapes` is sorted and distinct), then each small
-/// bucket sorted alone.
-fn by_shape_then_key(
-    jobs: &[Candidate],
+/// What the queued jobs need (`left_out` shapes' jobs left out), by trainer shape as `shapes`
+/// lists them, then by queue key, greatest first: each candidate is read once, in index order
+/// (in sorted order every read was a cache miss on a large cluster), then a counting sort into
+/// per-shape buckets (`shapes` is sorted and distinct) and each small bucket sorted alone.
+fn wants_by_shape_then_key<'a>(
+    jobs: &[Candidate<'a>],
     queued: &[usize],
     shapes: &[Shape],
     order_of: &dyn Fn(Shape) -> ShapeOrder,
     queueing: Queueing,
-) -> Vec<usize> {
+    curves: &mut Curves<'a>,
+    left_out: &[Shape],
+) -> Vec<Want> {
     // Each shape's order once, not once per comparison of a search.
     let orders: Vec<ShapeOrder> = shapes.iter().map(|s| order_of(*s)).collect();
-    let bucket_of: Vec<usize> = queued
-        .iter()
-        .map(|&i| {
-            orders
-                .binary_search(&order_of(shape_of(&jobs[i])))
-                .unwrap_or(0)
-        })
-        .collect();
+    let mut buckets: Vec<usize> = Vec::with_capacity(queued.len());
+    let mut keys: Vec<std::cmp::Reverse<Key>> = Vec::with_capacity(queued.len());
+    let mut wants: Vec<Want> = Vec::with_capacity(queued.len());
+    for &i in queued {
+        let j = &jobs[i];
+        if left_out.contains(&shape_of(j)) {
+            continue;
+        }
+        buckets.push(orders.binary_search(&order_of(shape_of(j))).unwrap_or(0));
+        keys.push(std::cmp::Reverse(queueing.key(jobs, i)));
+        wants.push(Want::of(i, j, curves.slot(j)));
+    }
     let mut starts = vec![0usize; shapes.len() + 1];
-    for &b in &bucket_of {
+    for &b in &buckets {
         starts[b + 1] += 1;
     }
     for b in 1..starts.len() {
         starts[b] += starts[b - 1];
     }
+    // Keys and where their wants are, bucket by bucket; the small keys move, not the wants.
     let mut next = starts.clone();
-    let mut order = vec![0usize; queued.len()];
-    for (&i, &b) in queued.iter().zip(&bucket_of) {
-        order[next[b]] = i;
+    let mut sorted = vec![(std::cmp::Reverse(Key::default()), 0usize); keys.len()];
+    for (at, (&b, key)) in buckets.iter().zip(keys).enumerate() {
+        sorted[next[b]] = (key, at);
         next[b] += 1;
     }
-    let mut keys: Vec<_> = order
-        .iter()
-        .map(|&i| std::cmp::Reverse(queueing.key(jobs, i)))
-        .collect();
     for bucket in starts.windows(2) {
-        keys[bucket[0]..bucket[1]].sort_unstable();
+        sorted[bucket[0]..bucket[1]].sort_unstable();
     }
-    keys.iter().map(|std::cmp::Reverse(key)| key.job).collect()
+    sorted.iter().map(|&(_, at)| wants[at]).collect()
 }
 
 /// A trainer shape and the class of nodes it may go to: jobs share a bulk run only when both

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use foldhash::fast::RandomState;
 use litemap::LiteMap;
@@ -77,8 +77,10 @@ pub struct Candidate<'a> {
     pub bound: i32,
     /// Trainers kept or placed so far in the pass.
     pub planned: i32,
-    /// Bound trainers still on each node (borrowed from the state until the pass changes it).
-    pub on_node: Cow<'a, BTreeMap<NodeId, u32>>,
+    /// Bound trainers still on each node (those holding a kept position).
+    pub on_node: NodeCounts,
+    /// Whether some bound trainer holds no kept position (see `trainers_in_positions`).
+    strays: bool,
     /// Trainers placed by this pass, per node.
     pub placed: NodeCounts,
     /// Bound trainers removed by this pass, per node.
@@ -348,8 +350,8 @@ impl<'a> Candidate<'a> {
     /// Bound pods per node that hold no position (see `trainers_in_positions`): the Job
     /// controller is removing them, so the room they hold comes free without any shrink.
     pub fn leaving(&self) -> impl Iterator<Item = (NodeId, u32)> + '_ {
-        // Borrowed counts are the slot's own: every bound pod holds a position.
-        let strays = matches!(self.on_node, Cow::Owned(_));
+        // Without strays every bound pod holds a position.
+        let strays = self.strays;
         self.slot
             .trainers
             .bound_by_node
@@ -388,14 +390,11 @@ impl<'a> Candidate<'a> {
         let top_position = self.kept as usize;
         let top = self.positions().get(top_position).copied().flatten();
         if let Some(node) = top
-            && self.on_node.contains_key(&node)
+            && let Some(n) = self.on_node.get_mut(&node)
         {
-            let on_node = self.on_node.to_mut();
-            if let Some(n) = on_node.get_mut(&node) {
-                *n -= 1;
-                if *n == 0 {
-                    on_node.remove(&node);
-                }
+            *n -= 1;
+            if *n == 0 {
+                self.on_node.remove(&node);
             }
             *self.removed.entry(node).or_insert(0) += 1;
             self.planned -= 1;
@@ -424,7 +423,7 @@ impl<'a> Candidate<'a> {
                         self.removed.remove(&node);
                     }
                 }
-                *self.on_node.to_mut().entry(node).or_insert(0) += 1;
+                *self.on_node.entry(node).or_insert(0) += 1;
                 self.planned += 1;
                 index.take(node, self.trainer, self.class, 1);
                 return;
@@ -595,7 +594,7 @@ fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) 
 }
 
 /// A job's bound trainers that hold one of its first `current` controller positions (the
-/// planning model's size): all of them, borrowed from the slot, unless some stand above it (an
+/// planning model's size): all of them, as the slot counts them, unless some stand above it (an
 /// index at or above parallelism, a duplicate index, more unindexed pods than parallelism),
 /// which the Job controller is removing already (or removes once the capped size is written):
 /// those still hold their node's room but are not the job's trainers. Also the positions, when
@@ -604,28 +603,30 @@ fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) 
 fn trainers_in_positions(
     slot: &JobSlot,
     current: i32,
-) -> (
-    i32,
-    Cow<'_, BTreeMap<NodeId, u32>>,
-    Option<Vec<Option<NodeId>>>,
-) {
+) -> (i32, NodeCounts, Option<Vec<Option<NodeId>>>) {
     let t = &slot.trainers;
     let planned = current;
     let current = current.max(0) as usize;
-    let indexed_below = t
-        .bound_by_index
-        .last_key_value()
-        .is_none_or(|((index, _), _)| (*index as usize) < current);
-    if indexed_below && t.bound_by_index.len() + t.bound_unindexed.len() <= current {
-        return (t.bound as i32, Cow::Borrowed(&t.bound_by_node), None);
+    if t.index_end as usize <= current
+        && t.bound_by_index.len() + t.bound_unindexed.len() <= current
+    {
+        // Copied, not borrowed: a pass reads these counts on every placement, and the slot's
+        // map is two cache misses away on a large cluster.
+        let on_node = t
+            .bound_by_node
+            .iter()
+            .map(|(node, n)| (*node, *n))
+            .collect();
+        return (t.bound as i32, on_node, None);
     }
     let positions = slot.controller_positions(planned);
-    let mut on_node = BTreeMap::new();
-    for node in positions.iter().flatten() {
-        *on_node.entry(*node).or_insert(0) += 1;
-    }
-    let bound = on_node.values().sum::<u32>() as i32;
-    (bound, Cow::Owned(on_node), Some(positions))
+    let mut nodes: Vec<NodeId> = positions.iter().flatten().copied().collect();
+    nodes.sort_unstable();
+    let on_node = nodes
+        .chunk_by(|a, b| a == b)
+        .map(|run| (run[0], run.len() as u32))
+        .collect();
+    (nodes.len() as i32, on_node, Some(positions))
 }
 
 /// Valid jobs that have not finished, in namespace/name order, their min, max and current
@@ -641,6 +642,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
             .map(|(rank, (key, slot, info))| {
                 let sizes = state.sizes(slot, info);
                 let (bound, on_node, positions) = trainers_in_positions(slot, sizes.current);
+                let strays = positions.is_some();
                 Candidate {
                     key,
                     rank,
@@ -672,6 +674,7 @@ pub fn candidates(state: &ClusterState) -> Vec<Candidate<'_>> {
                     bound,
                     planned: bound,
                     on_node,
+                    strays,
                     placed: NodeCounts::new(),
                     removed: NodeCounts::new(),
                     reason: None,

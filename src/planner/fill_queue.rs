@@ -11,7 +11,7 @@ use super::candidates::Candidate;
 /// A job's place in the queue (greatest first): its share and what breaks equal shares
 /// ([`Candidate::share_at`], [`Candidate::second_at`]), each as an integer that is greater the
 /// lower the float, then the job's tie rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
     pub now: u64,
     pub next: u64,
