@@ -186,10 +186,11 @@ fn wants_by_shape_then_key<'a>(
     let mut wants: Vec<Want> = Vec::with_capacity(queued.len());
     for &i in queued {
         let j = &jobs[i];
-        if left_out.contains(&shape_of(j)) {
+        let shape = shape_of(j);
+        if left_out.contains(&shape) {
             continue;
         }
-        buckets.push(orders.binary_search(&order_of(shape_of(j))).unwrap_or(0));
+        buckets.push(orders.binary_search(&order_of(shape)).unwrap_or(0));
         keys.push(std::cmp::Reverse(queueing.key(jobs, i)));
         wants.push(Want::of(i, j, curves.slot(j)));
     }
