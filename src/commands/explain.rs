@@ -32,7 +32,7 @@ pub struct ExplainArgs {
     /// in-cluster service account.
     #[arg(long, conflicts_with = "snapshot")]
     pub kubeconfig: Option<PathBuf>,
-    #[arg(long, value_enum, default_value = "fulfillment")]
+    #[arg(long, value_parser = flags::policy(), default_value = "fulfillment")]
     pub policy: Policy,
     /// The time the pass runs at (RFC 3339; default: now), for cooldowns.
     #[arg(long, value_parser = flags::rfc3339_seconds)]

@@ -5,6 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::names::{NameRule, job_name_problems, name_problems, printable, quoted};
 use crate::daemon::parse_duration;
+use crate::planner::Policy;
 
 /// Longest `--interval`: a day.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
@@ -258,6 +259,15 @@ pub fn epoch_seconds(time: SystemTime) -> Option<i64> {
     i64::try_from(since.as_secs()).ok()
 }
 
+/// The parser of `--policy` and `--policies`: the planner's policies by name, each listed in
+/// `--help` with what it does (the planner's enum carries no CLI type).
+pub fn policy() -> impl clap::builder::TypedValueParser<Value = Policy> {
+    use clap::builder::TypedValueParser;
+    let names =
+        Policy::ALL.map(|p| clap::builder::PossibleValue::new(p.as_str()).help(p.summary()));
+    clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<Policy>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +303,32 @@ mod tests {
         assert!(scheduler_name("my scheduler").is_err());
         assert!(cooldown("8days").is_err());
         assert!(cooldown("soon").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn policy_names_every_policy_and_refuses_others() {
+        use clap::builder::TypedValueParser;
+        let command = clap::Command::new("t");
+        let parse = |name: &str| policy().parse_ref(&command, None, std::ffi::OsStr::new(name));
+        // Exhaustive: a new variant does not compile until it is numbered here, and then `ALL`
+        // must list it for the numbers to be complete.
+        let number = |p: Policy| match p {
+            Policy::Fulfillment => 0,
+            Policy::Edl => 1,
+            Policy::Static => 2,
+            Policy::Goodput => 3,
+            Policy::Progress => 4,
+        };
+        let mut listed: Vec<usize> = Policy::ALL.iter().map(|p| number(*p)).collect();
+        listed.sort_unstable();
+        listed.dedup();
+        assert_eq!(listed, (0..5).collect::<Vec<_>>());
+        for p in Policy::ALL {
+            assert_eq!(parse(p.as_str()).ok(), Some(p));
+            assert!(!p.summary().is_empty());
+        }
+        assert!(parse("Fulfillment").is_err());
+        assert!(parse("").is_err());
     }
 
     #[test]

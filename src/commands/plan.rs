@@ -180,7 +180,7 @@ pub struct PlanArgs {
     /// (with Kueue, also `resourceflavors,clusterqueues,localqueues,workloads`).
     #[arg(long)]
     pub snapshot: PathBuf,
-    #[arg(long, value_enum, default_value = "fulfillment")]
+    #[arg(long, value_parser = flags::policy(), default_value = "fulfillment")]
     pub policy: Policy,
     /// `edl` only: load above which jobs are scaled down, in (0, 1].
     #[arg(long, default_value = "0.97", allow_negative_numbers = true, value_parser = flags::max_load_desired)]

@@ -30,7 +30,7 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "TRAINSCALE_POLICY",
-        value_enum,
+        value_parser = flags::policy(),
         default_value = "fulfillment"
     )]
     pub policy: Policy,

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::flags;
 use crate::planner::Policy;
 use crate::sim::report::{self, Summary};
 use crate::sim::{self, Scenario, SimError, plot};
@@ -118,7 +119,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Policies to run, instead of the scenario's list.
-    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    #[arg(long, value_parser = flags::policy(), value_delimiter = ',', num_args = 1..)]
     pub policies: Vec<Policy>,
 }
 

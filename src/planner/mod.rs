@@ -9,6 +9,7 @@ mod edl;
 pub mod explain;
 mod fill_queue;
 mod fulfillment;
+
 mod nodes;
 mod plan;
 pub mod progress;
@@ -30,7 +31,7 @@ pub use support::SupportPlacement;
 use crate::cluster::ClusterState;
 
 /// Which policy decides the trainer counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// Fair fulfillment with real per-node bin packing (ours).
@@ -50,6 +51,34 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// Every policy, in the order the CLI lists them.
+    pub const ALL: [Policy; 5] = [
+        Policy::Fulfillment,
+        Policy::Edl,
+        Policy::Static,
+        Policy::Goodput,
+        Policy::Progress,
+    ];
+
+    /// What the policy does, in one sentence (the CLI's `--help` lists it).
+    pub fn summary(self) -> &'static str {
+        match self {
+            Policy::Fulfillment => "Fair fulfillment with real per-node bin packing (ours)",
+            Policy::Edl => "The original Go autoscaler's dry run, reproduced",
+            Policy::Static => "No elasticity: fixed-size gangs in arrival order with backfill",
+            Policy::Goodput => {
+                "`fulfillment`'s guarantees, but spare trainers go to the job whose next trainer \
+                 adds the largest relative speedup (its `trainscale.io/speedup` curve; linear \
+                 without one)"
+            }
+            Policy::Progress => {
+                "`fulfillment`'s guarantees, but spare trainers go to the job that finishes \
+                 soonest at its current size by its progress reports; a job without a report is \
+                 taken to have as long left as it has existed"
+            }
+        }
+    }
+
     /// The policy's name as the CLI and reports write it.
     pub fn as_str(self) -> &'static str {
         match self {
