@@ -4,6 +4,9 @@
 //! Every move raises the taker and leaves the donor above the taker's old level, so the sorted
 //! fulfillment vector rises and no later pass moves the trainer back.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::Reason;
 use super::candidates::{Candidate, NodeCounts};
 use super::fill_queue::{Queueing, lowest_first};
@@ -24,36 +27,39 @@ pub fn rebalance(
         return false;
     }
     let eligible = |i: usize| !queueing.cooling[i] && !queueing.starving[i];
-    let mut takers: Vec<usize> = (0..jobs.len())
-        .filter(|&i| {
-            eligible(i)
-                && no_fit[i]
-                && jobs[i].planned >= jobs[i].min
-                && jobs[i].planned < jobs[i].ceiling()
-        })
-        .collect();
-    if takers.is_empty() {
-        return false;
-    }
     // Least fulfilled first, then by the tie order (priority, age, name), packed with the job.
     let key = |i: usize| {
         let j = &jobs[i];
         let ascending = !lowest_first(j.share_at(j.planned));
         (u128::from(ascending) << 64) | (u128::from(u32::MAX - queueing.ties[i]) << 32)
     };
-    sort_by_packed_key(&mut takers, key);
+    // The move budget usually runs out after a few takers: a heap hands them out in order
+    // without sorting them all.
+    let mut takers: BinaryHeap<Reverse<u128>> = (0..jobs.len())
+        .filter(|&i| {
+            eligible(i)
+                && no_fit[i]
+                && jobs[i].planned >= jobs[i].min
+                && jobs[i].planned < jobs[i].ceiling()
+        })
+        .map(|i| Reverse(key(i) | i as u32 as u128))
+        .collect();
+    if takers.is_empty() {
+        return false;
+    }
     let mut donors: Vec<usize> = (0..jobs.len())
         .filter(|&d| eligible(d) && jobs[d].elastic() && jobs[d].planned > jobs[d].min)
         .collect();
     sort_by_packed_key(&mut donors, |d| !key(d) & !u128::from(u32::MAX));
     let mut moved = false;
     let mut nodes = Vec::new();
-    for t in takers {
-        if *budget == 0 {
+    while *budget > 0 {
+        let Some(Reverse(packed)) = takers.pop() else {
             break;
-        }
+        };
         // Until a move changes counts, donors are in descending fulfillment order.
         let sorted = !moved;
+        let t = packed as u32 as usize;
         moved |= take_one(jobs, index, &donors, sorted, t, budget, &mut nodes);
     }
     moved
