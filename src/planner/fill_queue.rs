@@ -90,6 +90,33 @@ impl FillQueue {
         })
     }
 
+    /// How many keys share the greatest key's level (fulfillment now and after one more trainer).
+    pub fn top_level_len(&self) -> usize {
+        self.levels
+            .peek()
+            .and_then(|level| self.members.get(level))
+            .map_or(0, BinaryHeap::len)
+    }
+
+    /// Removes every key at the greatest key's level and appends them to `out`, greatest first
+    /// (the order `pop` gives them).
+    pub fn pop_level(&mut self, out: &mut Vec<Key>) {
+        let Some(level) = self.levels.pop() else {
+            return;
+        };
+        let Some(members) = self.members.get_mut(&level) else {
+            return;
+        };
+        let first = out.len();
+        out.extend(members.drain().map(|(tie, job)| Key {
+            now: level.0,
+            next: level.1,
+            tie,
+            job,
+        }));
+        out[first..].sort_unstable_by(|a, b| b.cmp(a));
+    }
+
     /// Removes and returns the greatest key.
     pub fn pop(&mut self) -> Option<Key> {
         let level = *self.levels.peek()?;
@@ -184,6 +211,28 @@ mod tests {
     }
 
     proptest! {
+        /// Popping a whole level gives the keys `pop` would give next, in the same order.
+        #[test]
+        fn pop_level_gives_what_pops_give(keys in prop::collection::vec((0u64..3, 0u64..3), 1..60)) {
+            let mut queue = FillQueue::new();
+            let mut reference = BinaryHeap::new();
+            for (job, (now, next)) in keys.into_iter().enumerate() {
+                let key = Key { now, next, tie: job as u32 * 7 % 251, job };
+                queue.push(key);
+                reference.push(key);
+            }
+            while queue.peek().is_some() {
+                let len = queue.top_level_len();
+                let mut level = Vec::new();
+                queue.pop_level(&mut level);
+                prop_assert_eq!(level.len(), len);
+                for key in level {
+                    prop_assert_eq!(Some(key), reference.pop());
+                }
+            }
+            prop_assert!(reference.is_empty());
+        }
+
         /// Any mix of pushes and pops gives what a plain binary heap gives.
         #[test]
         fn pops_like_a_binary_heap(ops in prop::collection::vec((any::<bool>(), 0u64..4, 0u64..4), 0..200)) {

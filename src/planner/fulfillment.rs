@@ -3,7 +3,7 @@
 //! two differ only in the order of jobs (`Candidate::share_at`): max-min fair fulfillment, or the
 //! largest relative speedup of the next trainer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use foldhash::fast::RandomState;
 
@@ -74,6 +74,13 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
         bulk_fill(&mut jobs, &mut index, queueing, config.bulk_min_trainers);
     }
     let mut no_fit = vec![false; jobs.len()];
+    // Levels this full are placed at once (see `LevelFill`); `progress` orders by remaining time,
+    // and goes one job at a time.
+    let level_min = if config.policy == Policy::Progress {
+        usize::MAX
+    } else {
+        config.bulk_min_trainers as usize
+    };
     let mut rounds = 0;
     loop {
         // After the first round only nodes that gained room can take a job that failed before.
@@ -86,6 +93,7 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
             &mut no_fit,
             only,
             &mut repairs,
+            level_min,
         );
         // Repairs during water-filling may have freed room a job failed to find earlier.
         let repaired = index.has_grown();
@@ -271,6 +279,7 @@ fn water_fill(
     no_fit: &mut [bool],
     only_onto: Option<&[NodeId]>,
     repairs: &mut Repairs,
+    level_min: usize,
 ) {
     let ties = queueing.ties;
     let mut queue = FillQueue::new();
@@ -298,7 +307,30 @@ fn water_fill(
     // as big fails too on the same class of nodes.
     let mut failed: Vec<(Resources, Option<PodClassId>)> = Vec::new();
     let mut chunks = Vec::new();
-    while let Some(Key { job: i, .. }) = queue.pop() {
+    let mut level = LevelFill::default();
+    // Levels whose jobs did not all fit at once: those go one at a time.
+    let mut exact_levels: HashSet<(u64, u64), RandomState> = HashSet::default();
+    while let Some(top) = queue.peek() {
+        if queue.top_level_len() >= level_min && !exact_levels.contains(&(top.now, top.next)) {
+            level.keys.clear();
+            queue.pop_level(&mut level.keys);
+            if level.fill(jobs, index, &failed, no_fit) {
+                for &i in &level.placed {
+                    if jobs[i].planned < jobs[i].ceiling() {
+                        queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
+                    }
+                }
+            } else {
+                exact_levels.insert((top.now, top.next));
+                for key in &level.keys {
+                    queue.push(*key);
+                }
+            }
+            continue;
+        }
+        let Some(Key { job: i, .. }) = queue.pop() else {
+            break;
+        };
         let want = (jobs[i].trainer(), jobs[i].class);
         if failed
             .iter()
@@ -351,7 +383,103 @@ fn fill_spare(
         }
     }
     if raised {
-        water_fill(jobs, index, queueing, no_fit, None, repairs);
+        water_fill(jobs, index, queueing, no_fit, None, repairs, usize::MAX);
+    }
+}
+
+/// A trainer shape and the class of nodes it may go to.
+type TrainerShape = (Resources, Option<PodClassId>);
+
+/// One level of the water-filling queue placed at once: every job at the level gets its next
+/// trainer, as one at a time would give them (each job there gets one before any gets a second),
+/// but each trainer shape's trainers go best-fit in per-node chunks, in one index scan, without
+/// the preference for a job's own nodes. All or nothing: when some shape does not fit all its
+/// jobs' trainers, nothing is placed and the level goes one job at a time (where the tie order
+/// decides who gets the last room). Buffers are kept across levels.
+#[derive(Default)]
+struct LevelFill {
+    /// The level's keys, greatest first.
+    keys: Vec<Key>,
+    /// The jobs that got a trainer.
+    placed: Vec<usize>,
+    /// The level's trainer shapes, in the order their first job comes, and their jobs.
+    shapes: Vec<(TrainerShape, Vec<usize>)>,
+    /// What each shape's fill took, for the undo.
+    taken: Vec<(NodeId, Resources, Option<PodClassId>, i64)>,
+    /// The chunks `(node, trainers)` of the shape being filled.
+    chunks: Vec<(NodeId, i64)>,
+}
+
+impl LevelFill {
+    /// Places one trainer for each job of `keys` whose shape has not failed (those are marked
+    /// as stopped for lack of room, as popping them would); false, with nothing placed, when
+    /// some shape does not fit all its jobs.
+    fn fill(
+        &mut self,
+        jobs: &mut [Candidate],
+        index: &mut NodeIndex,
+        failed: &[(Resources, Option<PodClassId>)],
+        no_fit: &mut [bool],
+    ) -> bool {
+        self.placed.clear();
+        self.taken.clear();
+        for (_, members) in &mut self.shapes {
+            members.clear();
+        }
+        let mut used = 0;
+        for key in &self.keys {
+            let j = &jobs[key.job];
+            let want = (j.trainer(), j.class);
+            if failed
+                .iter()
+                .any(|(f, class)| *class == want.1 && f.fits_in(&want.0))
+            {
+                // As popping it would (and will, if the level goes one at a time).
+                no_fit[key.job] = true;
+                continue;
+            }
+            match self.shapes[..used].iter_mut().find(|(s, _)| *s == want) {
+                Some((_, members)) => members.push(key.job),
+                None => {
+                    if used == self.shapes.len() {
+                        self.shapes.push((want, Vec::new()));
+                    }
+                    self.shapes[used].0 = want;
+                    self.shapes[used].1.push(key.job);
+                    used += 1;
+                }
+            }
+        }
+        // Every shape's fill first: the jobs are told only once all fit.
+        for (shape, members) in &self.shapes[..used] {
+            let (need, class) = *shape;
+            let count = members.len() as i64;
+            self.chunks.clear();
+            let filled = index.fill(need, class, count, &mut self.chunks);
+            self.taken
+                .extend(self.chunks.iter().map(|&(node, n)| (node, need, class, n)));
+            if filled < count {
+                index.undo_fills(&self.taken);
+                return false;
+            }
+        }
+        // `taken` holds each shape's chunks in shape order, as many trainers as it has jobs.
+        let mut chunks = self.taken.iter();
+        for (_, members) in &self.shapes[..used] {
+            let mut members = members.iter();
+            let mut left = members.len();
+            while left > 0 {
+                let Some(&(node, _, _, n)) = chunks.next() else {
+                    break;
+                };
+                for &i in members.by_ref().take(n as usize) {
+                    jobs[i].place(node);
+                    self.placed.push(i);
+                }
+                left = left.saturating_sub(n as usize);
+            }
+        }
+        true
     }
 }
 

@@ -117,8 +117,9 @@ pub struct PlannerConfig {
     pub now: i64,
     /// `fulfillment` only: seconds a job is left alone after its last rescale.
     pub cooldown_s: i64,
-    /// `fulfillment` only: the fewest trainers a bulk step hands out; smaller steps are left to
-    /// exact water-filling (see docs/planner.md).
+    /// `fulfillment` and `goodput`: the fewest trainers a bulk step hands out, and the fewest jobs
+    /// at one water-filling level that are given their trainers at once; less is left to exact
+    /// water-filling, one job at a time (see docs/planner.md).
     pub bulk_min_trainers: u32,
     /// `edl` only: outer iterations before the pass gives up with a warning.
     pub edl_iteration_cap: u32,

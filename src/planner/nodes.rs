@@ -440,6 +440,16 @@ impl<'s> NodeIndex<'s> {
         }
     }
 
+    /// Gives back what [`NodeIndex::fill`] calls took (`(node, need, class, trainers)`, in the
+    /// order taken), as if they had not run: the nodes are not recorded as grown.
+    pub fn undo_fills(&mut self, taken: &[(NodeId, Resources, Option<PodClassId>, i64)]) {
+        let grown = self.grown.len();
+        for &(node, need, class, n) in taken.iter().rev() {
+            self.give(node, need, class, n);
+        }
+        self.grown.truncate(grown);
+    }
+
     /// Whether any node was given room back since [`NodeIndex::take_grown`] was last called.
     pub fn has_grown(&self) -> bool {
         !self.grown.is_empty()
