@@ -4,11 +4,15 @@
 //! (for `perf record`).
 //!
 //! `cargo run --release --example profile_pass -- [S|M|L|50k|100k] [steady|cold] [exact] [profile [goodput|edl|static]] [digest]
-//! [after-steady] [bench-order]`
+//! [after-steady] [bench-order] [shrunk]`
 //!
 //! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
 //! `after-steady` and `bench-order` build other states first, as `benches/planner.rs` does, to
 //! check whether the heap they leave behind changes the timing.
+//!
+//! `shrunk` cuts the allocatable GPUs of every 50th node to two below what its pods use, as when a
+//! node's allocatable falls under its bound pods: each pass then relieves that many overloaded
+//! nodes.
 //!
 //! `digest` prints a checksum of each policy's plan instead of timing it: a speed-up that should
 //! change no plan must leave every checksum as it was. From 50,000 nodes on `edl` is left out
@@ -56,11 +60,26 @@ fn main() {
             }
         }
     }
-    let state = if has("cold") {
+    let mut state = if has("cold") {
         generate(shape)
     } else {
         steady(shape, PLANNER_BENCH_CHURN)
     };
+    if has("shrunk") {
+        // Every 50th node overloaded by two GPUs.
+        let shrink: Vec<(String, trainscale::cluster::NodeInfo)> = state
+            .nodes()
+            .step_by(50)
+            .filter_map(|(_, n)| {
+                let mut info = n.info.clone()?;
+                info.allocatable.gpu = (n.used.gpu - 2).max(0);
+                Some((n.name.to_string(), info))
+            })
+            .collect();
+        for (name, info) in shrink {
+            state.set_node(&name, Some(info));
+        }
+    }
     let (cap, used) = (state.total_capacity(), state.bound_requests());
     println!(
         "{nodes} nodes, {jobs} jobs, {} pods; GPUs used {}/{}",

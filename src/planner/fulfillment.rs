@@ -231,16 +231,31 @@ fn relieve_overload(state: &ClusterState, jobs: &mut [Candidate], index: &mut No
             *leaving.entry(node).or_insert(Resources::ZERO) += j.trainer().times(i64::from(n));
         }
     }
-    for node in overloaded {
+    // The jobs with trainers on each overloaded node, in job order, found in one pass over the
+    // jobs (not one per shrink): relief only takes trainers away, so these lists stay a superset.
+    let slot_of: HashMap<NodeId, usize, RandomState> = overloaded
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (*n, k))
+        .collect();
+    let mut on_overloaded: Vec<Vec<usize>> = vec![Vec::new(); overloaded.len()];
+    for (i, j) in jobs.iter().enumerate() {
+        for node in j.on_node.keys() {
+            if let Some(&k) = slot_of.get(node) {
+                on_overloaded[k].push(i);
+            }
+        }
+    }
+    for (node, holders) in overloaded.into_iter().zip(on_overloaded) {
         let terminating = state.node(node).map_or(Resources::ZERO, |n| n.terminating);
         let coming = leaving.get(&node).copied().unwrap_or(Resources::ZERO) + terminating;
         while index
             .free(node)
             .is_some_and(|f| (f + coming).any_negative())
         {
-            let victim = jobs
+            let victim = holders
                 .iter()
-                .enumerate()
+                .map(|&i| (i, &jobs[i]))
                 .filter(|(_, j)| j.on_node.contains_key(&node) && j.planned > j.min)
                 .max_by(|(_, a), (_, b)| a.gives_before(b))
                 .map(|(i, _)| i);
