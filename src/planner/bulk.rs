@@ -18,7 +18,7 @@ use foldhash::fast::RandomState;
 
 use super::candidates::{Candidate, Share};
 use super::fill_queue::{Key, Queueing};
-use super::nodes::NodeIndex;
+use super::nodes::{NodeIndex, Shape};
 use crate::api::Resources;
 use crate::cluster::NodeId;
 use crate::cluster::filters::PodClassId;
@@ -214,10 +214,6 @@ fn wants_by_shape_then_key<'a>(
     sorted.iter().map(|&(_, at)| wants[at]).collect()
 }
 
-/// A trainer shape and the class of nodes it may go to: jobs share a bulk run only when both
-/// are equal.
-type Shape = (Resources, Option<PodClassId>);
-
 fn shape_of(j: &Candidate) -> Shape {
     (j.trainer(), j.class)
 }
@@ -407,9 +403,7 @@ fn place_quotas(
         let filled = index.fill(want, class, run_total, chunks);
         taken.extend(chunks.iter().map(|&(node, n)| (node, (want, class), n)));
         if filled < run_total {
-            for &(node, (want, class), n) in taken.iter().rev() {
-                index.give(node, want, class, n);
-            }
+            index.undo_fills(taken);
             placed.truncate(before);
             return Err(run[0].shape);
         }

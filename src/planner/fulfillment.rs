@@ -10,7 +10,7 @@ use foldhash::fast::RandomState;
 use super::bulk::bulk_fill;
 use super::candidates::{Candidate, candidates, cap_fair_maxes, cap_useful_maxes};
 use super::fill_queue::{FillQueue, Key, Queueing, key_at, tie_ranks};
-use super::nodes::NodeIndex;
+use super::nodes::{NodeIndex, Shape};
 use super::quota::{GiveBack, cap_quota, raise_quota};
 use super::rebalance::rebalance;
 use super::relief::{admit_starving, retry_starving};
@@ -18,7 +18,6 @@ use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
 use super::support;
 use super::{Outcome, PlannerConfig, Policy, Reason};
 use crate::api::Resources;
-use crate::cluster::filters::PodClassId;
 use crate::cluster::{ClusterState, NodeId};
 
 /// Water-filling and fair-share rounds before the pass settles for what it has; every round
@@ -299,8 +298,7 @@ fn water_fill(
     let ties = queueing.ties;
     let mut queue = FillQueue::new();
     // Whether a trainer shape fits on some node of `only_onto`; many jobs share a shape.
-    let mut fits_onto: HashMap<(Resources, Option<PodClassId>), bool, RandomState> =
-        HashMap::default();
+    let mut fits_onto: HashMap<Shape, bool, RandomState> = HashMap::default();
     for (i, j) in jobs.iter().enumerate() {
         if !queueing.queues(jobs, i) {
             continue;
@@ -320,7 +318,7 @@ fn water_fill(
     }
     // Shapes that fit nowhere, per node class; free room only shrinks here, so anything at least
     // as big fails too on the same class of nodes.
-    let mut failed: Vec<(Resources, Option<PodClassId>)> = Vec::new();
+    let mut failed: Vec<Shape> = Vec::new();
     let mut chunks = Vec::new();
     let mut level = LevelFill::default();
     // Levels whose jobs did not all fit at once: those go one at a time.
@@ -347,11 +345,7 @@ fn water_fill(
             break;
         };
         let want = (jobs[i].trainer(), jobs[i].class);
-        if failed
-            .iter()
-            .any(|(f, class)| *class == want.1 && f.fits_in(&want.0))
-            || !place_one(jobs, index, i, repairs)
-        {
+        if fails_like(&failed, want) || !place_one(jobs, index, i, repairs) {
             remember_failed(&mut failed, want);
             no_fit[i] = true;
             continue;
@@ -402,9 +396,6 @@ fn fill_spare(
     }
 }
 
-/// A trainer shape and the class of nodes it may go to.
-type TrainerShape = (Resources, Option<PodClassId>);
-
 /// One level of the water-filling queue placed at once: every job at the level gets its next
 /// trainer, as one at a time would give them (each job there gets one before any gets a second),
 /// but each trainer shape's trainers go best-fit in per-node chunks, in one index scan, without
@@ -418,9 +409,9 @@ struct LevelFill {
     /// The jobs that got a trainer.
     placed: Vec<usize>,
     /// The level's trainer shapes, in the order their first job comes, and their jobs.
-    shapes: Vec<(TrainerShape, Vec<usize>)>,
-    /// What each shape's fill took, for the undo.
-    taken: Vec<(NodeId, Resources, Option<PodClassId>, i64)>,
+    shapes: Vec<(Shape, Vec<usize>)>,
+    /// What each shape's fill took, in shape order, for the undo and for telling the jobs.
+    taken: Vec<(NodeId, Shape, i64)>,
     /// The chunks `(node, trainers)` of the shape being filled.
     chunks: Vec<(NodeId, i64)>,
 }
@@ -433,78 +424,61 @@ impl LevelFill {
         &mut self,
         jobs: &mut [Candidate],
         index: &mut NodeIndex,
-        failed: &[(Resources, Option<PodClassId>)],
+        failed: &[Shape],
         no_fit: &mut [bool],
     ) -> bool {
         self.placed.clear();
         self.taken.clear();
-        for (_, members) in &mut self.shapes {
-            members.clear();
-        }
-        let mut used = 0;
+        self.shapes.clear();
         for key in &self.keys {
             let j = &jobs[key.job];
             let want = (j.trainer(), j.class);
-            if failed
-                .iter()
-                .any(|(f, class)| *class == want.1 && f.fits_in(&want.0))
-            {
+            if fails_like(failed, want) {
                 // As popping it would (and will, if the level goes one at a time).
                 no_fit[key.job] = true;
                 continue;
             }
-            match self.shapes[..used].iter_mut().find(|(s, _)| *s == want) {
+            match self.shapes.iter_mut().find(|(s, _)| *s == want) {
                 Some((_, members)) => members.push(key.job),
-                None => {
-                    if used == self.shapes.len() {
-                        self.shapes.push((want, Vec::new()));
-                    }
-                    self.shapes[used].0 = want;
-                    self.shapes[used].1.push(key.job);
-                    used += 1;
-                }
+                None => self.shapes.push((want, vec![key.job])),
             }
         }
         // Every shape's fill first: the jobs are told only once all fit.
-        for (shape, members) in &self.shapes[..used] {
-            let (need, class) = *shape;
+        for (shape, members) in &self.shapes {
             let count = members.len() as i64;
             self.chunks.clear();
-            let filled = index.fill(need, class, count, &mut self.chunks);
+            let filled = index.fill(shape.0, shape.1, count, &mut self.chunks);
             self.taken
-                .extend(self.chunks.iter().map(|&(node, n)| (node, need, class, n)));
+                .extend(self.chunks.iter().map(|&(node, n)| (node, *shape, n)));
             if filled < count {
                 index.undo_fills(&self.taken);
                 return false;
             }
         }
-        // `taken` holds each shape's chunks in shape order, as many trainers as it has jobs.
-        let mut chunks = self.taken.iter();
-        for (_, members) in &self.shapes[..used] {
-            let mut members = members.iter();
-            let mut left = members.len();
-            while left > 0 {
-                let Some(&(node, _, _, n)) = chunks.next() else {
-                    break;
-                };
-                for &i in members.by_ref().take(n as usize) {
-                    jobs[i].place(node);
-                    self.placed.push(i);
-                }
-                left = left.saturating_sub(n as usize);
-            }
+        // Each shape's chunks hold exactly one trainer per job of the shape, in shape order.
+        let nodes = self
+            .taken
+            .iter()
+            .flat_map(|&(node, _, n)| std::iter::repeat_n(node, n as usize));
+        let members = self.shapes.iter().flat_map(|(_, members)| members);
+        for (&i, node) in members.zip(nodes) {
+            jobs[i].place(node);
+            self.placed.push(i);
         }
         true
     }
 }
 
+/// Whether `shape` is at least as big as one of the `failed` shapes on the same class of nodes,
+/// so it fits nowhere either.
+fn fails_like(failed: &[Shape], (shape, class): Shape) -> bool {
+    failed.iter().any(|(f, c)| *c == class && f.fits_in(&shape))
+}
+
 /// Adds a shape that fit nowhere on its class of nodes, keeping only the smallest such shapes
 /// per class (a shape at least as big as one of them fails too).
-fn remember_failed(
-    failed: &mut Vec<(Resources, Option<PodClassId>)>,
-    (shape, class): (Resources, Option<PodClassId>),
-) {
-    if failed.iter().any(|(f, c)| *c == class && f.fits_in(&shape)) {
+fn remember_failed(failed: &mut Vec<Shape>, (shape, class): Shape) {
+    if fails_like(failed, (shape, class)) {
         return;
     }
     failed.retain(|(f, c)| *c != class || !shape.fits_in(f));

@@ -10,6 +10,9 @@ use crate::api::Resources;
 use crate::cluster::filters::{Eligibility, Extended, PodClassId};
 use crate::cluster::{ClusterState, NodeId};
 
+/// A trainer shape and the class of nodes it may go to: trainers of one shape are placed alike.
+pub type Shape = (Resources, Option<PodClassId>);
+
 /// How many fitting nodes a search looks at for one that strands nothing before taking the tightest.
 const GOOD_FIT_SCAN: usize = 32;
 
@@ -440,11 +443,11 @@ impl<'s> NodeIndex<'s> {
         }
     }
 
-    /// Gives back what [`NodeIndex::fill`] calls took (`(node, need, class, trainers)`, in the
-    /// order taken), as if they had not run: the nodes are not recorded as grown.
-    pub fn undo_fills(&mut self, taken: &[(NodeId, Resources, Option<PodClassId>, i64)]) {
+    /// Gives back what [`NodeIndex::fill`] calls took (`(node, shape, trainers)`, in the order
+    /// taken), as if they had not run: the nodes are not recorded as grown.
+    pub fn undo_fills(&mut self, taken: &[(NodeId, Shape, i64)]) {
         let grown = self.grown.len();
-        for &(node, need, class, n) in taken.iter().rev() {
+        for &(node, (need, class), n) in taken.iter().rev() {
             self.give(node, need, class, n);
         }
         self.grown.truncate(grown);
