@@ -410,6 +410,8 @@ struct LevelFill {
     placed: Vec<usize>,
     /// The level's trainer shapes, in the order their first job comes, and their jobs.
     shapes: Vec<(Shape, Vec<usize>)>,
+    /// Where each shape of the level is in `shapes` (a level may hold hundreds of shapes).
+    slot_of: HashMap<Shape, usize, RandomState>,
     /// What each shape's fill took, in shape order, for the undo and for telling the jobs.
     taken: Vec<(NodeId, Shape, i64)>,
     /// The chunks `(node, trainers)` of the shape being filled.
@@ -430,6 +432,7 @@ impl LevelFill {
         self.placed.clear();
         self.taken.clear();
         self.shapes.clear();
+        self.slot_of.clear();
         for key in &self.keys {
             let j = &jobs[key.job];
             let want = (j.trainer(), j.class);
@@ -438,10 +441,11 @@ impl LevelFill {
                 no_fit[key.job] = true;
                 continue;
             }
-            match self.shapes.iter_mut().find(|(s, _)| *s == want) {
-                Some((_, members)) => members.push(key.job),
-                None => self.shapes.push((want, vec![key.job])),
-            }
+            let slot = *self.slot_of.entry(want).or_insert_with(|| {
+                self.shapes.push((want, Vec::new()));
+                self.shapes.len() - 1
+            });
+            self.shapes[slot].1.push(key.job);
         }
         // Every shape's fill first: the jobs are told only once all fit.
         for (shape, members) in &self.shapes {
