@@ -83,15 +83,8 @@ pub fn bulk_fill(
     // first), then largest trainers first (first-fit decreasing), which also fails a step
     // early; equal shapes keep exact water-filling's order (least fulfilled first).
     let mut curves = Curves::default();
-    let mut wants = wants_by_shape_then_key(
-        jobs,
-        &queued,
-        &shapes,
-        &order_of,
-        queueing,
-        &mut curves,
-        &left_out,
-    );
+    let mut wants =
+        wants_by_shape_then_key(jobs, &queued, &shapes, queueing, &mut curves, &left_out);
     let mut level = 0;
     let mut quotas: Vec<Quota> = Vec::with_capacity(wants.len());
     let mut placed = Placed::new();
@@ -169,28 +162,31 @@ fn record(jobs: &mut [Candidate], placed: Placed) {
 /// What the queued jobs need (`left_out` shapes' jobs left out), by trainer shape as `shapes`
 /// lists them, then by queue key, greatest first: each candidate is read once, in index order
 /// (in sorted order every read was a cache miss on a large cluster), then a counting sort into
-/// per-shape buckets (`shapes` is sorted and distinct) and each small bucket sorted alone.
+/// per-shape buckets (`shapes` is distinct) and each small bucket sorted alone.
 fn wants_by_shape_then_key<'a>(
     jobs: &[Candidate<'a>],
     queued: &[usize],
     shapes: &[Shape],
-    order_of: &dyn Fn(Shape) -> ShapeOrder,
     queueing: Queueing,
     curves: &mut Curves<'a>,
     left_out: &[Shape],
 ) -> Vec<Want> {
-    // Each shape's order once, not once per comparison of a search.
-    let orders: Vec<ShapeOrder> = shapes.iter().map(|s| order_of(*s)).collect();
+    // Each shape's bucket found by one hash per job (a pass has hundreds of shapes).
+    let bucket_of: HashMap<Shape, usize, RandomState> = shapes
+        .iter()
+        .enumerate()
+        .filter(|(_, shape)| !left_out.contains(shape))
+        .map(|(b, shape)| (*shape, b))
+        .collect();
     let mut buckets: Vec<usize> = Vec::with_capacity(queued.len());
     let mut keys: Vec<std::cmp::Reverse<Key>> = Vec::with_capacity(queued.len());
     let mut wants: Vec<Want> = Vec::with_capacity(queued.len());
     for &i in queued {
         let j = &jobs[i];
-        let shape = shape_of(j);
-        if left_out.contains(&shape) {
+        let Some(&bucket) = bucket_of.get(&shape_of(j)) else {
             continue;
-        }
-        buckets.push(orders.binary_search(&order_of(shape)).unwrap_or(0));
+        };
+        buckets.push(bucket);
         keys.push(std::cmp::Reverse(queueing.key(jobs, i)));
         wants.push(Want::of(i, j, curves.slot(j)));
     }
