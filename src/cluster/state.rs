@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use foldhash::fast::RandomState;
+use litemap::LiteMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -112,8 +113,9 @@ impl NodeSlot {
 /// Trainer pods of one job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrainerPods {
-    /// Bound, live (not terminating, not finished) trainers per node.
-    pub bound_by_node: BTreeMap<NodeId, u32>,
+    /// Bound, live (not terminating, not finished) trainers per node, in node id order (a
+    /// sorted vector: a pass copies every job's counts, in one piece).
+    pub bound_by_node: LiteMap<NodeId, u32>,
     /// Bound, live trainers.
     pub bound: u32,
     /// Bound, live trainers with a completion index, by `(index, pod name)`.

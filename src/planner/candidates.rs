@@ -612,12 +612,7 @@ fn trainers_in_positions(
     {
         // Copied, not borrowed: a pass reads these counts on every placement, and the slot's
         // map is two cache misses away on a large cluster.
-        let on_node = t
-            .bound_by_node
-            .iter()
-            .map(|(node, n)| (*node, *n))
-            .collect();
-        return (t.bound as i32, on_node, None);
+        return (t.bound as i32, t.bound_by_node.clone(), None);
     }
     let positions = slot.controller_positions(planned);
     let mut nodes: Vec<NodeId> = positions.iter().flatten().copied().collect();
