@@ -48,8 +48,7 @@ pub fn bulk_fill(
     // its repairs) decides the whole pass. Largest shapes first, as they fail first. A trainer
     // class confined to some nodes that fits nowhere only says its nodes are full: its jobs are
     // left to water-filling, the others still go in bulk.
-    let distinct: HashSet<Shape, RandomState> =
-        queued.iter().map(|&i| shape_of(&jobs[i])).collect();
+    let distinct: HashSet<Shape, RandomState> = queued.iter().map(|&i| jobs[i].shape()).collect();
     let everywhere = index.allowed_count(None);
     // Counting a class's nodes reads its whole bitset: once per class, not per comparison.
     let mut allowed: HashMap<Option<PodClassId>, usize, RandomState> = HashMap::default();
@@ -183,7 +182,7 @@ fn wants_by_shape_then_key<'a>(
     let mut wants: Vec<Want> = Vec::with_capacity(queued.len());
     for &i in queued {
         let j = &jobs[i];
-        let Some(&bucket) = bucket_of.get(&shape_of(j)) else {
+        let Some(&bucket) = bucket_of.get(&j.shape()) else {
             continue;
         };
         buckets.push(bucket);
@@ -208,10 +207,6 @@ fn wants_by_shape_then_key<'a>(
         sorted[bucket[0]..bucket[1]].sort_unstable();
     }
     sorted.iter().map(|&(_, at)| wants[at]).collect()
-}
-
-fn shape_of(j: &Candidate) -> Shape {
-    (j.trainer(), j.class)
 }
 
 /// The order of shapes in a step (see [`shape_order`]).

@@ -8,7 +8,7 @@ use foldhash::fast::RandomState;
 use litemap::LiteMap;
 use ordered_float::OrderedFloat;
 
-use super::nodes::NodeIndex;
+use super::nodes::{NodeIndex, Shape};
 use super::{JobPlan, KueueNote, NodeCount, Reason, Removal};
 use crate::api::speedup::SpeedupCurve;
 use crate::api::{JobKey, Resources, fulfillment_of};
@@ -195,6 +195,11 @@ impl<'a> Candidate<'a> {
     /// Per-trainer resources.
     pub fn trainer(&self) -> Resources {
         self.trainer
+    }
+
+    /// Per-trainer resources and the class of nodes the trainers may go to.
+    pub fn shape(&self) -> Shape {
+        (self.trainer, self.class)
     }
 
     /// Fulfillment at `count` trainers against [`Candidate::fair_max`] (what fairness uses and

@@ -305,7 +305,7 @@ fn water_fill(
         }
         if let Some(nodes) = only_onto
             && no_fit[i]
-            && !*fits_onto.entry((j.trainer(), j.class)).or_insert_with(|| {
+            && !*fits_onto.entry(j.shape()).or_insert_with(|| {
                 nodes
                     .iter()
                     .any(|n| index.allowed(j.class, *n) && index.fits(*n, j.trainer(), j.class))
@@ -328,7 +328,7 @@ fn water_fill(
             level.keys.clear();
             queue.pop_level(&mut level.keys);
             if level.fill(jobs, index, &failed, no_fit) {
-                for &i in &level.placed {
+                for i in level.placed() {
                     if jobs[i].planned < jobs[i].ceiling() {
                         queue.push(key_at(&jobs[i], ties[i], i, jobs[i].planned));
                     }
@@ -344,7 +344,7 @@ fn water_fill(
         let Some(Key { job: i, .. }) = queue.pop() else {
             break;
         };
-        let want = (jobs[i].trainer(), jobs[i].class);
+        let want = jobs[i].shape();
         if fails_like(&failed, want) || !place_one(jobs, index, i, repairs) {
             remember_failed(&mut failed, want);
             no_fit[i] = true;
@@ -406,8 +406,6 @@ fn fill_spare(
 struct LevelFill {
     /// The level's keys, greatest first.
     keys: Vec<Key>,
-    /// The jobs that got a trainer.
-    placed: Vec<usize>,
     /// The level's trainer shapes, in the order their first job comes, and their jobs.
     shapes: Vec<(Shape, Vec<usize>)>,
     /// Where each shape of the level is in `shapes` (a level may hold hundreds of shapes).
@@ -429,13 +427,12 @@ impl LevelFill {
         failed: &[Shape],
         no_fit: &mut [bool],
     ) -> bool {
-        self.placed.clear();
         self.taken.clear();
         self.shapes.clear();
         self.slot_of.clear();
         for key in &self.keys {
             let j = &jobs[key.job];
-            let want = (j.trainer(), j.class);
+            let want = j.shape();
             if fails_like(failed, want) {
                 // As popping it would (and will, if the level goes one at a time).
                 no_fit[key.job] = true;
@@ -467,9 +464,15 @@ impl LevelFill {
         let members = self.shapes.iter().flat_map(|(_, members)| members);
         for (&i, node) in members.zip(nodes) {
             jobs[i].place(node);
-            self.placed.push(i);
         }
         true
+    }
+
+    /// The jobs that got a trainer, after a [`LevelFill::fill`] that placed them.
+    fn placed(&self) -> impl Iterator<Item = usize> + '_ {
+        self.shapes
+            .iter()
+            .flat_map(|(_, members)| members.iter().copied())
     }
 }
 
@@ -500,7 +503,7 @@ fn place_batch(
     repairs: &mut Repairs,
     chunks: &mut Vec<(NodeId, i64)>,
 ) -> bool {
-    let (want, class) = (jobs[i].trainer(), jobs[i].class);
+    let (want, class) = jobs[i].shape();
     let mut left = i64::from(count.max(0));
     while left > 0 {
         chunks.clear();

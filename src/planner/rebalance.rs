@@ -112,7 +112,7 @@ fn take_one(
         {
             continue;
         }
-        let (give, give_class) = (jobs[d].trainer(), jobs[d].class);
+        let (give, give_class) = jobs[d].shape();
         // Trainers the donor was handed this pass can be taken back from any node, in name order.
         nodes.clear();
         nodes.extend(

@@ -186,7 +186,7 @@ fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<St
     for step in steps.into_iter().rev() {
         match step {
             Step::Unplace(d, node) => {
-                let (give, class) = (jobs[d].trainer(), jobs[d].class);
+                let (give, class) = jobs[d].shape();
                 // Not past a shrink of the same donor that stays: that would regrow it.
                 if jobs[d].planned < jobs[d].ceiling() && index.fits(node, give, class) {
                     jobs[d].place(node);
@@ -194,7 +194,7 @@ fn give_back_unused(jobs: &mut [Candidate], index: &mut NodeIndex, steps: Vec<St
                 }
             }
             Step::Shrink(d, shrunk) => {
-                let (give, class) = (jobs[d].trainer(), jobs[d].class);
+                let (give, class) = jobs[d].shape();
                 let fits = shrunk
                     .freed()
                     .is_none_or(|node| index.fits(node, give, class));

@@ -61,7 +61,7 @@ pub fn place_one(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    let (want, class) = (jobs[i].trainer(), jobs[i].class);
+    let (want, class) = jobs[i].shape();
     if let Some(best) = index.best_fit(want, class) {
         let node = home_as_good_as(&jobs[i], index, best).unwrap_or(best);
         index.take(node, want, class, 1);
@@ -128,9 +128,9 @@ fn relocate_for(
     i: usize,
     repairs: &mut Repairs,
 ) -> bool {
-    let (want, class) = (jobs[i].trainer(), jobs[i].class);
+    let (want, class) = jobs[i].shape();
     for k in 0..jobs.len() {
-        let (shape, shape_class) = (jobs[k].trainer(), jobs[k].class);
+        let (shape, shape_class) = jobs[k].shape();
         if k == i || shape == want || jobs[k].placed.is_empty() {
             continue;
         }
@@ -179,8 +179,8 @@ fn try_move(
     node: NodeId,
     moving: u32,
 ) -> bool {
-    let (want, class) = (jobs[i].trainer(), jobs[i].class);
-    let (shape, shape_class) = (jobs[k].trainer(), jobs[k].class);
+    let (want, class) = jobs[i].shape();
+    let (shape, shape_class) = jobs[k].shape();
     for _ in 0..moving {
         index.give(node, shape, shape_class, 1);
         jobs[k].unplace(node);
