@@ -20,6 +20,66 @@ use crate::cluster::{ClusterState, JobSlot, NodeId};
 /// than a `BTreeMap` for the handful of nodes a job's trainers land on).
 pub type NodeCounts = LiteMap<NodeId, u32>;
 
+/// A job's bound trainers per node that hold a kept position: the slot's own counts, borrowed
+/// until a shrink changes them. Most jobs never shrink, and a copy for every job cost an
+/// allocation and a copy per job each pass.
+#[derive(Debug, Clone)]
+pub struct KeptCounts<'a> {
+    /// The slot's counts.
+    slot: &'a [(NodeId, u32)],
+    /// The job's own counts, once positions had to be built or the pass changed them.
+    own: Option<NodeCounts>,
+}
+
+impl<'a> KeptCounts<'a> {
+    /// The slot's counts, borrowed.
+    fn borrowed(slot: &'a [(NodeId, u32)]) -> Self {
+        KeptCounts { slot, own: None }
+    }
+
+    /// Counts of the job's own.
+    fn owned(own: NodeCounts) -> Self {
+        KeptCounts {
+            slot: &[],
+            own: Some(own),
+        }
+    }
+
+    /// The counts in node-id order.
+    fn slice(&self) -> &[(NodeId, u32)] {
+        self.own.as_ref().map_or(self.slot, |own| own.as_slice())
+    }
+
+    /// The count on `node`, if any.
+    pub fn get(&self, node: &NodeId) -> Option<u32> {
+        let counts = self.slice();
+        counts
+            .binary_search_by_key(node, |(n, _)| *n)
+            .ok()
+            .map(|at| counts[at].1)
+    }
+
+    pub fn contains_key(&self, node: &NodeId) -> bool {
+        self.get(node).is_some()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slice().is_empty()
+    }
+
+    /// The nodes, in id order.
+    pub fn keys(&self) -> impl Iterator<Item = &NodeId> + '_ {
+        self.slice().iter().map(|(node, _)| node)
+    }
+
+    /// The counts to change, copied out of the slot the first time.
+    pub fn to_mut(&mut self) -> &mut NodeCounts {
+        let slot = self.slot;
+        self.own
+            .get_or_insert_with(|| NodeCounts::from_sorted_store_unchecked(slot.to_vec()))
+    }
+}
+
 /// One job under planning.
 #[derive(Debug, Clone)]
 pub struct Candidate<'a> {
@@ -78,7 +138,7 @@ pub struct Candidate<'a> {
     /// Trainers kept or placed so far in the pass.
     pub planned: i32,
     /// Bound trainers still on each node (those holding a kept position).
-    pub on_node: NodeCounts,
+    pub on_node: KeptCounts<'a>,
     /// Whether some bound trainer holds no kept position (see `trainers_in_positions`).
     strays: bool,
     /// Trainers placed by this pass, per node.
@@ -363,7 +423,7 @@ impl<'a> Candidate<'a> {
             .iter()
             .filter(move |_| strays)
             .filter_map(move |(node, n)| {
-                let kept = self.on_node.get(node).copied().unwrap_or(0);
+                let kept = self.on_node.get(node).unwrap_or(0);
                 let held = kept + self.removed.get(node).copied().unwrap_or(0);
                 let gone = n.saturating_sub(held);
                 (gone > 0).then_some((*node, gone))
@@ -395,11 +455,14 @@ impl<'a> Candidate<'a> {
         let top_position = self.kept as usize;
         let top = self.positions().get(top_position).copied().flatten();
         if let Some(node) = top
-            && let Some(n) = self.on_node.get_mut(&node)
+            && self.on_node.contains_key(&node)
         {
-            *n -= 1;
-            if *n == 0 {
-                self.on_node.remove(&node);
+            let on_node = self.on_node.to_mut();
+            if let Some(n) = on_node.get_mut(&node) {
+                *n -= 1;
+                if *n == 0 {
+                    on_node.remove(&node);
+                }
             }
             *self.removed.entry(node).or_insert(0) += 1;
             self.planned -= 1;
@@ -428,7 +491,7 @@ impl<'a> Candidate<'a> {
                         self.removed.remove(&node);
                     }
                 }
-                *self.on_node.entry(node).or_insert(0) += 1;
+                *self.on_node.to_mut().entry(node).or_insert(0) += 1;
                 self.planned += 1;
                 index.take(node, self.trainer, self.class, 1);
                 return;
@@ -608,16 +671,18 @@ fn by_name<T>(index: &NodeIndex, counts: NodeCounts, make: impl Fn(NodeId, u32) 
 fn trainers_in_positions(
     slot: &JobSlot,
     current: i32,
-) -> (i32, NodeCounts, Option<Vec<Option<NodeId>>>) {
+) -> (i32, KeptCounts<'_>, Option<Vec<Option<NodeId>>>) {
     let t = &slot.trainers;
     let planned = current;
     let current = current.max(0) as usize;
     if t.index_end as usize <= current
         && t.bound_by_index.len() + t.bound_unindexed.len() <= current
     {
-        // Copied, not borrowed: a pass reads these counts on every placement, and the slot's
-        // map is two cache misses away on a large cluster.
-        return (t.bound as i32, t.bound_by_node.clone(), None);
+        return (
+            t.bound as i32,
+            KeptCounts::borrowed(t.bound_by_node.as_slice()),
+            None,
+        );
     }
     let positions = slot.controller_positions(planned);
     let mut nodes: Vec<NodeId> = positions.iter().flatten().copied().collect();
@@ -626,7 +691,11 @@ fn trainers_in_positions(
         .chunk_by(|a, b| a == b)
         .map(|run| (run[0], run.len() as u32))
         .collect();
-    (nodes.len() as i32, on_node, Some(positions))
+    (
+        nodes.len() as i32,
+        KeptCounts::owned(on_node),
+        Some(positions),
+    )
 }
 
 /// Valid jobs that have not finished, in namespace/name order, their min, max and current
@@ -851,7 +920,27 @@ mod tests {
         );
         // The pod at index 5 holds room but is not one of the job's trainers.
         let jobs = candidates(&state);
-        assert_eq!((jobs[0].bound, jobs[0].on_node.get(&b)), (3, Some(&1)));
+        assert_eq!((jobs[0].bound, jobs[0].on_node.get(&b)), (3, Some(1)));
+    }
+
+    #[test]
+    fn kept_counts_borrow_the_slot_until_a_shrink_changes_them() {
+        let (mut state, key) = state();
+        // Without the pod above parallelism every bound pod holds a position: no copy.
+        state.set_pod(("ns".into(), "j-5".into()), None);
+        let a = state.node_id_of("a").unwrap();
+        let mut index = NodeIndex::new(&state);
+        let mut jobs = candidates(&state);
+        let j = &mut jobs[0];
+        assert!(j.on_node.own.is_none());
+        assert_eq!(j.on_node.get(&a), Some(2));
+        // Index 4 is pending; index 3 is on a: that shrink copies the counts, the slot's stay.
+        j.shrink(&mut index);
+        assert_eq!(j.shrink(&mut index), Some(Shrunk::Bound(a)));
+        assert!(j.on_node.own.is_some());
+        assert_eq!(j.on_node.get(&a), Some(1));
+        let slot = state.job(&key).unwrap();
+        assert_eq!(slot.trainers.bound_by_node.get(&a), Some(&2));
     }
 
     #[test]
