@@ -47,6 +47,10 @@ fn a_duplicate_json_key_is_an_error_naming_the_key_and_where_it_is() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("d.yaml") && err.contains("kind"), "{err}");
+    // In the reader's user-facing words, with the line: no advice on the reader's options.
+    assert!(err.contains("duplicate mapping key `kind`"), "{err}");
+    assert!(err.contains("line 3"), "{err}");
+    assert!(!err.contains("DuplicateKeyPolicy"), "{err}");
 }
 
 #[test]

@@ -153,6 +153,9 @@ fn produce(
             budget_text(bytes)
         )
     } else {
+        // The user-facing wording: the default one advises on the reader's options (a duplicate
+        // key: "set DuplicateKeyPolicy in Options if acceptable").
+        let e = e.render_with_formatter(&serde_saphyr::UserMessageFormatter);
         format!("not valid YAML or JSON{whereabouts}: {e}")
     })
 }
