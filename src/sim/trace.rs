@@ -158,7 +158,10 @@ impl RowReader<'_> {
         let v: f64 = t
             .parse()
             .map_err(|_| self.err(col, format!("{t:?} is not a number")))?;
-        if !v.is_finite() || v < min {
+        if !v.is_finite() {
+            return Err(self.err(col, format!("{t:?} is not a finite number")));
+        }
+        if v < min {
             return Err(self.err(col, format!("{v} is below {min}")));
         }
         Ok(v)
@@ -260,6 +263,19 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
             reshape_cpu_only(&mut job, data_row, spec);
         }
         jobs.push(job);
+    }
+    // Nothing to replay: a report of no jobs would read as a result.
+    if jobs.is_empty() {
+        return Err(SimError::Table {
+            path: path.to_path_buf(),
+            message: format!(
+                "no job to replay: {} data rows, skip_jobs {}, limit_jobs {}",
+                table.rows.len(),
+                spec.skip_jobs,
+                spec.limit_jobs
+                    .map_or_else(|| "unset".to_string(), |n| n.to_string())
+            ),
+        });
     }
     jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s).then(a.row.cmp(&b.row)));
     Ok(jobs)

@@ -48,6 +48,32 @@ fn a_submit_time_past_the_horizon_cap_is_refused_naming_the_row() {
 }
 
 #[test]
+fn a_value_that_is_not_a_finite_number_is_refused_as_such() {
+    for (value, shown) in [
+        ("NaN", "\"NaN\""),
+        ("inf", "\"inf\""),
+        ("-Infinity", "\"-Infinity\""),
+    ] {
+        let e = load_error(&format!("a,0,-,vc,1,60,60,bert,1,10,1000,1,1,4,{value}\n"));
+        assert!(
+            e.contains("row 2")
+                && e.contains("`work_worker_s`")
+                && e.contains(&format!("{shown} is not a finite number")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_trace_without_a_job_to_replay_is_refused() {
+    let e = load_error("");
+    assert!(
+        e.contains("trace.csv") && e.contains("no job to replay: 0 data rows"),
+        "{e}"
+    );
+}
+
+#[test]
 fn work_that_cannot_end_within_the_horizon_cap_is_refused_naming_the_row() {
     let e = load_error("a,0,-,vc,1,60,60,bert,1,10,1000,1,1,4,1e300\n");
     assert!(
