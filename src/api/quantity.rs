@@ -63,6 +63,11 @@ impl Quantity {
         }
     }
 
+    /// Whether the quantity is a whole number of units.
+    pub fn is_whole(self) -> bool {
+        self.nanos % NANO == 0
+    }
+
     /// The value in units of 10^-9.
     pub fn nanos(self) -> i128 {
         self.nanos

@@ -276,21 +276,64 @@ fn check_resources(
     resources: &ResourceRequirements,
     problems: &mut Vec<FieldError>,
 ) {
-    for (part, map) in [
+    let field = |part: &str, name: &str| format!("spec.{role}.resources.{part}.{name}");
+    let mut parsed: [BTreeMap<&str, (Quantity, &str)>; 2] = Default::default();
+    for (at, (part, map)) in [
         ("requests", resources.requests.as_ref()),
         ("limits", resources.limits.as_ref()),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let map: Option<&BTreeMap<String, KubeQuantity>> = map;
         for (name, q) in map.into_iter().flatten() {
-            if let Err(e) = Quantity::parse(&q.0) {
-                problems.push(FieldError::new(
-                    object,
-                    format!("spec.{role}.resources.{part}.{name}"),
-                    e.to_string(),
-                ));
+            match Quantity::parse(&q.0) {
+                Err(e) => problems.push(FieldError::new(object, field(part, name), e.to_string())),
+                Ok(quantity) if extended_resource(name) && !quantity.is_whole() => {
+                    problems.push(FieldError::new(
+                        object,
+                        field(part, name),
+                        format!(
+                            "{:?} is not a whole number: the API server refuses a fraction of an extended resource",
+                            q.0
+                        ),
+                    ));
+                }
+                Ok(quantity) => {
+                    parsed[at].insert(name, (quantity, &q.0));
+                }
             }
         }
     }
+    // A request against its limit, as the API server checks a container's.
+    let [requests, limits] = &parsed;
+    for (name, (request, request_text)) in requests {
+        let Some((limit, limit_text)) = limits.get(name) else {
+            continue;
+        };
+        let problem = if extended_resource(name) {
+            (request != limit).then(|| {
+                format!(
+                    "{request_text:?} is not the limit {limit_text:?}: the API server refuses an extended resource requested below or above its limit"
+                )
+            })
+        } else {
+            (request.cmp_exact(*limit) == std::cmp::Ordering::Greater).then(|| {
+                format!(
+                    "{request_text:?} is more than the limit {limit_text:?}: the API server refuses a request above its limit"
+                )
+            })
+        };
+        if let Some(text) = problem {
+            problems.push(FieldError::new(object, field("requests", name), text));
+        }
+    }
+}
+
+/// Whether the API server takes `name` as an extended resource (a domain-prefixed name outside
+/// `kubernetes.io`, not a quota's `requests.` name): whole amounts only, request equal to limit.
+fn extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
 /// The outcome of validating one manifest object.

@@ -251,3 +251,50 @@ fn one_spec_per_replica_type() {
         &format!("spec.replicatedJobs[{last}]"),
     );
 }
+
+#[test]
+fn requests_stay_within_limits_and_extended_resources_are_whole() {
+    let refused = [
+        (
+            json!({"requests": {"cpu": "2", "memory": "1Gi"}, "limits": {"cpu": "1"}}),
+            "spec.trainer.resources.requests.cpu",
+            "\"2\" is more than the limit \"1\"",
+        ),
+        (
+            json!({"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "0.5"}}),
+            "spec.trainer.resources.limits.nvidia.com/gpu",
+            "\"0.5\" is not a whole number",
+        ),
+        (
+            json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}),
+            "spec.trainer.resources.requests.nvidia.com/gpu",
+            "\"1\" is not the limit \"2\"",
+        ),
+    ];
+    for (resources, field, says) in refused {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"] = resources.clone();
+        let doc = training_job(spec);
+        refused_everywhere(JobKind::TrainingJob, &doc, field);
+        let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+        let report = validate_document(&docs[0], &Default::default());
+        assert!(
+            report
+                .errors
+                .iter()
+                .any(|e| e.field == field && e.problem.contains(says)),
+            "{resources}: {:?}",
+            report.errors
+        );
+    }
+    // What the API server takes: a request below its limit, a whole GPU written in thousandths,
+    // a request left to default to its limit.
+    let mut spec = super::good_spec();
+    spec["trainer"]["resources"] = json!({
+        "requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1000m"},
+        "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1, "example.com/fpga": 2}
+    });
+    let docs = parse_documents(&training_job(spec).to_string(), "x.json").unwrap();
+    let report = validate_document(&docs[0], &Default::default());
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+}
