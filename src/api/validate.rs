@@ -276,7 +276,23 @@ fn check_resources(
     resources: &ResourceRequirements,
     problems: &mut Vec<FieldError>,
 ) {
-    let field = |part: &str, name: &str| format!("spec.{role}.resources.{part}.{name}");
+    problems.extend(resource_problems(
+        object,
+        &format!("spec.{role}.resources"),
+        resources,
+    ));
+}
+
+/// What the API server refuses in one container's `resources` (at `prefix`): a quantity that
+/// does not parse, a fraction of an extended resource, a request above its limit, an extended
+/// resource requested unequal to its limit.
+pub fn resource_problems(
+    object: &str,
+    prefix: &str,
+    resources: &ResourceRequirements,
+) -> Vec<FieldError> {
+    let mut problems = Vec::new();
+    let field = |part: &str, name: &str| format!("{prefix}.{part}.{name}");
     let mut parsed: [BTreeMap<&str, (Quantity, &str)>; 2] = Default::default();
     for (at, (part, map)) in [
         ("requests", resources.requests.as_ref()),
@@ -328,6 +344,7 @@ fn check_resources(
             problems.push(FieldError::new(object, field("requests", name), text));
         }
     }
+    problems
 }
 
 /// Whether the API server takes `name` as an extended resource (a domain-prefixed name outside

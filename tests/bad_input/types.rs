@@ -298,3 +298,24 @@ fn requests_stay_within_limits_and_extended_resources_are_whole() {
     let report = validate_document(&docs[0], &Default::default());
     assert!(report.errors.is_empty(), "{:?}", report.errors);
 }
+
+#[test]
+fn a_worker_template_is_checked_as_the_api_server_checks_its_pods() {
+    let resources = json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}});
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"] =
+        resources.clone();
+    refused_everywhere(
+        JobKind::PyTorchTrainingJob,
+        &t9k,
+        "spec.replicaSpecs[0].template.spec.containers[0].resources.requests.cpu",
+    );
+    let mut batch = example("007-batchjob-elastic.yaml", "Job");
+    batch["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"limits": {"nvidia.com/gpu": "1.5"}});
+    refused_everywhere(
+        JobKind::BatchJob,
+        &batch,
+        "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu",
+    );
+}

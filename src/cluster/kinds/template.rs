@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::api::TrainingJobPhase;
 use crate::api::priority::{Priority, PriorityClasses, resolve_priority};
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
-use crate::api::validate::{NEEDS_A_REQUEST, requests_anything};
+use crate::api::validate::{NEEDS_A_REQUEST, requests_anything, resource_problems};
 use crate::api::{
     FieldError, LAST_SCALE_ANNOTATION, MAX_REPLICAS_ANNOTATION, MIN_REPLICAS_ANNOTATION, Quantity,
     Resources, parse_resources,
@@ -40,6 +40,28 @@ pub fn template_request(
             format!("{field}.spec.containers"),
             "the pod template has no containers",
         ));
+    }
+    // What the API server refuses in a container's resources, it refuses in the template's pods.
+    let lists = [
+        ("containers", spec.containers.as_slice()),
+        (
+            "initContainers",
+            spec.init_containers.as_deref().unwrap_or_default(),
+        ),
+    ];
+    for (list, containers) in lists {
+        for (i, c) in containers.iter().enumerate() {
+            let Some(resources) = c.resources.as_ref() else {
+                continue;
+            };
+            let prefix = format!("{field}.spec.{list}[{i}].resources");
+            if let Some(problem) = resource_problems(object, &prefix, resources)
+                .into_iter()
+                .next()
+            {
+                return Err(problem);
+            }
+        }
     }
     pod_requests(spec, |m| {
         parse_resources(Some(&m.map)).map_err(|(name, e)| {
