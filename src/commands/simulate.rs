@@ -45,6 +45,9 @@ pub struct SimulateOutcome {
     pub output_dir: PathBuf,
     /// Wall time of the runs (all policies and schedulers), seconds.
     pub elapsed_s: f64,
+    /// Trace jobs that can never run on the scenario's cluster, one line each (see
+    /// [`sim::never_run`]).
+    pub warnings: Vec<String>,
 }
 
 /// Runs `scenario` with `policies` (the scenario's own list when empty) and writes its results to
@@ -64,6 +67,17 @@ pub fn simulate(
         None => output_dir(Path::new(DEFAULT_OUTPUT_ROOT), &scenario)?,
     };
     let (jobs, speedup) = sim::load_inputs(&scenario)?;
+    let warnings: Vec<String> = sim::never_run(&scenario, &jobs)
+        .into_iter()
+        .map(|(job, why)| {
+            format!(
+                "{}: row {}: job {} never runs: {why}",
+                scenario.trace.path.display(),
+                job.row,
+                job.id
+            )
+        })
+        .collect();
     tracing::info!(
         scenario = %scenario.name,
         jobs = jobs.len(),
@@ -106,6 +120,7 @@ pub fn simulate(
         table,
         output_dir: dir,
         elapsed_s,
+        warnings,
     })
 }
 
@@ -126,6 +141,17 @@ pub struct SimulateArgs {
 /// `trainscale simulate`: the table on stdout, where the results went on stderr.
 pub fn run(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let outcome = simulate(&args.scenario, args.output.as_deref(), &args.policies, true)?;
+    // A few name the rows; the rest are counted.
+    const SHOWN: usize = 10;
+    for warning in outcome.warnings.iter().take(SHOWN) {
+        eprintln!("warning: {warning}");
+    }
+    if outcome.warnings.len() > SHOWN {
+        eprintln!(
+            "warning: {} more trace jobs never run on this cluster",
+            outcome.warnings.len() - SHOWN
+        );
+    }
     print!("{}", outcome.table);
     eprintln!(
         "simulated in {:.1} s; results in {}",

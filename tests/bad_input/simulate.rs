@@ -140,3 +140,25 @@ fn a_long_run_keeps_a_bounded_number_of_samples_weighted_by_ticks() {
     let util = run.summary().gpu_util;
     assert!(util > 0.0 && util < 1e-3, "{util}");
 }
+
+#[test]
+fn a_job_that_can_never_run_on_the_cluster_is_named_with_why() {
+    let dir = tempfile::tempdir().unwrap();
+    // The cluster: one node of 80 CPU, 320 GiB, 8 GPUs.
+    let rows = "fits,0,-,vc,1,60,60,bert,1,10,1000,1,1,4,60\n\
+                huge,0,-,vc,1,60,60,bert,1,10,999999999,1,1,4,60\n\
+                gang,0,-,vc,1,60,60,bert,1,10,1000,9,9,12,60\n";
+    let (s, jobs) = load(dir.path(), &scenario(""), rows).unwrap();
+    let never: Vec<(usize, String)> = sim::never_run(&s, &jobs)
+        .into_iter()
+        .map(|(job, why)| (job.row, why))
+        .collect();
+    assert_eq!(never.len(), 2, "{never:?}");
+    assert_eq!(never[0].0, 3);
+    assert!(never[0].1.contains("fits no node"), "{never:?}");
+    assert_eq!(never[1].0, 4);
+    assert!(
+        never[1].1.contains("hold 8 workers") && never[1].1.contains("min_workers 9"),
+        "{never:?}"
+    );
+}
