@@ -285,7 +285,7 @@ fn check_resources(
 
 /// What the API server refuses in one container's `resources` (at `prefix`): a quantity that
 /// does not parse, a fraction of an extended resource, a request above its limit, an extended
-/// resource requested without a limit or unequal to it.
+/// resource requested unequal to its limit.
 pub fn resource_problems(
     object: &str,
     prefix: &str,
@@ -325,16 +325,6 @@ pub fn resource_problems(
     let [requests, limits] = &parsed;
     for (name, (request, request_text)) in requests {
         let Some((limit, limit_text)) = limits.get(name) else {
-            // Not overcommitted: the API server wants an extended resource's limit set.
-            if extended_resource(name) {
-                problems.push(FieldError::new(
-                    object,
-                    field("requests", name),
-                    format!(
-                        "{request_text:?} has no limit: the API server refuses an extended resource requested without one"
-                    ),
-                ));
-            }
             continue;
         };
         let problem = if extended_resource(name) {

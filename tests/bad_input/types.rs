@@ -266,11 +266,6 @@ fn requests_stay_within_limits_and_extended_resources_are_whole() {
             "\"0.5\" is not a whole number",
         ),
         (
-            json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}}),
-            "spec.trainer.resources.requests.nvidia.com/gpu",
-            "\"1\" has no limit",
-        ),
-        (
             json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}),
             "spec.trainer.resources.requests.nvidia.com/gpu",
             "\"1\" is not the limit \"2\"",
