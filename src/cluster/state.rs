@@ -114,7 +114,7 @@ impl NodeSlot {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrainerPods {
     /// Bound, live (not terminating, not finished) trainers per node, in node id order (a
-    /// sorted vector: a pass copies every job's counts, in one piece).
+    /// sorted vector: a pass's candidates borrow it as a slice).
     pub bound_by_node: LiteMap<NodeId, u32>,
     /// Bound, live trainers.
     pub bound: u32,

@@ -256,11 +256,7 @@ impl<'a> Engine<'a> {
         );
         for (i, t) in trace.iter().enumerate() {
             let key = JobKey::new(NAMESPACE, t.id.clone());
-            let trainer = Resources::new(
-                t.cpus_per_worker * 1000,
-                t.mem_mib_per_worker * MIB,
-                t.gpus_per_worker,
-            );
+            let trainer = t.worker();
             let priority = resolve_priority(
                 scenario.vc_priorities.get(&t.vc).map_or("", String::as_str),
                 &scenario.priority_classes,

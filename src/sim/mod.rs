@@ -62,36 +62,30 @@ pub fn run_policies(
 /// in some resource than every pool's node, or the nodes together hold fewer workers than its
 /// smallest gang (`min_workers`). Such a job ends every run unfinished.
 pub fn never_run<'t>(scenario: &Scenario, jobs: &'t [TraceJob]) -> Vec<(&'t TraceJob, String)> {
-    const MIB: i64 = 1 << 20;
     jobs.iter()
         .filter_map(|job| {
-            let worker = crate::api::Resources::new(
-                job.cpus_per_worker.saturating_mul(1000),
-                job.mem_mib_per_worker.saturating_mul(MIB),
-                job.gpus_per_worker,
-            );
+            let worker = job.worker();
             let held: i64 = scenario
                 .node_pools
                 .iter()
                 .map(|p| worker.fit_count(&p.allocatable).saturating_mul(i64::from(p.count)))
                 .fold(0, i64::saturating_add);
+            if held >= i64::from(job.min_workers) {
+                return None;
+            }
             let shape = format!(
                 "{} GPU, {} CPU, {} MiB",
                 job.gpus_per_worker, job.cpus_per_worker, job.mem_mib_per_worker
             );
-            if held == 0 {
-                Some((job, format!("a worker of {shape} fits no node of the cluster")))
-            } else if held < i64::from(job.min_workers) {
-                Some((
-                    job,
-                    format!(
-                        "the cluster's nodes hold {held} workers of {shape}, fewer than its min_workers {}",
-                        job.min_workers
-                    ),
-                ))
+            let why = if held == 0 {
+                format!("a worker of {shape} fits no node of the cluster")
             } else {
-                None
-            }
+                format!(
+                    "the cluster's nodes hold {held} workers of {shape}, fewer than its min_workers {}",
+                    job.min_workers
+                )
+            };
+            Some((job, why))
         })
         .collect()
 }

@@ -31,6 +31,18 @@ pub struct TraceJob {
     pub work_worker_s: f64,
 }
 
+impl TraceJob {
+    /// One worker's request: CPU, memory (MiB in the trace) and GPUs.
+    pub fn worker(&self) -> crate::api::Resources {
+        const MIB: i64 = 1 << 20;
+        crate::api::Resources::new(
+            self.cpus_per_worker.saturating_mul(1000),
+            self.mem_mib_per_worker.saturating_mul(MIB),
+            self.gpus_per_worker,
+        )
+    }
+}
+
 const COLUMNS: [&str; 10] = [
     "job_id",
     "submit_time_s",
