@@ -180,7 +180,7 @@ fn any_resource_or_a_limit_counts_as_a_request() {
     for resources in [
         json!({"limits": {"nvidia.com/gpu": 1}}),
         json!({"limits": {"cpu": "500m"}}),
-        json!({"requests": {"example.com/fpga": 1}}),
+        json!({"requests": {"example.com/fpga": 1}, "limits": {"example.com/fpga": 1}}),
         json!({"requests": {"memory": "1Gi"}}),
     ] {
         let docs = [

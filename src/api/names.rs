@@ -32,9 +32,9 @@ pub enum NameRule {
     Label,
     /// A DNS-1123 subdomain: at most 253 characters, dot-separated labels (most objects).
     Subdomain,
-    /// A subdomain that is also a label value (at most 63): a batch/v1 Job, whose name the Job
-    /// controller writes into its pods' `job-name` label.
-    JobName,
+    /// A subdomain that is also a label value (at most 63): a batch/v1 Job's name, which the Job
+    /// controller writes into its pods' `job-name` label; a PodGroup named in a pod label.
+    LabelValueSubdomain,
 }
 
 fn is_label(s: &str) -> bool {
@@ -50,7 +50,7 @@ fn is_label(s: &str) -> bool {
 pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
     let mut out = Vec::new();
     let max = match rule {
-        NameRule::Label | NameRule::JobName => LABEL_MAX,
+        NameRule::Label | NameRule::LabelValueSubdomain => LABEL_MAX,
         NameRule::Subdomain => SUBDOMAIN_MAX,
     };
     if name.len() > max {
@@ -58,7 +58,7 @@ pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
     }
     match rule {
         NameRule::Label if !is_label(name) => out.push(LABEL_MESSAGE.to_string()),
-        NameRule::Subdomain | NameRule::JobName if !name.split('.').all(is_label) => {
+        NameRule::Subdomain | NameRule::LabelValueSubdomain if !name.split('.').all(is_label) => {
             out.push(SUBDOMAIN_MESSAGE.to_string())
         }
         _ => {}
@@ -141,6 +141,12 @@ pub fn trainer_name(job: &str) -> String {
     format!("{job}-trainer")
 }
 
+/// `<job>-trainer-<index>`: the hostname the Job controller gives the trainer pod of `index`
+/// (an Indexed Job's pods are `<job name>-<index>`), which the API server wants a DNS-1123 label.
+pub fn trainer_hostname(job: &str, index: i32) -> String {
+    format!("{}-{index}", trainer_name(job))
+}
+
 /// `<job>-trainers`, the ConfigMap holding the current trainer count.
 pub fn trainers_config_name(job: &str) -> String {
     format!("{job}-trainers")
@@ -152,7 +158,7 @@ pub fn derived_objects(job: &str) -> [(&'static str, String, NameRule); 4] {
     [
         ("ReplicaSet", master_name(job), NameRule::Subdomain),
         ("ReplicaSet", pserver_name(job), NameRule::Subdomain),
-        ("Job", trainer_name(job), NameRule::JobName),
+        ("Job", trainer_name(job), NameRule::LabelValueSubdomain),
         ("ConfigMap", trainers_config_name(job), NameRule::Subdomain),
     ]
 }
@@ -161,7 +167,7 @@ pub fn derived_objects(job: &str) -> [(&'static str, String, NameRule); 4] {
 /// the custom resources' are subdomains.
 pub fn rule_of(kind: JobKind) -> NameRule {
     match kind {
-        JobKind::BatchJob => NameRule::JobName,
+        JobKind::BatchJob => NameRule::LabelValueSubdomain,
         _ => NameRule::Subdomain,
     }
 }
@@ -244,7 +250,7 @@ mod tests {
         );
         assert!(name_problems(&long, NameRule::Subdomain).is_empty());
         assert_eq!(
-            name_problems(&long, NameRule::JobName),
+            name_problems(&long, NameRule::LabelValueSubdomain),
             vec!["must be no more than 63 characters"]
         );
         assert_eq!(

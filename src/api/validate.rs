@@ -10,7 +10,9 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::guard::{Guarded, MalformedJob};
 use super::manifest::Document;
-use super::names::{NameRule, check_name, job_name_problems};
+use super::names::{
+    NameRule, check_name, job_name_problems, name_problems, quoted, trainer_hostname,
+};
 use super::priority::PriorityClasses;
 use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use super::{
@@ -53,18 +55,36 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
     if job.metadata.name.as_deref().unwrap_or("").is_empty() {
         error("metadata.name", "a job needs a name".into());
     }
-    for e in job_name_problems(JobKind::TrainingJob, &object, &job.metadata) {
+    let name_errors = job_name_problems(JobKind::TrainingJob, &object, &job.metadata);
+    let name_valid = name_errors.is_empty();
+    for e in name_errors {
         error(&e.field, e.problem);
     }
+    // The group names a PodGroup and is the label `scheduling.x-k8s.io/pod-group` on every pod.
     if !job.spec.pod_group_name.is_empty()
         && let Some(e) = check_name(
             &object,
             "spec.podGroupName",
             &job.spec.pod_group_name,
-            NameRule::Subdomain,
+            NameRule::LabelValueSubdomain,
         )
     {
         error(&e.field, e.problem);
+    }
+    // Either becomes every pod's `spec.schedulerName`, a subdomain (`annotations.scheduler` wins).
+    for (field, value) in [
+        ("spec.schedulerName", &job.spec.scheduler_name),
+        (
+            "spec.annotations.scheduler",
+            &job.spec.annotations.scheduler,
+        ),
+    ] {
+        let value = value.trim();
+        if !value.is_empty()
+            && let Some(e) = check_name(&object, field, value, NameRule::Subdomain)
+        {
+            error(&e.field, e.problem);
+        }
     }
     let trainer = &job.spec.trainer;
     let (tmin, tmax) = (trainer.min_instance, trainer.max_instance);
@@ -85,6 +105,21 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
             "spec.trainer.min-instance",
             format!("min-instance {tmin} is greater than max-instance {tmax}"),
         );
+    }
+    if name_valid && let Some(name) = job.metadata.name.as_deref().filter(|n| !n.is_empty()) {
+        let hostname = trainer_hostname(name, tmax.max(1) - 1);
+        let problems = name_problems(&hostname, NameRule::Label);
+        if !problems.is_empty() {
+            error(
+                "metadata.name",
+                format!(
+                    "{} gives the trainer pods hostnames up to {hostname:?} ({} characters; the Job controller names an Indexed Job's pod `<job>-<index>`): {}",
+                    quoted(name),
+                    hostname.len(),
+                    problems.join("; ")
+                ),
+            );
+        }
     }
     if let Some(p) = job
         .spec
@@ -285,7 +320,7 @@ fn check_resources(
 
 /// What the API server refuses in one container's `resources` (at `prefix`): a quantity that
 /// does not parse, a fraction of an extended resource, a request above its limit, an extended
-/// resource requested unequal to its limit.
+/// resource requested without a limit or unequal to it.
 pub fn resource_problems(
     object: &str,
     prefix: &str,
@@ -325,6 +360,16 @@ pub fn resource_problems(
     let [requests, limits] = &parsed;
     for (name, (request, request_text)) in requests {
         let Some((limit, limit_text)) = limits.get(name) else {
+            // Not overcommitted: the API server wants an extended resource's limit set.
+            if extended_resource(name) {
+                problems.push(FieldError::new(
+                    object,
+                    field("requests", name),
+                    format!(
+                        "{request_text:?} has no limit: the API server refuses an extended resource requested without one"
+                    ),
+                ));
+            }
             continue;
         };
         let problem = if extended_resource(name) {

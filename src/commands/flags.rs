@@ -78,16 +78,13 @@ pub fn scheduling_deadline(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::from_millis(100), MAX_SCHEDULING_DEADLINE)
 }
 
-/// `--scheduler-name`: "" (off) or a name as `spec.schedulerName` takes it: at most 253
-/// characters, no whitespace or control characters.
+/// `--scheduler-name`: "" (off) or a name as `spec.schedulerName` takes it, a DNS-1123
+/// subdomain.
 pub fn scheduler_name(text: &str) -> Result<String, String> {
-    if text.len() > 253 {
-        return Err(format!("{} characters; at most 253", text.len()));
+    if text.is_empty() {
+        return Ok(String::new());
     }
-    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{text:?} has whitespace or control characters"));
-    }
-    Ok(text.to_string())
+    name_as(text, NameRule::Subdomain)
 }
 
 /// A value parser whose refusal never echoes the value raw: clap's own message quotes it as
@@ -141,9 +138,15 @@ pub fn namespace(text: &str) -> Result<String, String> {
     name_as(text, NameRule::Label)
 }
 
-/// `--lease-name`, `--pod-group`: an object name, a DNS-1123 subdomain.
+/// `--lease-name`: an object name, a DNS-1123 subdomain.
 pub fn object_name(text: &str) -> Result<String, String> {
     name_as(text, NameRule::Subdomain)
+}
+
+/// `submit --pod-group`: a PodGroup's name, which is also the label value
+/// `scheduling.x-k8s.io/pod-group` on every pod: a subdomain of at most 63 characters.
+pub fn pod_group(text: &str) -> Result<String, String> {
+    name_as(text, NameRule::LabelValueSubdomain)
 }
 
 /// `submit --job-name`: a TrainingJob name the API server takes and from which every object
@@ -168,10 +171,15 @@ pub fn training_job_name(text: &str) -> Result<String, String> {
 
 /// `--restart-limit`: a count, 0 (no limit) or more.
 pub fn restart_limit(text: &str) -> Result<i32, String> {
-    let value: i32 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("{} is not a whole number", quoted(text)))?;
+    let value: i32 = text.trim().parse().map_err(|e: std::num::ParseIntError| {
+        use std::num::IntErrorKind;
+        match e.kind() {
+            IntErrorKind::PosOverflow | IntErrorKind::NegOverflow => {
+                format!("{} is out of range: at most {}", quoted(text), i32::MAX)
+            }
+            _ => format!("{} is not a whole number", quoted(text)),
+        }
+    })?;
     if value < 0 {
         return Err(format!("must not be negative (0: no limit), got {value}"));
     }
@@ -301,6 +309,20 @@ mod tests {
         assert_eq!(scheduling_deadline("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(scheduler_name(""), Ok(String::new()));
         assert!(scheduler_name("my scheduler").is_err());
+        assert!(scheduler_name("Upper_Sched").is_err());
+        assert_eq!(scheduler_name("volcano"), Ok("volcano".to_string()));
+        assert!(pod_group(&"g".repeat(64)).is_err());
+        assert!(pod_group(&"g".repeat(63)).is_ok());
+        assert!(
+            restart_limit("99999999999")
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(
+            restart_limit("x")
+                .unwrap_err()
+                .contains("not a whole number")
+        );
         assert!(cooldown("8days").is_err());
         assert!(cooldown("soon").unwrap_err().contains("not a duration"));
     }

@@ -87,10 +87,10 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub cephfs_path: Option<String>,
     /// The scheduler of every pod (e.g. volcano).
-    #[arg(long)]
+    #[arg(long, value_parser = flags::Escaped(flags::scheduler_name))]
     pub scheduler_name: Option<String>,
     /// The PodGroup every pod joins.
-    #[arg(long, value_parser = flags::Escaped(flags::object_name))]
+    #[arg(long, value_parser = flags::Escaped(flags::pod_group))]
     pub pod_group: Option<String>,
     /// Print the manifest without creating it (the default).
     #[arg(long, conflicts_with = "apply")]

@@ -53,7 +53,7 @@ fn names_and_namespaces_the_api_server_refuses_are_errors() {
         errors[0].starts_with("TrainingJob ../x/ok: metadata.namespace: invalid value \"../x\": a lowercase RFC 1123 label"),
         "{errors:?}"
     );
-    assert!(errors_of(training_job("good-name.v2", "team-a")).is_empty());
+    assert!(errors_of(training_job("good-name-v2", "team-a")).is_empty());
 }
 
 #[test]
@@ -67,8 +67,8 @@ fn a_name_whose_derived_objects_cannot_exist_is_an_error_naming_them() {
         )),
         "{errors:?}"
     );
-    // 55 characters: `<name>-trainer` is 63, the limit.
-    assert!(errors_of(training_job(&"j".repeat(55), "ns")).is_empty());
+    // 53 characters: the last trainer pod's hostname `<name>-trainer-3` is 63, the limit.
+    assert!(errors_of(training_job(&"j".repeat(53), "ns")).is_empty());
     // A PaddleJob runs as the same objects.
     let mut paddle = training_job(&sixty, "ns");
     paddle["apiVersion"] = json!("paddlepaddle.org/v1");
@@ -81,6 +81,68 @@ fn a_name_whose_derived_objects_cannot_exist_is_an_error_naming_them() {
             .any(|e| e.starts_with("PaddleJob ns/") && e.contains("-trainer\" (68 characters)")),
         "{errors:?}"
     );
+}
+
+#[test]
+fn a_name_whose_trainer_pods_cannot_have_a_hostname_is_an_error() {
+    // The Job controller names an Indexed Job's pod `<job>-<index>`: a DNS-1123 label. With
+    // max-instance 4 the last is `<name>-trainer-3`; `<name>-trainer` (62) is a valid Job name.
+    let long = "j".repeat(54);
+    let errors = errors_of(training_job(&long, "ns"));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains(&format!(
+            "metadata.name: \"{long}\" gives the trainer pods hostnames up to \"{long}-trainer-3\" (64 characters"
+        )) && errors[0].contains("must be no more than 63 characters"),
+        "{errors:?}"
+    );
+    // A dot makes a valid subdomain but no hostname.
+    let errors = errors_of(training_job("resnet.v2", "ns"));
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("\"resnet.v2-trainer-3\"") && errors[0].contains("RFC 1123 label"),
+        "{errors:?}"
+    );
+    // More trainers, longer hostnames: 53 characters and max-instance 11 reach index 10.
+    let mut many = training_job(&"j".repeat(53), "ns");
+    many["spec"]["trainer"]["max-instance"] = json!(11);
+    let errors = errors_of(many);
+    assert!(
+        errors.len() == 1 && errors[0].contains("-trainer-10\" (64 characters"),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn pod_group_and_scheduler_names_are_checked_as_the_pods_carry_them() {
+    let with_spec = |field: &str, value: &str| {
+        let mut doc = training_job("job", "ns");
+        match field.split_once('.') {
+            Some((outer, inner)) => doc["spec"][outer][inner] = json!(value),
+            None => doc["spec"][field] = json!(value),
+        }
+        errors_of(doc)
+    };
+    // The PodGroup's name is also every pod's `scheduling.x-k8s.io/pod-group` label value.
+    let long = "g".repeat(64);
+    let errors = with_spec("podGroupName", &long);
+    assert!(
+        errors.len() == 1
+            && errors[0].contains("spec.podGroupName: invalid value")
+            && errors[0].contains("must be no more than 63 characters"),
+        "{errors:?}"
+    );
+    assert!(with_spec("podGroupName", &"g".repeat(63)).is_empty());
+    for field in ["schedulerName", "annotations.scheduler"] {
+        let errors = with_spec(field, "Bad Sched");
+        assert!(
+            errors.len() == 1
+                && errors[0].contains(&format!("spec.{field}: invalid value \"Bad Sched\""))
+                && errors[0].contains("RFC 1123 subdomain"),
+            "{field}: {errors:?}"
+        );
+        assert!(with_spec(field, "volcano").is_empty(), "{field}");
+    }
 }
 
 #[test]
@@ -213,6 +275,7 @@ fn a_newline_in_a_name_forges_no_output_line() {
 #[test]
 fn submit_refuses_a_job_name_the_api_server_would() {
     let bin = env!("CARGO_BIN_EXE_trainscale");
+    let long_group = "g".repeat(64);
     let submit = |name: &str, namespace: &str| {
         Command::new(bin)
             .args([
@@ -251,6 +314,49 @@ fn submit_refuses_a_job_name_the_api_server_would() {
     let out = submit("ok", "Bad NS");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'--namespace <NAMESPACE>'"));
+    let flag = |args: &[&str]| {
+        Command::new(bin)
+            .args([
+                "submit",
+                "--job-name",
+                "ok",
+                "--entry-point",
+                "python train.py",
+            ])
+            .args([
+                "--memory",
+                "1Gi",
+                "--cpu",
+                "1",
+                "--image",
+                "img",
+                "--dry-run",
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    for (args, named) in [
+        (
+            vec!["--scheduler-name", "Bad Sched"],
+            "'--scheduler-name <SCHEDULER_NAME>': a lowercase RFC 1123 subdomain",
+        ),
+        (
+            vec!["--pod-group", &long_group],
+            "'--pod-group <POD_GROUP>': must be no more than 63 characters",
+        ),
+    ] {
+        let out = flag(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+    }
+    let out = flag(&["--scheduler-name", "volcano", "--pod-group", "group-a"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = submit("fine", "default");
     assert!(
         out.status.success(),
@@ -273,6 +379,14 @@ fn run_range_checks_namespaces_and_counts_at_parse_time() {
         (
             &["--restart-limit=-1"][..],
             "'--restart-limit <RESTART_LIMIT>'",
+        ),
+        (
+            &["--restart-limit", "99999999999"][..],
+            "'--restart-limit <RESTART_LIMIT>': \"99999999999\" is out of range",
+        ),
+        (
+            &["--scheduler-name", "Upper_Sched"][..],
+            "'--scheduler-name <SCHEDULER_NAME>': a lowercase RFC 1123 subdomain",
         ),
         (
             &["--namespace", "a\nerror: forged"][..],

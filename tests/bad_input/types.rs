@@ -266,6 +266,11 @@ fn requests_stay_within_limits_and_extended_resources_are_whole() {
             "\"0.5\" is not a whole number",
         ),
         (
+            json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}}),
+            "spec.trainer.resources.requests.nvidia.com/gpu",
+            "\"1\" has no limit",
+        ),
+        (
             json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 2}}),
             "spec.trainer.resources.requests.nvidia.com/gpu",
             "\"1\" is not the limit \"2\"",
@@ -318,4 +323,76 @@ fn a_worker_template_is_checked_as_the_api_server_checks_its_pods() {
         &batch,
         "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu",
     );
+}
+
+/// `validate`'s errors and warnings for `doc`, as printed.
+fn findings_of(doc: &Value) -> (Vec<String>, Vec<String>) {
+    let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+    let report = validate_document(&docs[0], &Default::default());
+    let text = |v: &[trainscale::api::FieldError]| v.iter().map(|e| e.to_string()).collect();
+    (text(&report.errors), text(&report.warnings))
+}
+
+#[test]
+fn kubeflow_replica_types_are_read_as_the_training_operator_reads_them() {
+    let job = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    let worker = job["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
+    let with_specs = |specs: Value| {
+        let mut doc = job.clone();
+        doc["spec"]["pytorchReplicaSpecs"] = specs;
+        doc
+    };
+    // Its webhook refuses a type other than Master and Worker.
+    let chief = with_specs(json!({"Worker": worker, "Chief": worker}));
+    refused_everywhere(
+        JobKind::PyTorchJob,
+        &chief,
+        "spec.pytorchReplicaSpecs.Chief",
+    );
+    let (errors, _) = findings_of(&chief);
+    assert!(
+        errors[0].contains("unsupported replica type \"Chief\": supported values: Master, Worker"),
+        "{errors:?}"
+    );
+    // Its defaulting folds `worker` into `Worker`: both given is one type twice.
+    let twice = with_specs(json!({"Worker": worker, "worker": worker}));
+    refused_everywhere(
+        JobKind::PyTorchJob,
+        &twice,
+        "spec.pytorchReplicaSpecs.Worker",
+    );
+    let (errors, _) = findings_of(&twice);
+    assert!(
+        errors[0].contains("replica type Worker is given 2 times (Worker, worker)"),
+        "{errors:?}"
+    );
+    // `worker` alone is a Worker the webhook renames on create; as stored (no webhook ran) it
+    // is not the field trainscale resizes: left alone, and said so.
+    let lower = with_specs(json!({"worker": worker}));
+    let (errors, warnings) = findings_of(&lower);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(
+        warnings.len() == 1
+            && warnings[0].contains(
+                "spec.pytorchReplicaSpecs: not planned: the replica type is written \"worker\""
+            ),
+        "{warnings:?}"
+    );
+    // A missing bound defaults to the other: a fixed size, left alone rather than invalid.
+    for missing in ["minReplicas", "maxReplicas"] {
+        let mut doc = job.clone();
+        doc["spec"]["elasticPolicy"]
+            .as_object_mut()
+            .unwrap()
+            .remove(missing);
+        let (errors, warnings) = findings_of(&doc);
+        assert!(errors.is_empty(), "{missing}: {errors:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains(
+                "spec.elasticPolicy: not planned: minReplicas and maxReplicas are not both set"
+            )),
+            "{missing}: {warnings:?}"
+        );
+    }
+    assert_eq!(findings_of(&job).0, Vec::<String>::new());
 }

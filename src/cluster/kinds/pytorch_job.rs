@@ -22,6 +22,9 @@ use crate::cluster::filters::PodConstraints;
 /// The replica type whose size trainscale writes.
 pub const WORKER: &str = "Worker";
 
+/// The replica types a PyTorchJob may have.
+const REPLICA_TYPES: [&str; 2] = ["Master", WORKER];
+
 fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Reading {
     Reading::LeftAlone(LeftAlone {
         field,
@@ -57,8 +60,8 @@ impl JobAdapter for PyTorchJob {
 
     fn type_problems(&self) -> Vec<FieldError> {
         let object = self.job_key().object_ref();
-        self.spec
-            .pytorch_replica_specs
+        let specs = &self.spec.pytorch_replica_specs;
+        let mut problems: Vec<FieldError> = specs
             .iter()
             .filter_map(|(kind, r)| {
                 negative_count(
@@ -67,7 +70,42 @@ impl JobAdapter for PyTorchJob {
                     r.replicas,
                 )
             })
-            .collect()
+            .collect();
+        // The training operator's defaulting renames a replica type to its camel case
+        // (`worker` → `Worker`); its webhook then refuses any other type.
+        for kind in specs.keys() {
+            let field = format!("spec.pytorchReplicaSpecs.{kind}");
+            match REPLICA_TYPES.iter().find(|t| t.eq_ignore_ascii_case(kind)) {
+                None => problems.push(FieldError::new(
+                    &object,
+                    field,
+                    format!(
+                        "unsupported replica type {kind:?}: supported values: {}",
+                        REPLICA_TYPES.join(", ")
+                    ),
+                )),
+                Some(canonical) => {
+                    let same: Vec<&str> = specs
+                        .keys()
+                        .filter(|k| k.eq_ignore_ascii_case(canonical))
+                        .map(String::as_str)
+                        .collect();
+                    if same.len() > 1 && same.first() == Some(&kind.as_str()) {
+                        problems.push(FieldError::new(
+                            &object,
+                            field,
+                            format!(
+                                "replica type {canonical} is given {} times ({}): the training \
+                                 operator keeps one of them",
+                                same.len(),
+                                same.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        problems
     }
 
     fn read(&self, classes: &PriorityClasses) -> Result<Reading, Vec<FieldError>> {
@@ -96,16 +134,44 @@ impl JobAdapter for PyTorchJob {
                 false,
             ));
         }
-        let (min, max) = check_bounds(
-            &object,
-            (policy.min_replicas, "spec.elasticPolicy.minReplicas"),
-            (policy.max_replicas, "spec.elasticPolicy.maxReplicas"),
-        )?;
+        // The training operator defaults a missing bound to the other, and both to the Worker
+        // replicas: a job naming at most one bound has a fixed size.
+        let (min, max) = match (policy.min_replicas, policy.max_replicas) {
+            (Some(_), Some(_)) => check_bounds(
+                &object,
+                (policy.min_replicas, "spec.elasticPolicy.minReplicas"),
+                (policy.max_replicas, "spec.elasticPolicy.maxReplicas"),
+            )?,
+            _ => {
+                return Ok(left_alone(
+                    "spec.elasticPolicy",
+                    "minReplicas and maxReplicas are not both set: the training operator \
+                     defaults the missing one to the other (or both to the Worker replicas), a \
+                     fixed size",
+                    false,
+                ));
+            }
+        };
         if min == max {
             return Ok(left_alone(
                 "spec.elasticPolicy",
                 format!("minReplicas equals maxReplicas ({min}): nothing to size"),
                 false,
+            ));
+        }
+        if let Some(kind) = spec
+            .pytorch_replica_specs
+            .keys()
+            .find(|k| k.as_str() != WORKER && k.eq_ignore_ascii_case(WORKER))
+        {
+            return Ok(left_alone(
+                "spec.pytorchReplicaSpecs",
+                format!(
+                    "the replica type is written {kind:?}: trainscale resizes \
+                     spec.pytorchReplicaSpecs.{WORKER}.replicas, which the training operator's \
+                     defaulting webhook writes (it renames {kind:?} to {WORKER} on create)"
+                ),
+                true,
             ));
         }
         let Some(worker) = spec.pytorch_replica_specs.get(WORKER) else {
