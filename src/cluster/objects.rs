@@ -42,13 +42,22 @@ pub const MAX_NODE_GPUS: i64 = 1 << 20;
 /// error naming `status.allocatable.<resource>`.
 pub fn read_node(node: &Node) -> Result<(NodeInfo, NodeTraits), FieldError> {
     let name = node.metadata.name.clone().unwrap_or_default();
-    let object = format!("Node {name}");
+    let object = format!("Node {}", crate::api::names::printable(&name));
     if name.is_empty() {
         return Err(FieldError::new(
             object,
             "metadata.name",
             "a Node needs a name",
         ));
+    }
+    // The API server takes a Node's name as a DNS-1123 subdomain.
+    if let Some(e) = crate::api::names::check_name(
+        &object,
+        "metadata.name",
+        &name,
+        crate::api::names::NameRule::Subdomain,
+    ) {
+        return Err(e);
     }
     let status = node.status.as_ref();
     let map = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));

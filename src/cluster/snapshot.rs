@@ -31,6 +31,10 @@ pub struct Snapshot {
 pub enum DumpError {
     #[error(transparent)]
     Unreadable(#[from] ManifestError),
+    #[error(
+        "{path}: no objects found (a dump is `kubectl get nodes,pods,jobs,priorityclasses,trainingjobs,... -A -o json`)"
+    )]
+    Empty { path: String },
     #[error("{path}: {} object(s) twice: {}", .duplicates.len(), list(.duplicates))]
     Duplicates {
         path: String,
@@ -47,10 +51,20 @@ fn list(duplicates: &[Duplicate]) -> String {
     text.join("; ")
 }
 
+/// What the API server would refuse in a PriorityClass's name (a DNS-1123 subdomain).
+fn priority_class_name_problem(class: &PriorityClass) -> Option<FieldError> {
+    use crate::api::names::{NameRule, check_name, printable};
+    let name = class.metadata.name.as_deref().unwrap_or_default();
+    let object = format!("PriorityClass {}", printable(name));
+    check_name(&object, "metadata.name", name, NameRule::Subdomain)
+}
+
 /// Builds a state object by object, as a dump is read.
 #[derive(Default)]
 struct Builder {
     state: ClusterState,
+    /// How many objects were read.
+    objects: usize,
     warnings: Vec<FieldError>,
     index: ObjectIndex,
     duplicates: Vec<Duplicate>,
@@ -58,6 +72,7 @@ struct Builder {
 
 impl Builder {
     fn apply(&mut self, doc: &Document) {
+        self.objects += 1;
         match self.index.see(doc) {
             Some(duplicate) => self.duplicates.push(duplicate),
             None => self.state.apply_document(doc, &mut self.warnings),
@@ -85,10 +100,15 @@ impl ClusterState {
     }
 
     /// Reads a dump file (JSON or YAML) into a state object by object, keeping only the
-    /// state; an object twice in it is an error naming both.
+    /// state; an object twice in it is an error naming both, a dump of no object an error too.
     pub fn from_file(path: &Path) -> Result<Snapshot, DumpError> {
         let mut builder = Builder::default();
         read_each(path, |doc| builder.apply(&doc))?;
+        if builder.objects == 0 {
+            return Err(DumpError::Empty {
+                path: path.display().to_string(),
+            });
+        }
         let snapshot = builder.finish();
         if snapshot.duplicates.is_empty() {
             Ok(snapshot)
@@ -128,7 +148,10 @@ impl ClusterState {
                 Err(e) => warnings.push(e),
             },
             ("PriorityClass", "scheduling.k8s.io/v1") => match doc.decode::<PriorityClass>() {
-                Ok(class) => self.apply_priority_class(&class),
+                Ok(class) => match priority_class_name_problem(&class) {
+                    None => self.apply_priority_class(&class),
+                    Some(e) => warnings.push(e),
+                },
                 Err(e) => warnings.push(e),
             },
             ("ResourceFlavor", KUEUE_API_VERSION) => match doc.decode::<ResourceFlavor>() {

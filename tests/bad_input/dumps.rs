@@ -144,7 +144,8 @@ fn a_budget_breach_names_the_document_and_the_last_object_and_an_alias_bomb_is_r
     );
     let err = parse_documents(&text, "bomb.yaml").unwrap_err().to_string();
     assert!(
-        err.starts_with("bomb.yaml: too large for the YAML reader in document 3 (after Node b)"),
+        err.starts_with("bomb.yaml: too large for the YAML reader in document 3 at f.")
+            && err.contains(" (after Node b)"),
         "{err}"
     );
 }
@@ -190,4 +191,92 @@ fn a_large_generated_dump_is_read_object_by_object_and_its_duplicates_named() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_duplicate_key_outside_a_list_names_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text, at) in [
+        (
+            "node.json",
+            r#"{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"},
+                "status": {"capacity": {"cpu": "4", "cpu": "64"}}}"#,
+            " at status.capacity: duplicate key `cpu`",
+        ),
+        (
+            "array.json",
+            r#"[{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "a"}},
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "b", "name": "c"}}]"#,
+            "in document 2 at metadata (after Node a): duplicate key `name`",
+        ),
+        (
+            "node.yaml",
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: a\n  labels: {x: '1', x: '2'}\n",
+            "in document 1 at metadata.labels: duplicate mapping key `x`",
+        ),
+    ] {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        let out = trainscale(&["state", "--snapshot"], &path);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{file}: {err}");
+        assert!(err.contains(at), "{file}: {err}");
+    }
+}
+
+#[test]
+fn a_dump_of_no_object_is_an_error_as_validate_says() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in [
+        ("empty.json", ""),
+        ("blank.yaml", "\n\n"),
+        ("array.json", "[]"),
+        (
+            "list.json",
+            r#"{"apiVersion": "v1", "kind": "List", "items": []}"#,
+        ),
+    ] {
+        let path = dir.path().join(file);
+        std::fs::write(&path, text).unwrap();
+        for args in [
+            &["plan", "--snapshot"][..],
+            &["state", "--snapshot"][..],
+            &["explain", "ns/j", "--snapshot"][..],
+        ] {
+            let out = trainscale(args, &path);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(1), "{file} {args:?}: {err}");
+            assert!(
+                err.contains(&format!("{file}: no objects found")),
+                "{file} {args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{file} {args:?}");
+        }
+    }
+}
+
+#[test]
+fn node_and_priority_class_names_are_checked_as_the_api_server_checks_them() {
+    let mut bad_node = node(1, 8);
+    bad_node["metadata"]["name"] = json!("Bad_Node");
+    let dump = list(vec![
+        node(0, 8),
+        bad_node,
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "High Prio"}, "value": 1000}),
+    ]);
+    let docs = parse_documents(&dump.to_string(), "dump.json").unwrap();
+    let snap = ClusterState::from_documents(&docs);
+    let warnings: Vec<String> = snap.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("Node Bad_Node: metadata.name: invalid value \"Bad_Node\": a lowercase RFC 1123 subdomain"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1]
+            .starts_with("PriorityClass High Prio: metadata.name: invalid value \"High Prio\""),
+        "{warnings:?}"
+    );
+    assert_eq!(snap.state.nodes().count(), 1);
 }

@@ -146,7 +146,11 @@ impl<'de> Visitor<'de> for DocVisitor<'_, '_> {
                 return Err(A::Error::custom(duplicate_key(&key)));
             }
             if key != "items" {
-                let value = map.next_value_seed(StrictValue)?;
+                let seed = Tracked {
+                    key: &key,
+                    path: &mut self.0.reader.path,
+                };
+                let value = map.next_value_seed(seed)?;
                 object.insert(key, value);
                 continue;
             }
@@ -272,6 +276,33 @@ impl<'de> DeserializeSeed<'de> for ItemSeed<'_, '_> {
         let result = StrictValue.deserialize(serde_path_to_error::Deserializer::new(d, &mut track));
         if result.is_err() {
             self.reader.path = Some(track.path().to_string());
+        }
+        result
+    }
+}
+
+/// A document's field `key`, read as a value; where in it a value fails is kept for the error
+/// (`spec.trainer`).
+struct Tracked<'k, 'p> {
+    key: &'k str,
+    path: &'p mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Tracked<'_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        let mut track = serde_path_to_error::Track::new();
+        let result = StrictValue.deserialize(serde_path_to_error::Deserializer::new(d, &mut track));
+        if result.is_err() {
+            let path = track.path().to_string();
+            // A key that failed to read is `?`: the path ends at the map it is in.
+            let inner = path.strip_suffix(".?").unwrap_or(&path);
+            *self.path = Some(if matches!(inner, "." | "?") {
+                self.key.to_string()
+            } else {
+                format!("{}.{inner}", self.key)
+            });
         }
         result
     }
