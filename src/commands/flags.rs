@@ -143,6 +143,20 @@ pub fn object_name(text: &str) -> Result<String, String> {
     name_as(text, NameRule::Subdomain)
 }
 
+/// A job named `NAMESPACE/NAME`: the namespace a DNS-1123 label, the name a subdomain, as the
+/// API server takes them (checked before any request is made).
+pub fn job_ref(text: &str) -> Result<(String, String), String> {
+    let (namespace, name) = text
+        .split_once('/')
+        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
+        .ok_or_else(|| "name the job as NAMESPACE/NAME".to_string())?;
+    let namespace = name_as(namespace, NameRule::Label)
+        .map_err(|why| format!("namespace {}: {why}", quoted(namespace)))?;
+    let name = name_as(name, NameRule::Subdomain)
+        .map_err(|why| format!("name {}: {why}", quoted(name)))?;
+    Ok((namespace, name))
+}
+
 /// `submit --pod-group`: a PodGroup's name, which is also the label value
 /// `scheduling.x-k8s.io/pod-group` on every pod: a subdomain of at most 63 characters.
 pub fn pod_group(text: &str) -> Result<String, String> {
@@ -310,6 +324,14 @@ mod tests {
         assert_eq!(scheduler_name(""), Ok(String::new()));
         assert!(scheduler_name("my scheduler").is_err());
         assert!(scheduler_name("Upper_Sched").is_err());
+        assert_eq!(job_ref("ml/job-1"), Ok(("ml".into(), "job-1".into())));
+        assert!(
+            job_ref("../x/y")
+                .unwrap_err()
+                .starts_with("namespace \"..\"")
+        );
+        assert!(job_ref("ml/a/b").unwrap_err().starts_with("name \"a/b\""));
+        assert!(job_ref("job").unwrap_err().contains("NAMESPACE/NAME"));
         assert_eq!(scheduler_name("volcano"), Ok("volcano".to_string()));
         assert!(pod_group(&"g".repeat(64)).is_err());
         assert!(pod_group(&"g".repeat(63)).is_ok());

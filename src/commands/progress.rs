@@ -29,7 +29,8 @@ pub const CONFLICT_RETRIES: u32 = 5;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProgressArgs {
     /// The job, as `NAMESPACE/NAME`.
-    pub job: String,
+    #[arg(value_parser = flags::Escaped(flags::job_ref))]
+    pub job: (String, String),
     /// Units done so far (steps, passes, ...), a number at least 0.
     #[arg(long, value_parser = count)]
     pub done: f64,
@@ -210,15 +211,11 @@ pub async fn write_progress(
 
 /// `trainscale progress`: writes the report and prints it.
 pub fn run(args: ProgressArgs) -> anyhow::Result<ExitCode> {
-    let (namespace, name) = args
-        .job
-        .split_once('/')
-        .filter(|(ns, n)| !ns.is_empty() && !n.is_empty())
-        .with_context(|| format!("{:?}: name the job as NAMESPACE/NAME", args.job))?;
+    let (namespace, name) = args.job;
     let report = Report {
         kind: args.kind,
-        namespace: namespace.to_string(),
-        name: name.to_string(),
+        namespace,
+        name,
         done: args.done,
         total: args.total,
         unit: args.unit,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::api::FieldError;
-use crate::api::manifest::{Document, ObjectIndex, read_each};
+use crate::api::manifest::{Document, ObjectIndex, SharedChildren, read_each};
 use crate::api::names::printable;
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
 use crate::cluster::kinds::ignored;
@@ -83,6 +83,7 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     }
     let classes = priority_classes_of(&class_docs);
     let mut index = ObjectIndex::default();
+    let mut shared = SharedChildren::default();
     for path in readable {
         let read = read_each(path, |doc| {
             if ignored(&doc) {
@@ -96,6 +97,15 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
                     format!(
                         "the kind, namespace and name of {} again at {}",
                         duplicate.first, duplicate.second
+                    ),
+                ));
+            } else if let Some((first, at)) = shared.see(&doc) {
+                report.errors.push(FieldError::new(
+                    &report.object,
+                    "metadata.name",
+                    format!(
+                        "the namespace and name of {first} at {at} (here {}): the operator derives the same `<name>-trainer` Job, ReplicaSets and ConfigMap from both, so only one could run",
+                        doc.origin
                     ),
                 ));
             }

@@ -263,6 +263,18 @@ pub fn load(spec: &TraceSpec) -> Result<Vec<TraceJob>, SimError> {
                 job.max_workers, job.min_workers
             )
         })?;
+        // The rigid baseline (`static`) runs a job at its requested size, the elastic policies
+        // between its bounds: a request outside them is no job both can run.
+        r.check(
+            req,
+            (job.min_workers..=job.max_workers).contains(&job.req_workers),
+            || {
+                format!(
+                    "{} is outside [min_workers, max_workers] = [{}, {}]",
+                    job.req_workers, job.min_workers, job.max_workers
+                )
+            },
+        )?;
         r.check(
             cpw,
             job.gpus_per_worker + job.cpus_per_worker + job.mem_mib_per_worker > 0,

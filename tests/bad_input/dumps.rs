@@ -280,3 +280,26 @@ fn node_and_priority_class_names_are_checked_as_the_api_server_checks_them() {
     );
     assert_eq!(snap.state.nodes().count(), 1);
 }
+
+#[test]
+fn a_training_job_and_a_paddle_job_of_one_name_are_an_error_naming_both() {
+    let job = "metadata: {name: j, namespace: ns}\nspec:\n  fault_tolerant: true\n  trainer: {min-instance: 1, max-instance: 2, resources: {requests: {cpu: 1}}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.yaml");
+    let training = format!("apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\n{job}");
+    let paddle = format!("apiVersion: paddlepaddle.org/v1\nkind: PaddleJob\n{job}");
+    let elsewhere = paddle.replace("namespace: ns", "namespace: other");
+    std::fs::write(&path, format!("{training}---\n{paddle}---\n{elsewhere}")).unwrap();
+    let out = trainscale(&["validate", "-f"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ok: TrainingJob ns/j"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "invalid: PaddleJob ns/j: metadata.name: the namespace and name of TrainingJob ns/j at "
+        ) && stdout.contains("jobs.yaml document 1 (here ")
+            && stdout.contains("jobs.yaml document 2): the operator derives the same"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok: PaddleJob other/j"), "{stdout}");
+}

@@ -424,3 +424,28 @@ fn a_pod_with_a_name_the_api_server_refuses_is_named_and_skipped() {
     assert_eq!(e.object, "Pod ml/Bad Pod");
     assert_eq!(e.field, "metadata.name");
 }
+
+#[test]
+fn progress_checks_the_job_it_names_before_connecting() {
+    let bin = env!("CARGO_BIN_EXE_trainscale");
+    for (job, named) in [
+        ("../x/y", "namespace \"..\": a lowercase RFC 1123 label"),
+        (
+            "ml/Bad Name",
+            "name \"Bad Name\": a lowercase RFC 1123 subdomain",
+        ),
+        ("job", "name the job as NAMESPACE/NAME"),
+    ] {
+        let out = Command::new(bin)
+            .args(["progress", job, "--done", "1"])
+            .env("KUBECONFIG", "/nonexistent")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{job}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value {job:?} for '<JOB>': {named}")),
+            "{job}: {stderr}"
+        );
+    }
+}

@@ -162,3 +162,29 @@ fn a_job_that_can_never_run_on_the_cluster_is_named_with_why() {
         "{never:?}"
     );
 }
+
+#[test]
+fn a_requested_size_outside_the_bounds_is_refused_naming_the_row() {
+    for (req, min, max) in [(8, 1, 4), (1, 2, 4)] {
+        let e = load_error(&format!(
+            "a,0,-,vc,1,60,60,bert,1,10,1000,{req},{min},{max},60\n"
+        ));
+        assert!(
+            e.contains("row 2")
+                && e.contains("`req_workers`")
+                && e.contains(&format!(
+                    "{req} is outside [min_workers, max_workers] = [{min}, {max}]"
+                )),
+            "{e}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        load(
+            dir.path(),
+            &scenario(""),
+            "a,0,-,vc,1,60,60,bert,1,10,1000,4,1,4,60\n"
+        )
+        .is_ok()
+    );
+}

@@ -63,6 +63,49 @@ impl ObjectIndex {
     }
 }
 
+/// The paddlepaddle.org jobs seen so far by namespace and name: a TrainingJob and a PaddleJob
+/// of one namespace and name are two objects, but the operator derives the same children
+/// (`<name>-trainer`, `<name>-master`, ...) from both, so only one of them could run.
+#[derive(Debug, Default)]
+pub struct SharedChildren {
+    seen: HashMap<(String, String), (String, String)>,
+}
+
+impl SharedChildren {
+    /// Records `doc` if it is a TrainingJob or PaddleJob; one of the other kind with its
+    /// namespace and name already seen is returned as `(that object, where it is)`.
+    pub fn see(&mut self, doc: &Document) -> Option<(String, String)> {
+        let api = doc.value.get("apiVersion").and_then(Value::as_str)?;
+        let kind = doc.kind();
+        if !api.starts_with("paddlepaddle.org/") || !matches!(kind, "TrainingJob" | "PaddleJob") {
+            return None;
+        }
+        let meta = doc.value.get("metadata")?;
+        let text = |k: &str| {
+            meta.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let (namespace, name) = (text("namespace"), text("name"));
+        if name.is_empty() {
+            return None;
+        }
+        let this = doc.object_ref();
+        match self.seen.get(&(namespace.clone(), name.clone())) {
+            Some((first, at)) if !first.starts_with(&format!("{kind} ")) => {
+                Some((first.clone(), at.clone()))
+            }
+            Some(_) => None,
+            None => {
+                self.seen
+                    .insert((namespace, name), (this, doc.origin.clone()));
+                None
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
