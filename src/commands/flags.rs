@@ -189,7 +189,7 @@ pub fn restart_limit(text: &str) -> Result<i32, String> {
         use std::num::IntErrorKind;
         match e.kind() {
             IntErrorKind::PosOverflow | IntErrorKind::NegOverflow => {
-                format!("{} is out of range: at most {}", quoted(text), i32::MAX)
+                format!("{} is out of range (0 to {})", quoted(text), i32::MAX)
             }
             _ => format!("{} is not a whole number", quoted(text)),
         }

@@ -394,5 +394,13 @@ fn kubeflow_replica_types_are_read_as_the_training_operator_reads_them() {
             "{missing}: {warnings:?}"
         );
     }
+    // A bound given alone is still checked.
+    let mut doc = job.clone();
+    doc["spec"]["elasticPolicy"] = json!({"maxReplicas": -3});
+    let (errors, _) = findings_of(&doc);
+    assert!(
+        errors.len() == 1 && errors[0].contains("spec.elasticPolicy.maxReplicas: -3 is negative"),
+        "{errors:?}"
+    );
     assert_eq!(findings_of(&job).0, Vec::<String>::new());
 }

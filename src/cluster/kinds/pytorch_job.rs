@@ -142,7 +142,20 @@ impl JobAdapter for PyTorchJob {
                 (policy.min_replicas, "spec.elasticPolicy.minReplicas"),
                 (policy.max_replicas, "spec.elasticPolicy.maxReplicas"),
             )?,
-            _ => {
+            (min, max) => {
+                let negative: Vec<FieldError> = [
+                    (min, "spec.elasticPolicy.minReplicas"),
+                    (max, "spec.elasticPolicy.maxReplicas"),
+                ]
+                .into_iter()
+                .filter_map(|(v, field)| {
+                    v.filter(|v| *v < 0)
+                        .map(|v| FieldError::new(&object, field, format!("{v} is negative")))
+                })
+                .collect();
+                if !negative.is_empty() {
+                    return Err(negative);
+                }
                 return Ok(left_alone(
                     "spec.elasticPolicy",
                     "minReplicas and maxReplicas are not both set: the training operator \
