@@ -276,27 +276,23 @@ fn a_newline_in_a_name_forges_no_output_line() {
 fn submit_refuses_a_job_name_the_api_server_would() {
     let bin = env!("CARGO_BIN_EXE_trainscale");
     let long_group = "g".repeat(64);
-    let submit = |name: &str, namespace: &str| {
+    let submit_with = |name: &str, namespace: &str, extra: &[&str]| {
         Command::new(bin)
+            .args(["submit", "--job-name", name, "--namespace", namespace])
             .args([
-                "submit",
-                "--job-name",
-                name,
-                "--namespace",
-                namespace,
                 "--entry-point",
                 "python train.py",
                 "--memory",
                 "1Gi",
                 "--cpu",
                 "1",
-                "--image",
-                "img",
-                "--dry-run",
             ])
+            .args(["--image", "img", "--dry-run"])
+            .args(extra)
             .output()
             .unwrap()
     };
+    let submit = |name: &str, namespace: &str| submit_with(name, namespace, &[]);
     let out = submit("../../x", "default");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -314,28 +310,7 @@ fn submit_refuses_a_job_name_the_api_server_would() {
     let out = submit("ok", "Bad NS");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("'--namespace <NAMESPACE>'"));
-    let flag = |args: &[&str]| {
-        Command::new(bin)
-            .args([
-                "submit",
-                "--job-name",
-                "ok",
-                "--entry-point",
-                "python train.py",
-            ])
-            .args([
-                "--memory",
-                "1Gi",
-                "--cpu",
-                "1",
-                "--image",
-                "img",
-                "--dry-run",
-            ])
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let flag = |args: &[&str]| submit_with("ok", "default", args);
     for (args, named) in [
         (
             vec!["--scheduler-name", "Bad Sched"],
