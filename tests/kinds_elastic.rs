@@ -334,11 +334,19 @@ fn jobset_errors_name_the_annotation_or_field() {
         errors(&|v| v["spec"]["replicatedJobs"][1]["replicas"] = json!(2)),
         vec!["spec.replicatedJobs[1].replicas"]
     );
-    assert_eq!(
-        errors(&|v| remove(
+    // No completion mode is Indexed (JobSet's webhook defaults it); NonIndexed is refused.
+    let defaulted = jobset(edited(&base, &|v: &mut Value| {
+        remove(
             &mut v["spec"]["replicatedJobs"][1]["template"]["spec"],
-            "completionMode"
-        )),
+            "completionMode",
+        )
+    }));
+    assert_eq!(planned(defaulted.read(&classes()).unwrap()).info.max, 4);
+    assert_eq!(
+        errors(
+            &|v| v["spec"]["replicatedJobs"][1]["template"]["spec"]["completionMode"] =
+                json!("NonIndexed")
+        ),
         vec!["spec.replicatedJobs[1].template.spec.completionMode"]
     );
     assert_eq!(

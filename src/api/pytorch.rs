@@ -58,7 +58,8 @@ pub struct T9kRunMode {
 /// A mode with an `enable` switch.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct T9kSwitch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `enable` (seed 003); T9k's current API reference spells it `enabled`.
+    #[serde(default, alias = "enabled", skip_serializing_if = "Option::is_none")]
     pub enable: Option<bool>,
 }
 

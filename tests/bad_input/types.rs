@@ -404,3 +404,33 @@ fn kubeflow_replica_types_are_read_as_the_training_operator_reads_them() {
     );
     assert_eq!(findings_of(&job).0, Vec::<String>::new());
 }
+
+#[test]
+fn defaults_and_spellings_the_kinds_operators_accept_are_read() {
+    // JobSet's webhook defaults a replicated Job's completion mode to Indexed.
+    let mut jobset = example("008-jobset-elastic.yaml", "JobSet");
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("completionMode");
+    assert_eq!(findings_of(&jobset).0, Vec::<String>::new());
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["completionMode"] = json!("NonIndexed");
+    let (errors, _) = findings_of(&jobset);
+    assert!(
+        errors.len() == 1 && errors[0].contains("completionMode: must be Indexed"),
+        "{errors:?}"
+    );
+    // T9k spells its switches `enabled` too: a paused job is left alone either way.
+    for spelling in ["enable", "enabled"] {
+        let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+        t9k["spec"]["runMode"] = json!({"pause": {spelling: true}});
+        let (errors, warnings) = findings_of(&t9k);
+        assert!(errors.is_empty(), "{spelling}: {errors:?}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("not planned: the job is paused")),
+            "{spelling}: {warnings:?}"
+        );
+    }
+}

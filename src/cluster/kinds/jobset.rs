@@ -113,8 +113,12 @@ impl JobSet {
     }
 }
 
+/// Whether a replicated Job is Indexed; JobSet's defaulting webhook makes one that names no
+/// completion mode Indexed.
 fn is_indexed(spec: &JobSpec) -> bool {
-    spec.completion_mode.as_deref() == Some("Indexed")
+    spec.completion_mode
+        .as_deref()
+        .is_none_or(|m| m == "Indexed")
 }
 
 impl JobAdapter for JobSet {
