@@ -335,7 +335,7 @@ fn jobset_errors_name_the_annotation_or_field() {
         vec!["spec.replicatedJobs[1].replicas"]
     );
     // No completion mode is Indexed (JobSet's webhook defaults it); NonIndexed is refused.
-    let defaulted = jobset(edited(&base, &|v: &mut Value| {
+    let defaulted = jobset(edited(&base, |v: &mut Value| {
         remove(
             &mut v["spec"]["replicatedJobs"][1]["template"]["spec"],
             "completionMode",
