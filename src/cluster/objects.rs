@@ -51,12 +51,7 @@ pub fn read_node(node: &Node) -> Result<(NodeInfo, NodeTraits), FieldError> {
         ));
     }
     // The API server takes a Node's name as a DNS-1123 subdomain.
-    if let Some(e) = crate::api::names::check_name(
-        &object,
-        "metadata.name",
-        &name,
-        crate::api::names::NameRule::Subdomain,
-    ) {
+    if let Some(e) = meta_name_problem(&object, &node.metadata) {
         return Err(e);
     }
     let status = node.status.as_ref();
@@ -317,15 +312,15 @@ pub fn pod_requests<R: Amounts, E>(
     Ok(sum)
 }
 
-/// What the API server would refuse in a Pod's name (a subdomain) or namespace (a label).
-fn pod_name_problem(pod: &Pod) -> Option<FieldError> {
+/// What the API server would refuse in an object's name (a subdomain) or, when it has one, its
+/// namespace (a label); `object` names it in the error.
+pub fn meta_name_problem(object: &str, meta: &ObjectMeta) -> Option<FieldError> {
     use crate::api::names::{NameRule, check_name};
-    let object = meta_ref("Pod", &pod.metadata);
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-    check_name(&object, "metadata.name", name, NameRule::Subdomain).or_else(|| {
+    let name = meta.name.as_deref().unwrap_or_default();
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    check_name(object, "metadata.name", name, NameRule::Subdomain).or_else(|| {
         (!namespace.is_empty())
-            .then(|| check_name(&object, "metadata.namespace", namespace, NameRule::Label))
+            .then(|| check_name(object, "metadata.namespace", namespace, NameRule::Label))
             .flatten()
     })
 }
@@ -347,7 +342,7 @@ pub fn read_pod(pod: &Pod) -> Result<PodInfo, FieldError> {
             "a Pod needs a name",
         ));
     }
-    if let Some(e) = pod_name_problem(pod) {
+    if let Some(e) = meta_name_problem(&meta_ref("Pod", &pod.metadata), &pod.metadata) {
         return Err(e);
     }
     let mut requests = Resources::ZERO;

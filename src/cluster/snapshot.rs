@@ -53,10 +53,9 @@ fn list(duplicates: &[Duplicate]) -> String {
 
 /// What the API server would refuse in a PriorityClass's name (a DNS-1123 subdomain).
 fn priority_class_name_problem(class: &PriorityClass) -> Option<FieldError> {
-    use crate::api::names::{NameRule, check_name, printable};
     let name = class.metadata.name.as_deref().unwrap_or_default();
-    let object = format!("PriorityClass {}", printable(name));
-    check_name(&object, "metadata.name", name, NameRule::Subdomain)
+    let object = format!("PriorityClass {}", crate::api::names::printable(name));
+    super::objects::meta_name_problem(&object, &class.metadata)
 }
 
 /// Builds a state object by object, as a dump is read.

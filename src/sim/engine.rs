@@ -47,7 +47,6 @@ use crate::planner::{self, PlannerConfig, Policy};
 pub use super::metrics::RunResult;
 
 /// Bytes in a MiB.
-const MIB: i64 = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -278,7 +277,7 @@ impl<'a> Engine<'a> {
                 exact: [
                     Quantity::from_units(t.gpus_per_worker),
                     Quantity::from_units(t.cpus_per_worker),
-                    Quantity::from_units(t.mem_mib_per_worker * MIB),
+                    Quantity::from_units(trainer.memory),
                 ],
                 priority: priority.value,
                 priority_class: priority.class,

@@ -31,10 +31,12 @@ pub struct TraceJob {
     pub work_worker_s: f64,
 }
 
+/// Bytes in the trace's unit of memory, the MiB.
+pub const MIB: i64 = 1 << 20;
+
 impl TraceJob {
     /// One worker's request: CPU, memory (MiB in the trace) and GPUs.
     pub fn worker(&self) -> crate::api::Resources {
-        const MIB: i64 = 1 << 20;
         crate::api::Resources::new(
             self.cpus_per_worker.saturating_mul(1000),
             self.mem_mib_per_worker.saturating_mul(MIB),
