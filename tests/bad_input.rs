@@ -199,7 +199,7 @@ fn wrong_types_name_the_field_path() {
 #[test]
 fn other_kinds_are_reported() {
     let docs = parse_documents(
-        "kind: ConfigMap\nmetadata: {name: c, namespace: n}\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: n}\n---\nkind: ConfigMap\nmetadata: {name: d, namespace: n}\n",
         "f.yaml",
     )
     .unwrap();
@@ -207,6 +207,17 @@ fn other_kinds_are_reported() {
     assert_eq!(
         report.errors[0].to_string(),
         "ConfigMap n/c: kind: is a ConfigMap, not a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job or JobSet"
+    );
+    // `validate` skips the first (see `unchecked_kind`), not one naming no apiVersion.
+    assert_eq!(
+        trainscale::cluster::kinds::unchecked_kind(&docs[0]).as_deref(),
+        Some("v1 ConfigMap n/c (not a job kind)")
+    );
+    assert_eq!(trainscale::cluster::kinds::unchecked_kind(&docs[1]), None);
+    let report = validate_document(&docs[1], &Default::default());
+    assert_eq!(
+        report.errors[0].to_string(),
+        "ConfigMap n/d: apiVersion: required: a ConfigMap names its apiVersion"
     );
 }
 

@@ -428,7 +428,8 @@ pub fn priority_classes_of(docs: &[Document]) -> PriorityClasses {
 }
 
 /// Validates one manifest object: a job of any kind or a PriorityClass (resolving job
-/// priorities against `classes`); any other kind is an error.
+/// priorities against `classes`); any other kind is an error (`validate` skips those first, see
+/// [`crate::cluster::kinds::unchecked_kind`]), and so is an object naming no kind or apiVersion.
 pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectReport {
     let object = doc.object_ref();
     let api = doc
@@ -458,6 +459,13 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
         };
     }
     let Some(job_kind) = JobKind::named(kind) else {
+        if !kind.is_empty() && api.is_empty() {
+            return ObjectReport::error(
+                object,
+                "apiVersion",
+                format!("required: a {kind} names its apiVersion"),
+            );
+        }
         let text = if kind.is_empty() {
             "has no kind; expected a TrainingJob, PaddleJob, PyTorchTrainingJob, PyTorchJob, Job \
              or JobSet"

@@ -1,20 +1,23 @@
 //! `trainscale validate`: check job manifests (every job kind) and report every error and
-//! warning; PriorityClasses in the same files resolve the jobs' priority names. A batch/v1 Job
-//! that does not opt in to elastic sizing is no job: passed over without a word.
+//! warning; PriorityClasses in the same files resolve the jobs' priority names. Objects of other
+//! kinds (a bundle's Services, ConfigMaps, ...) are skipped, each with a line saying so; a
+//! batch/v1 Job that does not opt in to elastic sizing is no job: passed over without a word.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::api::FieldError;
 use crate::api::manifest::{Document, ObjectIndex, SharedChildren, read_each};
 use crate::api::names::printable;
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
-use crate::cluster::kinds::ignored;
+use crate::cluster::kinds::{ignored, unchecked_kind};
 
 /// The reports of every object in the files, and files that could not be read at all.
 #[derive(Debug, Default)]
 pub struct ValidationOutcome {
     pub objects: Vec<ObjectReport>,
+    /// Objects of kinds `validate` does not check (see [`unchecked_kind`]), as printed.
+    pub skipped: Vec<String>,
     pub unreadable: Vec<String>,
 }
 
@@ -28,11 +31,16 @@ impl ValidationOutcome {
                 .all(|o| o.errors.is_empty() && (!strict || o.warnings.is_empty()))
     }
 
-    /// One line each (control characters escaped): `invalid:` per error, `warning:` per warning, `ok:` per object without errors, a summary.
+    /// One line each (control characters escaped): `skipped:` per object of a kind not checked,
+    /// `invalid:` per error, `warning:` per warning, `ok:` per object without errors, a summary
+    /// (the skipped ones counted apart from the checked ones).
     pub fn render(&self) -> String {
         let mut out = String::new();
         for e in &self.unreadable {
             out.push_str(&format!("error: {}\n", printable(e)));
+        }
+        for s in &self.skipped {
+            out.push_str(&format!("skipped: {s}\n"));
         }
         for o in &self.objects {
             for p in &o.errors {
@@ -48,16 +56,38 @@ impl ValidationOutcome {
         let bad = self.objects.iter().filter(|o| !o.errors.is_empty()).count();
         let warnings: usize = self.objects.iter().map(|o| o.warnings.len()).sum();
         out.push_str(&format!(
-            "{} object(s) checked, {} invalid, {} warning(s)\n",
+            "{} object(s) checked, {} invalid, {} warning(s)",
             self.objects.len(),
             bad + self.unreadable.len(),
             warnings
         ));
+        if !self.skipped.is_empty() {
+            out.push_str(&format!(
+                ", {} skipped (not a job kind)",
+                self.skipped.len()
+            ));
+        }
+        out.push('\n');
         out
     }
 }
 
-/// Validates every object of every file but the ignored ones (see [`ignored`]); PriorityClasses
+/// The files, each read once: a path naming the same file as an earlier one (the same path
+/// twice, `./a.yaml` and `a.yaml`, a link) is dropped; a path that cannot be resolved is kept,
+/// to be reported unreadable.
+fn distinct_files(files: &[PathBuf]) -> Vec<&Path> {
+    let mut seen = std::collections::HashSet::new();
+    files
+        .iter()
+        .filter(|path| {
+            seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+        })
+        .map(PathBuf::as_path)
+        .collect()
+}
+
+/// Validates every object of every distinct file but the ignored ones (see [`ignored`]) and
+/// those of kinds it does not check (listed as skipped, see [`unchecked_kind`]); PriorityClasses
 /// from all the files count for every job. Files are read twice, object by object (first for
 /// the PriorityClasses), so no file is held whole; an object whose kind, namespace and name an
 /// earlier one has is an error naming both.
@@ -65,7 +95,7 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     let mut outcome = ValidationOutcome::default();
     let mut class_docs: Vec<Document> = Vec::new();
     let mut readable = Vec::new();
-    for path in files {
+    for path in distinct_files(files) {
         let mut found = 0usize;
         let read = read_each(path, |doc| {
             found += 1;
@@ -87,6 +117,10 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
     for path in readable {
         let read = read_each(path, |doc| {
             if ignored(&doc) {
+                return;
+            }
+            if let Some(line) = unchecked_kind(&doc) {
+                outcome.skipped.push(line);
                 return;
             }
             let mut report = validate_document(&doc, &classes);

@@ -303,3 +303,90 @@ fn a_training_job_and_a_paddle_job_of_one_name_are_an_error_naming_both() {
     );
     assert!(stdout.contains("ok: PaddleJob other/j"), "{stdout}");
 }
+
+#[test]
+fn validate_skips_objects_of_other_kinds_with_a_line_each() {
+    let job = "apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {name: j, namespace: ns}\nspec:\n  fault_tolerant: true\n  pserver: {min-instance: 1, max-instance: 1}\n  trainer: {min-instance: 1, max-instance: 2, resources: {requests: {cpu: 1}}}\n";
+    let bundle = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: ns}}\n---\napiVersion: v1\nkind: Service\nmetadata: {{name: j, namespace: ns}}\nspec: {{clusterIP: None}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{namespace: ns}}\n---\n{job}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bundle.yaml");
+    std::fs::write(&path, &bundle).unwrap();
+    let out = trainscale(&["validate", "-f"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let origin = path.display();
+    assert_eq!(
+        stdout,
+        format!(
+            "skipped: v1 Namespace ns (not a job kind)\n\
+             skipped: v1 Service ns/j (not a job kind)\n\
+             skipped: v1 ConfigMap at {origin} document 3 (not a job kind)\n\
+             ok: TrainingJob ns/j\n\
+             1 object(s) checked, 0 invalid, 0 warning(s), 3 skipped (not a job kind)\n"
+        )
+    );
+    // No kind, no apiVersion, or a job kind under a version it does not have: errors still.
+    for (object, says) in [
+        (
+            "apiVersion: v1\nmetadata: {name: x, namespace: ns}\n",
+            "kind: has no kind",
+        ),
+        (
+            "kind: Service\nmetadata: {name: s, namespace: ns}\n",
+            "invalid: Service ns/s: apiVersion: required: a Service names its apiVersion",
+        ),
+        (
+            "apiVersion: paddlepaddle.org/v9\nkind: TrainingJob\nmetadata: {name: t, namespace: ns}\n",
+            "invalid: TrainingJob ns/t: apiVersion: \"paddlepaddle.org/v9\" is not paddlepaddle.org/v1alpha1",
+        ),
+    ] {
+        std::fs::write(&path, format!("{object}---\n{bundle}")).unwrap();
+        let out = trainscale(&["validate", "-f"], &path);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert!(stdout.contains(says), "{says:?} in {stdout}");
+        assert!(
+            stdout.ends_with(
+                "2 object(s) checked, 1 invalid, 0 warning(s), 3 skipped (not a job kind)\n"
+            ),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_file_given_twice_to_validate_is_read_once() {
+    let job = "apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {name: j, namespace: ns}\nspec:\n  fault_tolerant: true\n  pserver: {min-instance: 1, max-instance: 1}\n  trainer: {min-instance: 1, max-instance: 2, resources: {requests: {cpu: 1}}}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.yaml");
+    std::fs::write(&path, job).unwrap();
+    let again = dir.path().join(".").join("a.yaml");
+    let out = Command::new(env!("CARGO_BIN_EXE_trainscale"))
+        .args(["validate", "-f"])
+        .arg(&path)
+        .arg("-f")
+        .arg(&path)
+        .arg(&again)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        stdout,
+        "ok: TrainingJob ns/j\n1 object(s) checked, 0 invalid, 0 warning(s)\n"
+    );
+    // Two files holding one job are still two objects of one name.
+    let copy = dir.path().join("b.yaml");
+    std::fs::write(&copy, job).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trainscale"))
+        .args(["validate", "-f"])
+        .arg(&path)
+        .arg(&copy)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("again at "), "{stdout}");
+}

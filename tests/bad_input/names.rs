@@ -241,7 +241,16 @@ fn a_newline_in_a_name_forges_no_output_line() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    lines_start_with(&stdout, &["invalid: ", "warning: ", "ok: ", "3 object(s)"]);
+    lines_start_with(
+        &stdout,
+        &[
+            "skipped: v1 Node n1 ",
+            "invalid: ",
+            "warning: ",
+            "ok: ",
+            "2 object(s)",
+        ],
+    );
     assert!(
         !stdout
             .lines()

@@ -53,7 +53,7 @@ pub use pytorch_job::kubeflow_phase;
 pub use pytorch_training_job::t9k_phase;
 pub use template::{LastScale, last_scale_annotation};
 pub use training_job::training_job_progress;
-pub use validate::{check_document, ignored};
+pub use validate::{check_document, ignored, unchecked_kind};
 
 /// How a kind's trainer count is changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,12 @@
 //! `trainscale validate` for any kind through its adapter: errors, warnings, and why a job would
-//! be left alone.
+//! be left alone; which objects are no job at all.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 use super::{Reading, priority_field, registered};
 use crate::api::manifest::Document;
+use crate::api::names::printable;
 use crate::api::priority::{PriorityClasses, resolve_priority};
 use crate::api::progress::malformed_warning;
 use crate::api::validate::ObjectReport;
@@ -30,6 +31,37 @@ pub fn ignored(doc: &Document) -> bool {
         return false;
     };
     !(registered(kind).selects)(&meta)
+}
+
+/// The line `validate` prints for an object of a kind it does not check (a Service, a ConfigMap,
+/// a Namespace, ... of a bundle): `v1 Service ns/name (not a job kind)`. `None` for the kinds it
+/// checks (job kinds, under any apiVersion, and PriorityClasses) and for an object naming no
+/// kind or no apiVersion, which are errors.
+pub fn unchecked_kind(doc: &Document) -> Option<String> {
+    let api_version = doc
+        .value
+        .get("apiVersion")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let kind = doc.kind();
+    if kind.is_empty()
+        || api_version.is_empty()
+        || kind == "PriorityClass"
+        || JobKind::named(kind).is_some()
+    {
+        return None;
+    }
+    let object = doc.object_ref();
+    // An object without a name is named by where it is.
+    let object = object.strip_prefix(&format!("{kind} ")).map_or_else(
+        || format!("{kind} at {object}"),
+        |rest| format!("{kind} {rest}"),
+    );
+    Some(format!(
+        "{} {} (not a job kind)",
+        printable(api_version),
+        printable(&object)
+    ))
 }
 
 /// Validates a manifest of `kind` through its adapter: the adapter's errors, its warnings
