@@ -163,6 +163,59 @@ pub fn derived_objects(job: &str) -> [(&'static str, String, NameRule); 4] {
     ]
 }
 
+/// How many characters of `metadata.generateName` the API server keeps: it appends 5 random
+/// ones, and a generated name is at most 63 (apiserver `names.SimpleNameGenerator`).
+pub const GENERATE_PREFIX_MAX: usize = LABEL_MAX - GENERATED_SUFFIX.len();
+
+/// What stands for the 5 random characters the API server appends to `metadata.generateName`.
+pub const GENERATED_SUFFIX: &str = "xxxxx";
+
+/// The name a job object will have, as its checks quote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobName {
+    /// `metadata.name`, or `metadata.generateName` (cut to [`GENERATE_PREFIX_MAX`]) with
+    /// [`GENERATED_SUFFIX`] for the random characters.
+    pub name: String,
+    /// The field the name comes from.
+    pub field: &'static str,
+    /// The name quoted for messages (a generated one says so).
+    pub shown: String,
+}
+
+/// The name of an object: its `metadata.name`, else the one the API server generates from
+/// `metadata.generateName` on create; `None` with neither.
+pub fn job_name(meta: &ObjectMeta) -> Option<JobName> {
+    if let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) {
+        return Some(JobName {
+            name: name.to_string(),
+            field: "metadata.name",
+            shown: quoted(name),
+        });
+    }
+    let prefix = meta.generate_name.as_deref().filter(|n| !n.is_empty())?;
+    let kept: String = prefix.chars().take(GENERATE_PREFIX_MAX).collect();
+    let name = format!("{kept}{GENERATED_SUFFIX}");
+    Some(JobName {
+        shown: format!(
+            "{} (generateName {} and 5 random characters)",
+            quoted(&name),
+            quoted(prefix)
+        ),
+        name,
+        field: "metadata.generateName",
+    })
+}
+
+/// What the API server says is wrong with a `metadata.generateName` prefix: checked as a
+/// subdomain with a trailing '-' taken for a letter (apimachinery `maskTrailingDash`).
+pub fn generate_name_problems(prefix: &str) -> Vec<String> {
+    let masked = match prefix.strip_suffix('-') {
+        Some(head) if !head.is_empty() => format!("{head}a"),
+        _ => prefix.to_string(),
+    };
+    name_problems(&masked, NameRule::Subdomain)
+}
+
 /// The rule the name of a job object of `kind` follows: a batch/v1 Job's is also a label value;
 /// the custom resources' are subdomains.
 pub fn rule_of(kind: JobKind) -> NameRule {
@@ -176,7 +229,9 @@ pub fn rule_of(kind: JobKind) -> NameRule {
 /// errors: `metadata.name` by the kind's rule, `metadata.namespace` as a label; for the
 /// paddlepaddle.org kinds also the name as the label value the operator puts on every pod, and
 /// every object the operator derives from it, each error saying which object could not exist.
-/// A missing name or namespace is no problem here (reported where it matters).
+/// A job without `metadata.name` is checked by the name the API server generates from its
+/// `metadata.generateName` (see [`job_name`]), the prefix first. A missing name or namespace is
+/// no problem here (reported where it matters).
 pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<FieldError> {
     let mut out = Vec::new();
     if let Some(ns) = meta.namespace.as_deref().filter(|ns| !ns.is_empty()) {
@@ -187,22 +242,35 @@ pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<
             NameRule::Label,
         ));
     }
-    let Some(name) = meta.name.as_deref().filter(|n| !n.is_empty()) else {
+    let Some(job) = job_name(meta) else {
         return out;
     };
-    if let Some(e) = check_name(object, "metadata.name", name, rule_of(kind)) {
-        out.push(e);
-        return out;
+    let (name, field) = (job.name.as_str(), job.field);
+    if field == "metadata.name" {
+        if let Some(e) = check_name(object, field, name, rule_of(kind)) {
+            out.push(e);
+            return out;
+        }
+    } else if let Some(prefix) = meta.generate_name.as_deref() {
+        let problems = generate_name_problems(prefix);
+        if !problems.is_empty() {
+            out.push(FieldError::new(
+                object,
+                field,
+                format!("invalid value {}: {}", quoted(prefix), problems.join("; ")),
+            ));
+            return out;
+        }
     }
     if matches!(kind, JobKind::TrainingJob | JobKind::PaddleJob) {
         let value = label_value_problems(name);
         if !value.is_empty() {
             out.push(FieldError::new(
                 object,
-                "metadata.name",
+                field,
                 format!(
                     "{} is the label value the operator puts on every pod of the job: {}",
-                    quoted(name),
+                    job.shown,
                     value.join("; ")
                 ),
             ));
@@ -213,10 +281,10 @@ pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<
             if !problems.is_empty() {
                 out.push(FieldError::new(
                     object,
-                    "metadata.name",
+                    field,
                     format!(
                         "{} is too long for the job's {what} {derived:?} ({} characters): {}",
-                        quoted(name),
+                        job.shown,
                         derived.len(),
                         problems.join("; ")
                     ),

@@ -11,7 +11,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use super::guard::{Guarded, MalformedJob};
 use super::manifest::Document;
 use super::names::{
-    NameRule, check_name, job_name_problems, name_problems, quoted, trainer_hostname,
+    NameRule, check_name, job_name, job_name_problems, name_problems, trainer_hostname,
 };
 use super::priority::PriorityClasses;
 use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
@@ -52,8 +52,12 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
             .push(FieldError::new(object.clone(), field, text));
     };
 
-    if job.metadata.name.as_deref().unwrap_or("").is_empty() {
-        error("metadata.name", "a job needs a name".into());
+    let name = job_name(&job.metadata);
+    if name.is_none() {
+        error(
+            "metadata.name",
+            "a job needs a name: name or generateName is required".into(),
+        );
     }
     let name_errors = job_name_problems(JobKind::TrainingJob, &object, &job.metadata);
     let name_valid = name_errors.is_empty();
@@ -106,15 +110,15 @@ pub fn check_training_job(job: &TrainingJob) -> Findings {
             format!("min-instance {tmin} is greater than max-instance {tmax}"),
         );
     }
-    if name_valid && let Some(name) = job.metadata.name.as_deref().filter(|n| !n.is_empty()) {
-        let hostname = trainer_hostname(name, tmax.max(1) - 1);
+    if name_valid && let Some(name) = &name {
+        let hostname = trainer_hostname(&name.name, tmax.max(1) - 1);
         let problems = name_problems(&hostname, NameRule::Label);
         if !problems.is_empty() {
             error(
-                "metadata.name",
+                name.field,
                 format!(
                     "{} gives the trainer pods hostnames up to {hostname:?} ({} characters; the Job controller names an Indexed Job's pod `<job>-<index>`): {}",
-                    quoted(name),
+                    name.shown,
                     hostname.len(),
                     problems.join("; ")
                 ),

@@ -433,3 +433,67 @@ fn progress_checks_the_job_it_names_before_connecting() {
         );
     }
 }
+
+#[test]
+fn a_generate_name_stands_for_the_name_with_five_random_characters() {
+    let generated = |kind: &str, prefix: &str| {
+        let mut doc = training_job("x", "ns");
+        doc["metadata"] = json!({"generateName": prefix, "namespace": "ns"});
+        if kind == "PaddleJob" {
+            doc["apiVersion"] = json!("paddlepaddle.org/v1");
+            doc["kind"] = json!("PaddleJob");
+            doc["spec"] = json!({"pserver": {"replicas": 1}, "worker": {"replicas": 2,
+                "template": {"spec": {"containers": [{"name": "w",
+                    "resources": {"requests": {"cpu": "1"}}}]}}}});
+        }
+        errors_of(doc)
+    };
+    for kind in ["TrainingJob", "PaddleJob"] {
+        assert_eq!(generated(kind, "resnet-"), Vec::<String>::new(), "{kind}");
+    }
+    // `<prefix>xxxxx-trainer-3` is 63 at a 48-character prefix (max-instance 4).
+    assert!(generated("TrainingJob", &"j".repeat(48)).is_empty());
+    let errors = generated("TrainingJob", &"j".repeat(49));
+    assert_eq!(
+        errors,
+        [format!(
+            "TrainingJob ns/{p}: metadata.generateName: \"{p}xxxxx\" (generateName \"{p}\" and 5 random characters) gives the trainer pods hostnames up to \"{p}xxxxx-trainer-3\" (64 characters; the Job controller names an Indexed Job's pod `<job>-<index>`): must be no more than 63 characters",
+            p = "j".repeat(49)
+        )]
+    );
+    // A prefix the API server refuses, as it checks one (a trailing '-' is fine).
+    let errors = generated("TrainingJob", "Bad.");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("TrainingJob ns/Bad.: metadata.generateName: invalid value \"Bad.\": a lowercase RFC 1123 subdomain"),
+        "{errors:?}"
+    );
+    // Neither name nor generateName: an error still.
+    let mut nameless = training_job("x", "ns");
+    nameless["metadata"] = json!({"namespace": "ns"});
+    let errors = errors_of(nameless);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e
+                .ends_with("metadata.name: a job needs a name: name or generateName is required")),
+        "{errors:?}"
+    );
+    // The sized kinds check a generateName prefix the same way.
+    let text = std::fs::read_to_string("deploy/examples/005-pytorchjob-elastic.yaml").unwrap();
+    let mut pytorch = parse_documents(&text, "x")
+        .unwrap()
+        .into_iter()
+        .find(|d| d.kind() == "PyTorchJob")
+        .unwrap()
+        .value;
+    pytorch["metadata"] = json!({"generateName": "imagenet-", "namespace": "ml"});
+    assert!(errors_of(pytorch.clone()).is_empty());
+    pytorch["metadata"]["generateName"] = json!("Imagenet_");
+    let errors = errors_of(pytorch);
+    assert!(
+        errors.len() == 1
+            && errors[0].contains("metadata.generateName: invalid value \"Imagenet_\""),
+        "{errors:?}"
+    );
+}
