@@ -216,6 +216,33 @@ pub fn generate_name_problems(prefix: &str) -> Vec<String> {
     name_problems(&masked, NameRule::Subdomain)
 }
 
+/// The error for an Indexed Job named `job` whose pod of `last` index would have a hostname
+/// `<job>-<last>` that is no DNS-1123 label, which the API server refuses ("will not able to
+/// create pod with invalid DNS label"); `at` says where `last` comes from.
+pub fn indexed_hostname_problem(
+    object: &str,
+    job: &JobName,
+    last: i32,
+    at: &str,
+) -> Option<FieldError> {
+    let hostname = format!("{}-{last}", job.name);
+    let problems = name_problems(&hostname, NameRule::Label);
+    (!problems.is_empty()).then(|| {
+        FieldError::new(
+            object,
+            job.field,
+            format!(
+                "{} gives the pods hostnames up to {hostname:?} ({} characters, {at}; the Job \
+                 controller names an Indexed Job's pod `<job>-<index>`, which the API server \
+                 wants a DNS-1123 label): {}",
+                job.shown,
+                hostname.len(),
+                problems.join("; ")
+            ),
+        )
+    })
+}
+
 /// The rule the name of a job object of `kind` follows: a batch/v1 Job's is also a label value;
 /// the custom resources' are subdomains.
 pub fn rule_of(kind: JobKind) -> NameRule {

@@ -434,3 +434,40 @@ fn defaults_and_spellings_the_kinds_operators_accept_are_read() {
         );
     }
 }
+
+#[test]
+fn an_indexed_job_is_never_sized_past_a_hostname_the_api_server_refuses() {
+    let batch = |name: &str, max: &str| {
+        let mut job = example("007-batchjob-elastic.yaml", "Job");
+        job["metadata"]["name"] = json!(name);
+        job["metadata"]["annotations"]["trainscale.io/max-replicas"] = json!(max);
+        job
+    };
+    // 61 characters: `<name>-7` is 63, the limit; at max 12, `<name>-11` is 64.
+    let name = "e".repeat(61);
+    assert_eq!(findings_of(&batch(&name, "8")).0, Vec::<String>::new());
+    let doc = batch(&name, "12");
+    refused_everywhere(JobKind::BatchJob, &doc, "metadata.name");
+    assert_eq!(
+        findings_of(&doc).0,
+        [format!(
+            "Job ml/{name}: metadata.name: \"{name}\" gives the pods hostnames up to \"{name}-11\" (64 characters, at trainscale.io/max-replicas 12, which trainscale sizes it up to; the Job controller names an Indexed Job's pod `<job>-<index>`, which the API server wants a DNS-1123 label): must be no more than 63 characters"
+        )]
+    );
+    // At its own completions, as the API server checks it on create, whether sized or not.
+    let name = "e".repeat(62);
+    let mut doc = batch(&name, "2");
+    doc["spec"]["suspend"] = json!(true);
+    let (errors, _) = findings_of(&doc);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains(&format!(
+            "up to \"{name}-1\" (64 characters, at spec.completions 2;"
+        )),
+        "{errors:?}"
+    );
+    // A NonIndexed Job's pods have generated names: nothing to check.
+    let mut doc = batch(&name, "12");
+    doc["spec"]["completionMode"] = json!("NonIndexed");
+    assert_eq!(findings_of(&doc).0, Vec::<String>::new());
+}

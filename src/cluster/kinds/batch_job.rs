@@ -15,6 +15,10 @@
 //! by Kueue (label `kueue.x-k8s.io/queue-name`) without Kueue's `kueue.x-k8s.io/elastic-job:
 //! "true"` (Kueue requeues such a Job when its parallelism changes); with that annotation, a
 //! Kueue Job is sized like any other. A True `Complete` or `Failed` condition finishes it.
+//!
+//! An Indexed Job whose last pod `<name>-<completions-1>`, or `<name>-<max-1>` at its max, would
+//! have a hostname that is no DNS-1123 label is an error (the job skipped, never sized to a count
+//! the API server refuses).
 
 use std::sync::Arc;
 
@@ -28,9 +32,11 @@ use super::template::{
 use super::{
     JobAdapter, LeftAlone, PodRule, Reading, Records, Resize, SizeAt, template_constraints,
 };
+use crate::api::names::{indexed_hostname_problem, job_name};
 use crate::api::priority::PriorityClasses;
 use crate::api::{
-    FieldError, JobKind, KUEUE_ELASTIC_ANNOTATION, KUEUE_QUEUE_LABEL, TrainingJobPhase,
+    FieldError, JobKind, KUEUE_ELASTIC_ANNOTATION, KUEUE_QUEUE_LABEL, MAX_REPLICAS_ANNOTATION,
+    TrainingJobPhase,
 };
 use crate::cluster::filters::PodConstraints;
 use crate::cluster::objects::trainer_job_owner;
@@ -62,6 +68,34 @@ pub fn job_set_owner(meta: &ObjectMeta) -> Option<&str> {
         .map(|o| o.name.as_str())
 }
 
+/// The error when an Indexed Job would name a pod with a hostname the API server refuses (see
+/// [`indexed_hostname_problem`]): at its own `spec.completions` (as the API server checks it),
+/// else at `max` completions (`trainscale.io/max-replicas`, what trainscale sizes it up to).
+fn hostname_problem(job: &Job, object: &str, max: Option<i32>) -> Option<FieldError> {
+    let name = job_name(&job.metadata)?;
+    if !indexed(job) {
+        return None;
+    }
+    let completions = job.spec.as_ref().and_then(|s| s.completions).unwrap_or(0);
+    if completions > 0
+        && let Some(e) = indexed_hostname_problem(
+            object,
+            &name,
+            completions - 1,
+            &format!("at spec.completions {completions}"),
+        )
+    {
+        return Some(e);
+    }
+    let max = max.filter(|m| *m > completions)?;
+    indexed_hostname_problem(
+        object,
+        &name,
+        max - 1,
+        &format!("at {MAX_REPLICAS_ANNOTATION} {max}, which trainscale sizes it up to"),
+    )
+}
+
 impl JobAdapter for Job {
     const KIND: JobKind = JobKind::BatchJob;
     const RESIZE: Resize = Resize::JobSpec;
@@ -91,6 +125,7 @@ impl JobAdapter for Job {
         ]
         .into_iter()
         .filter_map(|(field, value)| negative_count(&object, field, value))
+        .chain(hostname_problem(self, &object, None))
         .collect()
     }
 
@@ -133,6 +168,8 @@ impl JobAdapter for Job {
         }
         let (min, max) = annotation_bounds(&self.metadata, &object)?;
         let mut errors = Vec::new();
+        // Never sized to a count whose last pod the API server would refuse.
+        errors.extend(hostname_problem(self, &object, Some(max)));
         if let Some(p) = spec.parallelism
             && p < 0
         {
