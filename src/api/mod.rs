@@ -15,6 +15,7 @@ pub mod priority;
 pub mod progress;
 mod pytorch;
 pub mod quantity;
+pub mod resource_names;
 mod resources;
 pub mod schema;
 pub mod sizing;

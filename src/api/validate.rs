@@ -11,9 +11,12 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use super::guard::{Guarded, MalformedJob};
 use super::manifest::Document;
 use super::names::{
-    NameRule, check_name, job_name, job_name_problems, name_problems, trainer_hostname,
+    NameRule, check_name, job_name, job_name_problems, name_problems, quoted, trainer_hostname,
 };
 use super::priority::PriorityClasses;
+use super::resource_names::{
+    extended_resource, hugepages, overcommit_allowed, resource_name_problem,
+};
 use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use super::{
     FRAMEWORKS, FieldError, JOB_TYPES, JobKind, PaddleJob, Quantity, TrainingJob,
@@ -322,9 +325,10 @@ fn check_resources(
     ));
 }
 
-/// What the API server refuses in one container's `resources` (at `prefix`): a quantity that
-/// does not parse, a fraction of an extended resource, a request above its limit, an extended
-/// resource requested without a limit or unequal to it.
+/// What the API server refuses in one container's `resources` (at `prefix`): a resource name no
+/// container may have, a quantity that does not parse, a fraction of an extended resource, a
+/// request above its limit, a non-overcommitable resource (extended, huge pages) requested
+/// without a limit or unequal to it, huge pages without cpu or memory.
 pub fn resource_problems(
     object: &str,
     prefix: &str,
@@ -333,6 +337,8 @@ pub fn resource_problems(
     let mut problems = Vec::new();
     let field = |part: &str, name: &str| format!("{prefix}.{part}.{name}");
     let mut parsed: [BTreeMap<&str, (Quantity, &str)>; 2] = Default::default();
+    let mut hugepages_named = false;
+    let mut cpu_or_memory = false;
     for (at, (part, map)) in [
         ("requests", resources.requests.as_ref()),
         ("limits", resources.limits.as_ref()),
@@ -342,6 +348,16 @@ pub fn resource_problems(
     {
         let map: Option<&BTreeMap<String, KubeQuantity>> = map;
         for (name, q) in map.into_iter().flatten() {
+            if let Some(why) = resource_name_problem(name) {
+                problems.push(FieldError::new(
+                    object,
+                    field(part, name),
+                    format!("invalid resource name {}: {why}", quoted(name)),
+                ));
+                continue;
+            }
+            hugepages_named |= hugepages(name);
+            cpu_or_memory |= matches!(name.as_str(), "cpu" | "memory");
             match Quantity::parse(&q.0) {
                 Err(e) => problems.push(FieldError::new(object, field(part, name), e.to_string())),
                 Ok(quantity) if extended_resource(name) && !quantity.is_whole() => {
@@ -360,26 +376,39 @@ pub fn resource_problems(
             }
         }
     }
+    if hugepages_named && !cpu_or_memory {
+        problems.push(FieldError::new(
+            object,
+            prefix,
+            "HugePages require cpu or memory: the API server refuses a container asking for huge \
+             pages without a cpu or memory request or limit",
+        ));
+    }
     // A request against its limit, as the API server checks a container's.
     let [requests, limits] = &parsed;
     for (name, (request, request_text)) in requests {
+        let what = if hugepages(name) {
+            "huge pages"
+        } else {
+            "an extended resource"
+        };
         let Some((limit, limit_text)) = limits.get(name) else {
-            // Not overcommitted: the API server wants an extended resource's limit set.
-            if extended_resource(name) {
+            // Not overcommitted: the API server wants a non-overcommitable resource's limit set.
+            if !overcommit_allowed(name) {
                 problems.push(FieldError::new(
                     object,
                     field("requests", name),
                     format!(
-                        "{request_text:?} has no limit: the API server refuses an extended resource requested without one"
+                        "{request_text:?} has no limit: the API server refuses {what} requested without one (Limit must be set for non overcommitable resources)"
                     ),
                 ));
             }
             continue;
         };
-        let problem = if extended_resource(name) {
+        let problem = if !overcommit_allowed(name) {
             (request != limit).then(|| {
                 format!(
-                    "{request_text:?} is not the limit {limit_text:?}: the API server refuses an extended resource requested below or above its limit"
+                    "{request_text:?} is not the limit {limit_text:?}: the API server refuses {what} requested below or above its limit"
                 )
             })
         } else {
@@ -394,12 +423,6 @@ pub fn resource_problems(
         }
     }
     problems
-}
-
-/// Whether the API server takes `name` as an extended resource (a domain-prefixed name outside
-/// `kubernetes.io`, not a quota's `requests.` name): whole amounts only, request equal to limit.
-fn extended_resource(name: &str) -> bool {
-    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
 }
 
 /// The outcome of validating one manifest object.

@@ -471,3 +471,105 @@ fn an_indexed_job_is_never_sized_past_a_hostname_the_api_server_refuses() {
     doc["spec"]["completionMode"] = json!("NonIndexed");
     assert_eq!(findings_of(&doc).0, Vec::<String>::new());
 }
+
+#[test]
+fn huge_pages_are_not_overcommitted_and_need_cpu_or_memory() {
+    let refused = [
+        (
+            json!({"requests": {"cpu": "1", "hugepages-2Mi": "1Gi"}}),
+            "spec.trainer.resources.requests.hugepages-2Mi",
+            "TrainingJob ns/bad: spec.trainer.resources.requests.hugepages-2Mi: \"1Gi\" has no limit: the API server refuses huge pages requested without one (Limit must be set for non overcommitable resources)",
+        ),
+        (
+            json!({"requests": {"cpu": "1", "hugepages-1Gi": "1Gi"}, "limits": {"hugepages-1Gi": "2Gi"}}),
+            "spec.trainer.resources.requests.hugepages-1Gi",
+            "TrainingJob ns/bad: spec.trainer.resources.requests.hugepages-1Gi: \"1Gi\" is not the limit \"2Gi\": the API server refuses huge pages requested below or above its limit",
+        ),
+        (
+            json!({"requests": {"nvidia.com/gpu": 1, "hugepages-2Mi": "1Gi"},
+                   "limits": {"nvidia.com/gpu": 1, "hugepages-2Mi": "1Gi"}}),
+            "spec.trainer.resources",
+            "TrainingJob ns/bad: spec.trainer.resources: HugePages require cpu or memory: the API server refuses a container asking for huge pages without a cpu or memory request or limit",
+        ),
+    ];
+    for (resources, field, says) in refused {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"] = resources.clone();
+        let doc = training_job(spec);
+        refused_everywhere(JobKind::TrainingJob, &doc, field);
+        assert_eq!(findings_of(&doc).0, [says], "{resources}");
+    }
+    // A limit alone stands for the request; equal amounts and cpu or memory anywhere are fine.
+    for resources in [
+        json!({"limits": {"memory": "2Gi", "hugepages-2Mi": "1Gi"}}),
+        json!({"requests": {"hugepages-1Gi": "2Gi"}, "limits": {"cpu": "1", "hugepages-1Gi": "2Gi"}}),
+    ] {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"] = resources.clone();
+        assert_eq!(
+            findings_of(&training_job(spec)).0,
+            Vec::<String>::new(),
+            "{resources}"
+        );
+    }
+    // In a pod template too.
+    let mut batch = example("007-batchjob-elastic.yaml", "Job");
+    batch["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "1", "hugepages-2Mi": "64Mi"}});
+    refused_everywhere(
+        JobKind::BatchJob,
+        &batch,
+        "spec.template.spec.containers[0].resources.requests.hugepages-2Mi",
+    );
+}
+
+#[test]
+fn resource_names_the_api_server_refuses_are_errors_naming_the_field() {
+    for (name, says) in [
+        ("gpu", "must be a standard resource type or fully qualified"),
+        ("storage", "must be a standard resource for containers"),
+        ("foo", "must be a standard resource type or fully qualified"),
+        (
+            "NVIDIA.com/gpu",
+            "prefix part a lowercase RFC 1123 subdomain",
+        ),
+        (
+            "requests.nvidia.com/gpu",
+            "doesn't follow extended resource name standard",
+        ),
+    ] {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"]["requests"][name] = json!("1");
+        spec["trainer"]["resources"]["limits"][name] = json!("1");
+        let doc = training_job(spec);
+        let field = format!("spec.trainer.resources.requests.{name}");
+        refused_everywhere(JobKind::TrainingJob, &doc, &field);
+        let errors = findings_of(&doc).0;
+        assert_eq!(errors.len(), 2, "{name}: {errors:?}");
+        for (error, part) in errors.iter().zip(["requests", "limits"]) {
+            let expected = format!(
+                "TrainingJob ns/bad: spec.trainer.resources.{part}.{name}: invalid resource name {name:?}: {says}"
+            );
+            assert!(
+                error.starts_with(&expected),
+                "{error:?} is not {expected:?}"
+            );
+        }
+    }
+    // The names the API server takes: standard ones, huge pages, a domain's, kubernetes.io's.
+    let mut spec = super::good_spec();
+    spec["trainer"]["resources"] = json!({
+        "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
+        "limits": {"example.com/fpga": 1, "alpha.kubernetes.io/nvidia-gpu": 1, "hugepages-2Mi": "2Mi"}
+    });
+    assert_eq!(findings_of(&training_job(spec)).0, Vec::<String>::new());
+    // In a pod template too.
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"] =
+        json!({"gpu": 1});
+    refused_everywhere(
+        JobKind::PyTorchTrainingJob,
+        &t9k,
+        "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.gpu",
+    );
+}
