@@ -25,6 +25,24 @@ const LABEL_VALUE_MESSAGE: &str = "a valid label must be an empty string or cons
      character (e.g. 'MyValue', or 'my_value', or '12345', regex used for validation is \
      '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 
+const DNS1035_MESSAGE: &str = "a DNS-1035 label must consist of lower case alphanumeric \
+     characters or '-', start with an alphabetic character, and end with an alphanumeric \
+     character (e.g. 'my-name',  or 'abc-123', regex used for validation is \
+     '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// What apimachinery's `IsDNS1035Label` says is wrong with `name`: at most 63 of `[a-z0-9-]`,
+/// a letter first, alphanumeric last (a Service's name, a JobSet's child Jobs' and pods').
+pub fn dns1035_label_problems(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if name.len() > LABEL_MAX {
+        out.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    if !(is_label(name) && name.as_bytes()[0].is_ascii_lowercase()) {
+        out.push(DNS1035_MESSAGE.to_string());
+    }
+    out
+}
+
 /// Which rule a name must follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {

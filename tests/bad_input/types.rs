@@ -573,3 +573,52 @@ fn resource_names_the_api_server_refuses_are_errors_naming_the_field() {
         "spec.replicaSpecs[0].template.spec.containers[0].resources.limits.gpu",
     );
 }
+
+#[test]
+fn jobset_names_follow_the_jobset_webhook_and_the_max_hostname() {
+    let jobset = |name: &str| {
+        let mut js = example("008-jobset-elastic.yaml", "JobSet");
+        js["metadata"]["name"] = json!(name);
+        js
+    };
+    // The child Jobs `<jobset>-<replicatedJob>-<index>` are DNS-1035 labels: a letter first.
+    let doc = jobset("1llm");
+    refused_everywhere(JobKind::JobSet, &doc, "metadata.name");
+    let errors = findings_of(&doc).0;
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("JobSet ml/1llm: metadata.name: \"1llm\" names replicated Job \"launcher\"'s Jobs up to \"1llm-launcher-0\" (15 characters; JobSet's webhook wants a DNS-1035 label): a DNS-1035 label must consist of"),
+        "{errors:?}"
+    );
+    // Pods `<child Job>-<podIndex>-abcde`: 44 characters make the launcher's 63, 45 its 64.
+    assert_eq!(
+        findings_of(&jobset(&"j".repeat(44))).0,
+        Vec::<String>::new()
+    );
+    let name = "j".repeat(45);
+    let doc = jobset(&name);
+    refused_everywhere(JobKind::JobSet, &doc, "metadata.name");
+    assert_eq!(
+        findings_of(&doc).0,
+        [format!(
+            "JobSet ml/{name}: metadata.name: \"{name}\" names replicated Job \"launcher\"'s pods up to \"{name}-launcher-0-0-abcde\" (64 characters, `-abcde` standing for 5 random ones; JobSet's webhook wants a DNS-1035 label): JobSet name is too long, pod names generated for this JobSet will exceed 63 characters"
+        )]
+    );
+    // The elastic replicated Job is resized up to its max: its Job's last pod hostname
+    // `<jobset>-workers-0-<max-1>` must stay a DNS-1123 label.
+    let mut doc = jobset(&name);
+    doc["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .unwrap()
+        .remove(0);
+    doc["metadata"]["annotations"]["trainscale.io/max-replicas"] = json!("20000000");
+    refused_everywhere(JobKind::JobSet, &doc, "metadata.name");
+    assert_eq!(
+        findings_of(&doc).0,
+        [format!(
+            "JobSet ml/{name}: metadata.name: \"{name}\"'s replicated Job \"workers\" (its Job \"{name}-workers-0\") gives the pods hostnames up to \"{name}-workers-0-19999999\" (64 characters, at trainscale.io/max-replicas 20000000, which trainscale sizes it up to; the Job controller names an Indexed Job's pod `<job>-<index>`, which the API server wants a DNS-1123 label): must be no more than 63 characters"
+        )]
+    );
+    doc["metadata"]["annotations"]["trainscale.io/max-replicas"] = json!("10000000");
+    assert_eq!(findings_of(&doc).0, Vec::<String>::new());
+}

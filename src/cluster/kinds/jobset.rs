@@ -11,6 +11,8 @@
 //! list element), guarded by `test`s of the resourceVersion and of the element's name. A JobSet
 //! controlled by a Kubeflow Trainer `TrainJob` is left alone with an Event (Trainer rewrites it);
 //! a suspended one is left alone silently. A True `Completed` or `Failed` condition finishes it.
+//! The names its controller derives are checked as JobSet's webhook and the API server check
+//! them, the elastic replicated Job's pod hostnames at the max (see [`super::jobset_names`]).
 //!
 //! Pods (see [`super::pods`]): those of the elastic replicated Job are its trainers, those of its
 //! other replicated Jobs its masters (the support role: launchers, drivers, parameter servers,
@@ -22,6 +24,7 @@ use k8s_openapi::api::batch::v1::JobSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
+use super::jobset_names::{max_hostname_problem, webhook_name_problems};
 use super::template::{
     MAX_FIELD, MIN_FIELD, annotation_bounds, annotation_field, negative_count, opted_in,
     read_job_spec, repeated_names,
@@ -163,6 +166,7 @@ impl JobAdapter for JobSet {
             jobs.iter().map(|r| r.name.as_str()),
             |a, b| a == b,
         ));
+        out.extend(webhook_name_problems(self, &object));
         out
     }
 
@@ -243,6 +247,11 @@ impl JobAdapter for JobSet {
                      only while they are equal"
                 ),
             ));
+        }
+        // Never sized to a count whose last pod the API server would refuse (unless the webhook's
+        // checks of the names as they are already fail).
+        if max > spec.completions.unwrap_or(0) && webhook_name_problems(self, &object).is_empty() {
+            errors.extend(max_hostname_problem(self, &object, rjob, max));
         }
         if !errors.is_empty() {
             return Err(errors);

@@ -15,6 +15,7 @@
 
 mod batch_job;
 mod jobset;
+mod jobset_names;
 mod paddle_job;
 mod pods;
 mod pytorch_job;
