@@ -622,3 +622,26 @@ fn jobset_names_follow_the_jobset_webhook_and_the_max_hostname() {
     doc["metadata"]["annotations"]["trainscale.io/max-replicas"] = json!("10000000");
     assert_eq!(findings_of(&doc).0, Vec::<String>::new());
 }
+
+#[test]
+fn a_pytorch_job_runs_one_master() {
+    let mut job = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    let mut master = job["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
+    master["replicas"] = json!(1);
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = master;
+    assert_eq!(findings_of(&job).0, Vec::<String>::new());
+    for n in [0, 2] {
+        job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = json!(n);
+        refused_everywhere(
+            JobKind::PyTorchJob,
+            &job,
+            "spec.pytorchReplicaSpecs.Master.replicas",
+        );
+        assert_eq!(
+            findings_of(&job).0,
+            [format!(
+                "PyTorchJob ml/elastic-example-imagenet: spec.pytorchReplicaSpecs.Master.replicas: must be 1, got {n}: the training operator's webhook refuses any other master count"
+            )]
+        );
+    }
+}

@@ -22,8 +22,11 @@ use crate::cluster::filters::PodConstraints;
 /// The replica type whose size trainscale writes.
 pub const WORKER: &str = "Worker";
 
+/// The replica type of the one master.
+const MASTER: &str = "Master";
+
 /// The replica types a PyTorchJob may have.
-const REPLICA_TYPES: [&str; 2] = ["Master", WORKER];
+const REPLICA_TYPES: [&str; 2] = [MASTER, WORKER];
 
 fn left_alone(field: &'static str, why: impl Into<String>, announce: bool) -> Reading {
     Reading::LeftAlone(LeftAlone {
@@ -71,6 +74,20 @@ impl JobAdapter for PyTorchJob {
                 )
             })
             .collect();
+        // The training operator's webhook runs one master: `Master.replicas` other than 1 is
+        // refused ("must be 1").
+        for (kind, r) in specs {
+            if let Some(n) = r
+                .replicas
+                .filter(|n| *n >= 0 && *n != 1 && kind.eq_ignore_ascii_case(MASTER))
+            {
+                problems.push(FieldError::new(
+                    &object,
+                    format!("spec.pytorchReplicaSpecs.{kind}.replicas"),
+                    format!("must be 1, got {n}: the training operator's webhook refuses any other master count"),
+                ));
+            }
+        }
         // The training operator's defaulting renames a replica type to its camel case
         // (`worker` → `Worker`); its webhook then refuses any other type.
         for kind in specs.keys() {
