@@ -645,3 +645,51 @@ fn a_pytorch_job_runs_one_master() {
         );
     }
 }
+
+#[test]
+fn a_worker_templates_scheduler_name_is_a_subdomain() {
+    let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
+    t9k["spec"]["replicaSpecs"][0]["template"]["spec"]["schedulerName"] = json!("Bad Sched");
+    let mut kubeflow = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    kubeflow["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] =
+        json!("Bad Sched");
+    let mut batch = example("007-batchjob-elastic.yaml", "Job");
+    batch["spec"]["template"]["spec"]["schedulerName"] = json!("Bad Sched");
+    let mut jobset = example("008-jobset-elastic.yaml", "JobSet");
+    jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["schedulerName"] =
+        json!("Bad Sched");
+    for (kind, mut doc, field) in [
+        (
+            JobKind::PyTorchTrainingJob,
+            t9k,
+            "spec.replicaSpecs[0].template.spec.schedulerName",
+        ),
+        (
+            JobKind::PyTorchJob,
+            kubeflow,
+            "spec.pytorchReplicaSpecs.Worker.template.spec.schedulerName",
+        ),
+        (JobKind::BatchJob, batch, "spec.template.spec.schedulerName"),
+        (
+            JobKind::JobSet,
+            jobset,
+            "spec.replicatedJobs[1].template.spec.template.spec.schedulerName",
+        ),
+    ] {
+        refused_everywhere(kind, &doc, field);
+        let (errors, _) = findings_of(&doc);
+        assert_eq!(errors.len(), 1, "{kind}: {errors:?}");
+        assert!(
+            errors[0].contains(&format!(
+                "{field}: invalid value \"Bad Sched\": a lowercase RFC 1123 subdomain"
+            )),
+            "{kind}: {errors:?}"
+        );
+        let set = |doc: &mut Value, value: &str| {
+            let pointer = format!("/{}", field.replace(['.', '['], "/").replace(']', ""));
+            *doc.pointer_mut(&pointer).unwrap() = json!(value);
+        };
+        set(&mut doc, "volcano");
+        assert_eq!(findings_of(&doc).0, Vec::<String>::new(), "{kind}");
+    }
+}

@@ -11,6 +11,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::api::TrainingJobPhase;
+use crate::api::names::{NameRule, check_name};
 use crate::api::priority::{Priority, PriorityClasses, resolve_priority};
 use crate::api::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use crate::api::validate::{NEEDS_A_REQUEST, requests_anything, resource_problems};
@@ -21,7 +22,8 @@ use crate::api::{
 use crate::cluster::objects::{JobInfo, pod_requests, read_speedup};
 
 /// The request of one pod made from `template` (at `field`), as kube-scheduler counts it (see
-/// [`pod_requests`]: sidecars added, a limit standing for a missing request, overhead on top).
+/// [`pod_requests`]: sidecars added, a limit standing for a missing request, overhead on top);
+/// the first error the API server would find in its `schedulerName` or containers' resources.
 pub fn template_request(
     template: &PodTemplateSpec,
     object: &str,
@@ -40,6 +42,22 @@ pub fn template_request(
             format!("{field}.spec.containers"),
             "the pod template has no containers",
         ));
+    }
+    // The pods' scheduler, a subdomain when set (as a TrainingJob's `spec.schedulerName`).
+    if let Some(e) = spec
+        .scheduler_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .and_then(|n| {
+            check_name(
+                object,
+                &format!("{field}.spec.schedulerName"),
+                n,
+                NameRule::Subdomain,
+            )
+        })
+    {
+        return Err(e);
     }
     // What the API server refuses in a container's resources, it refuses in the template's pods.
     let lists = [
