@@ -473,3 +473,40 @@ fn a_pods_request_names_a_bad_init_container() {
         trainscale::api::Resources::new(3_100, 4 << 30, 0)
     );
 }
+
+/// The built-in PriorityClasses exist in every cluster: named without being listed, they resolve
+/// to their values in `validate`, `plan`/`state` and the daemon's state, with no warning.
+#[test]
+fn built_in_priority_classes_resolve_without_a_warning() {
+    for (class, value) in [
+        ("system-cluster-critical", 2_000_000_000),
+        ("system-node-critical", 2_000_001_000),
+    ] {
+        assert_eq!(
+            findings(with(&["annotations", "priority"], class.into())),
+            (Vec::new(), Vec::new()),
+            "{class}"
+        );
+        let text = std::fs::read_to_string("deploy/examples/007-batchjob-elastic.yaml").unwrap();
+        let mut job = parse_documents(&text, "x").unwrap().remove(0).value;
+        job["spec"]["template"]["spec"]["priorityClassName"] = class.into();
+        let docs = parse_documents(&job.to_string(), "x.json").unwrap();
+        let report = validate_document(&docs[0], &Default::default());
+        assert!(
+            report.errors.is_empty() && report.warnings.is_empty(),
+            "{class}: {:?} {:?}",
+            report.errors,
+            report.warnings
+        );
+        let snap = ClusterState::from_documents(&docs);
+        let (key, _, info) = snap.state.jobs().next().unwrap();
+        assert_eq!(info.priority, value, "{class}");
+        assert!(snap.state.warnings(key).is_empty(), "{class}");
+    }
+    // Another unlisted name still warns.
+    let w = warnings(with(&["annotations", "priority"], "system-critical".into()));
+    assert_one(
+        &w,
+        "\"system-critical\" is neither an integer nor the name of a PriorityClass",
+    );
+}

@@ -6,6 +6,7 @@
 //! | empty                    | 0                                  |
 //! | an integer (`"7"`)       | its value (clamped to the i32 range, with a warning) |
 //! | a PriorityClass's name   | that class's `value`               |
+//! | a built-in class's name  | its value (`system-cluster-critical` 2000000000, `system-node-critical` 2000001000), listed or not |
 //! | any other name           | 0, with a warning                  |
 
 use std::collections::BTreeMap;
@@ -24,7 +25,24 @@ pub struct Priority {
 /// The PriorityClasses known (name → value).
 pub type PriorityClasses = BTreeMap<String, i32>;
 
-/// Resolves a priority string against the known PriorityClasses.
+/// The PriorityClasses every cluster has (the API server creates them and refuses to delete
+/// them), by name, with their values.
+pub const BUILT_IN_CLASSES: [(&str, i32); 2] = [
+    ("system-cluster-critical", 2_000_000_000),
+    ("system-node-critical", 2_000_001_000),
+];
+
+/// The value of the PriorityClass `name`: the known one's, else a built-in one's.
+pub fn class_value(name: &str, classes: &PriorityClasses) -> Option<i32> {
+    classes.get(name).copied().or_else(|| {
+        BUILT_IN_CLASSES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| *v)
+    })
+}
+
+/// Resolves a priority string against the known PriorityClasses (and the built-in ones).
 pub fn resolve_priority(text: &str, classes: &PriorityClasses) -> Priority {
     let text = text.trim();
     if text.is_empty() {
@@ -44,9 +62,9 @@ pub fn resolve_priority(text: &str, classes: &PriorityClasses) -> Priority {
             warning,
         };
     }
-    match classes.get(text) {
+    match class_value(text, classes) {
         Some(value) => Priority {
-            value: *value,
+            value,
             class: Some(Arc::from(text)),
             warning: None,
         },
@@ -76,6 +94,8 @@ mod tests {
         let urgent = resolve_priority("urgent", &classes);
         assert_eq!(urgent.value, 0);
         assert!(urgent.warning.unwrap().contains("urgent"));
+        let critical = resolve_priority("system-node-critical", &classes);
+        assert_eq!((critical.value, critical.warning), (2_000_001_000, None));
         let huge = resolve_priority("99999999999", &classes);
         assert_eq!(huge.value, i32::MAX);
         assert!(huge.warning.is_some());

@@ -21,7 +21,7 @@ use super::objects::{
     suspended_by_others, trainer_constraints,
 };
 use super::quota::{QuotaModel, queue_label};
-use crate::api::priority::{PriorityClasses, resolve_priority};
+use crate::api::priority::{PriorityClasses, class_value, resolve_priority};
 use crate::api::progress::{Progress, malformed_warning};
 use crate::api::{FieldError, JobKey, Resources};
 
@@ -854,7 +854,7 @@ impl ClusterState {
         let slot = self.jobs.entry(key.clone()).or_default();
         slot.info = info.map(|mut info| {
             if let Some(class) = &info.priority_class {
-                info.priority = classes.get(&**class).copied().unwrap_or(0);
+                info.priority = class_value(class, classes).unwrap_or(0);
             }
             info
         });
@@ -916,7 +916,8 @@ impl ClusterState {
         }
     }
 
-    /// Removes a PriorityClass; jobs naming it order as 0 (with a warning).
+    /// Removes a PriorityClass; jobs naming it order as 0 (with a warning), or as a built-in
+    /// class of its name (see [`crate::api::priority::BUILT_IN_CLASSES`]).
     pub fn delete_priority_class(&mut self, name: &str) {
         self.set_priority_class(name, None);
     }
@@ -936,11 +937,12 @@ impl ClusterState {
                 }
             }
         }
+        let value = class_value(name, &self.priority_classes).unwrap_or(0);
         for slot in self.jobs.values_mut() {
             if let Some(info) = slot.info.as_mut()
                 && info.priority_class.as_deref() == Some(name)
             {
-                info.priority = value.unwrap_or(0);
+                info.priority = value;
             }
         }
     }
