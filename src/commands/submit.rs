@@ -10,6 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use kube::api::{Api, PostParams};
 
 use super::flags;
+use crate::api::names::{printable, quoted};
 use crate::api::validate::validate_training_job;
 use crate::api::{
     Annotations, Framework, PserverSpec, Quantity, TrainerSpec, TrainingJob, TrainingJobSpec,
@@ -108,6 +109,13 @@ pub struct SubmitArgs {
 pub enum SubmitError {
     #[error("{flag}: {problem}")]
     Flag { flag: &'static str, problem: String },
+    /// The job name is refused only with the trainer count given (the trainer pods' hostnames):
+    /// a usage error as the name flag's own.
+    #[error(
+        "invalid value {} for '--job-name <JOB_NAME>': {problem}",
+        quoted(name)
+    )]
+    JobName { name: String, problem: String },
     #[error("the TrainingJob would be invalid: {0}")]
     Invalid(String),
     #[error("serializing the manifest: {0}")]
@@ -312,6 +320,13 @@ pub fn build_training_job(args: &SubmitArgs) -> Result<TrainingJob, SubmitError>
     let mut job = TrainingJob::new(args.job_name.trim(), spec);
     job.metadata.namespace = Some(args.namespace.trim().to_string());
     let problems = validate_training_job(&job);
+    // `--job-name` passed its own check: a name problem left is the trainers' hostnames.
+    if let Some(e) = problems.iter().find(|e| e.field == "metadata.name") {
+        return Err(SubmitError::JobName {
+            name: args.job_name.trim().to_string(),
+            problem: format!("{} (trainer count up to {max})", e.problem),
+        });
+    }
     if !problems.is_empty() {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
         return Err(SubmitError::Invalid(text.join("; ")));
@@ -342,10 +357,23 @@ pub async fn apply(client: kube::Client, job: &TrainingJob) -> Result<TrainingJo
     Ok(api.create(&PostParams::default(), job).await?)
 }
 
-/// `trainscale submit`: prints the manifest, or creates it with the current kubeconfig.
+/// `trainscale submit`: prints the manifest, or creates it with the current kubeconfig. A job
+/// name refused for the trainer count exits 2, as a name refused by its flag does.
 pub fn run(args: &SubmitArgs) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context;
-    let job = build_training_job(args)?;
+    let job = match build_training_job(args) {
+        Err(e @ SubmitError::JobName { .. }) => {
+            let usage = clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{}\n", printable(&e.to_string())),
+            );
+            let _ = usage.print();
+            return Ok(std::process::ExitCode::from(
+                u8::try_from(usage.exit_code()).unwrap_or(2),
+            ));
+        }
+        built => built?,
+    };
     if args.apply {
         let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
         let created = runtime.block_on(async {

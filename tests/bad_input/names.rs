@@ -497,3 +497,52 @@ fn a_generate_name_stands_for_the_name_with_five_random_characters() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn submit_refuses_a_name_too_long_for_the_trainer_hostnames_as_a_usage_error() {
+    let bin = env!("CARGO_BIN_EXE_trainscale");
+    let submit = |name: &str, trainers: &[&str]| {
+        Command::new(bin)
+            .args(["submit", "--job-name", name, "--entry-point", "python t.py"])
+            .args([
+                "--memory",
+                "1Gi",
+                "--cpu",
+                "1",
+                "--image",
+                "img",
+                "--dry-run",
+            ])
+            .args(trainers)
+            .output()
+            .unwrap()
+    };
+    // 54 characters: `<name>-trainer` is 62, but `<name>-trainer-2` (3 trainers) is 64.
+    let name = "j".repeat(54);
+    let out = submit(&name, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty(), "printed a job");
+    assert_eq!(
+        stderr,
+        format!(
+            "error: invalid value \"{name}\" for '--job-name <JOB_NAME>': \"{name}\" gives the trainer pods hostnames up to \"{name}-trainer-2\" (64 characters; the Job controller names an Indexed Job's pod `<job>-<index>`): must be no more than 63 characters (trainer count up to 3)\n"
+        )
+    );
+    // The count decides: at 53 characters `<name>-trainer-2` is 63, `<name>-trainer-10` 64.
+    let name = "j".repeat(53);
+    let out = submit(&name, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = submit(&name, &["--min-trainers", "1", "--max-trainers", "11"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("-trainer-10\" (64 characters")
+            && stderr.ends_with("(trainer count up to 11)\n"),
+        "{stderr}"
+    );
+}
