@@ -4,7 +4,7 @@
 //! (for `perf record`).
 //!
 //! `cargo run --release --example profile_pass -- [S|M|L|50k|100k] [steady|cold] [exact] [profile [goodput|edl|static]] [digest]
-//! [after-steady] [bench-order] [shrunk]`
+//! [after-steady] [bench-order] [shrunk] [churn=N]`
 //!
 //! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
 //! `after-steady` and `bench-order` build other states first, as `benches/planner.rs` does, to
@@ -60,10 +60,16 @@ fn main() {
             }
         }
     }
+    // `churn=N`: one job in N finished and as many arrived before the steady pass (default
+    // the bench's).
+    let churn = args
+        .iter()
+        .find_map(|a| a.strip_prefix("churn=")?.parse().ok())
+        .unwrap_or(PLANNER_BENCH_CHURN);
     let mut state = if has("cold") {
         generate(shape)
     } else {
-        steady(shape, PLANNER_BENCH_CHURN)
+        steady(shape, churn)
     };
     if has("shrunk") {
         // Every 50th node overloaded by two GPUs.

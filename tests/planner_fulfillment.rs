@@ -378,3 +378,40 @@ fn pods_the_controller_is_removing_are_no_overload() {
     assert_eq!((job.current, job.target), (2, 2), "{job:?}");
     assert!(job.removals.is_empty() && job.placements.is_empty());
 }
+
+#[test]
+fn a_trainer_placed_earlier_in_the_pass_moves_to_make_room() {
+    // x's next trainer (1 core, 1 GPU) fits best on a (its one GPU); y's (6 cores, 1 GPU) then
+    // fits nowhere (b has GPUs but 4 cores) unless x's trainer moves to b: the repair moves it.
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 8_000, 64, 1);
+    add_node(&mut s, "b", 4_000, 64, 2);
+    add_node(&mut s, "c", 7_000, 64, 2);
+    add_job(
+        &mut s,
+        "x",
+        job_info(1, 2, Resources::new(1_000, GIB, 1)),
+        1,
+        &["c"],
+    );
+    add_job(
+        &mut s,
+        "y",
+        job_info(1, 2, Resources::new(6_000, GIB, 1)),
+        1,
+        &["c"],
+    );
+    let p = plan(&s, &fulfillment()).into_owned();
+    let nodes = |name: &str| {
+        p.job(&key(name))
+            .unwrap()
+            .named(&s)
+            .placements
+            .iter()
+            .map(|c| (c.node.to_string(), c.trainers))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!((target(&p, "x"), target(&p, "y")), (2, 2));
+    assert_eq!(nodes("x"), [("b".to_string(), 1)]);
+    assert_eq!(nodes("y"), [("a".to_string(), 1)]);
+}

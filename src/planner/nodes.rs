@@ -86,6 +86,8 @@ pub struct NodeIndex<'s> {
     rank: Vec<u32>,
     /// Node ids by rank.
     by_rank: Vec<NodeId>,
+    /// How many nodes are schedulable (fixed for the index's life).
+    schedulable_count: usize,
     /// Every schedulable node's (free GPU, free CPU, free memory, rank), packed by [`entry`],
     /// unless its free room is below [`NodeIndex::floor`] somewhere or it has no free pod slot.
     set: SortedBlocks,
@@ -143,6 +145,7 @@ impl<'s> NodeIndex<'s> {
             extended_taken: HashMap::default(),
             rank: vec![u32::MAX; bound],
             by_rank: Vec::with_capacity(bound),
+            schedulable_count: 0,
             set: SortedBlocks::default(),
             floor,
             grown: Vec::new(),
@@ -158,6 +161,7 @@ impl<'s> NodeIndex<'s> {
             index.by_rank.push(id);
             index.rank[id as usize] = rank;
             if slot.schedulable() {
+                index.schedulable_count += 1;
                 let free = slot.free();
                 let slots = slot.free_pods();
                 index.rooms[id as usize] = Room {
@@ -315,6 +319,11 @@ impl<'s> NodeIndex<'s> {
         free.fold(Resources::ZERO, |acc, f| {
             acc + Resources::new(f.cpu_milli.max(0), f.memory.max(0), f.gpu.max(0))
         })
+    }
+
+    /// How many nodes are schedulable (the length of [`NodeIndex::schedulable`]).
+    pub fn schedulable_count(&self) -> usize {
+        self.schedulable_count
     }
 
     /// Schedulable nodes and their free room, in name order.

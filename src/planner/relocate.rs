@@ -222,32 +222,43 @@ fn repack_for(
     repairs: &mut Repairs,
 ) -> bool {
     // Counted only as far as the limit: after bulk steps nearly every job has placed trainers.
+    let mut holders = Vec::new();
     let mut placed = 0;
-    for j in jobs.iter() {
-        placed += j.placed.values().map(|n| *n as usize).sum::<usize>();
+    for (k, j) in jobs.iter().enumerate() {
+        let count = j.placed.values().map(|n| *n as usize).sum::<usize>();
+        if count == 0 {
+            continue;
+        }
+        placed += count;
         if placed >= REPACK_LIMIT {
             return false;
         }
+        holders.push(k);
     }
     if placed == 0 || !repairs.spend(placed) {
         return false;
     }
-    let mut items: Vec<(usize, Resources)> = jobs
+    let mut items: Vec<(usize, Resources)> = holders
         .iter()
-        .enumerate()
-        .flat_map(|(k, j)| {
-            let count: u32 = j.placed.values().sum();
-            std::iter::repeat_n((k, j.trainer()), count as usize)
+        .flat_map(|&k| {
+            let count: u32 = jobs[k].placed.values().sum();
+            std::iter::repeat_n((k, jobs[k].trainer()), count as usize)
         })
         .collect();
     items.push((i, jobs[i].trainer()));
-    let before: Vec<NodeCounts> = jobs.iter().map(|j| j.placed.clone()).collect();
-    release_all(jobs, index);
+    let before: Vec<(usize, NodeCounts)> = holders
+        .iter()
+        .map(|&k| (k, jobs[k].placed.clone()))
+        .collect();
+    release_all(jobs, &holders, index);
     let orders: [SizeOrder; 3] = [
         |r| (r.gpu, r.cpu_milli, r.memory),
         |r| (r.memory, r.cpu_milli, r.gpu),
         |r| (r.cpu_milli, r.memory, r.gpu),
     ];
+    // Every job that may hold a trainer placed below: the holders and job `i`.
+    let mut touched = holders.clone();
+    touched.push(i);
     for order in orders {
         items.sort_by_key(|(k, r)| (Reverse(order(r)), *k));
         let mut all = true;
@@ -266,7 +277,7 @@ fn repack_for(
         if all {
             return true;
         }
-        release_all(jobs, index);
+        release_all(jobs, &touched, index);
     }
     let classes: Vec<_> = items.iter().map(|(k, _)| jobs[*k].class).collect();
     if let Some(nodes) = exact_pack(index, &items, &classes) {
@@ -276,7 +287,8 @@ fn repack_for(
         }
         return true;
     }
-    for (j, placed) in jobs.iter_mut().zip(before) {
+    for (k, placed) in before {
+        let j = &mut jobs[k];
         for (node, count) in placed {
             index.take(node, j.trainer(), j.class, i64::from(count));
             j.place_many(node, count);
@@ -285,9 +297,10 @@ fn repack_for(
     false
 }
 
-/// Takes every trainer placed this pass back off its node.
-fn release_all(jobs: &mut [Candidate], index: &mut NodeIndex) {
-    for j in jobs.iter_mut() {
+/// Takes every trainer the jobs `which` placed this pass back off its node.
+fn release_all(jobs: &mut [Candidate], which: &[usize], index: &mut NodeIndex) {
+    for &k in which {
+        let j = &mut jobs[k];
         let placed: Vec<(NodeId, u32)> = j.placed.iter().map(|(n, c)| (*n, *c)).collect();
         for (node, count) in placed {
             index.give(node, j.trainer(), j.class, i64::from(count));
@@ -307,13 +320,14 @@ fn exact_pack(
     items: &[(usize, Resources)],
     classes: &[Option<PodClassId>],
 ) -> Option<Vec<NodeId>> {
-    let nodes = index.schedulable();
+    // Checked before the nodes are listed: a large cluster never gets this far.
     if items.len() > EXACT_ITEMS
-        || nodes.len() > EXACT_NODES
+        || index.schedulable_count() > EXACT_NODES
         || classes.iter().any(|c| index.extended_of(*c).is_some())
     {
         return None;
     }
+    let nodes = index.schedulable();
     let allowed: Vec<Vec<bool>> = classes
         .iter()
         .map(|c| nodes.iter().map(|(id, _)| index.allowed(*c, *id)).collect())
