@@ -118,8 +118,9 @@ pub struct TrainerPods {
     pub bound_by_node: LiteMap<NodeId, u32>,
     /// Bound, live trainers.
     pub bound: u32,
-    /// Bound, live trainers with a completion index, by `(index, pod name)`.
-    pub bound_by_index: BTreeMap<(u32, String), NodeId>,
+    /// Bound, live trainers with a completion index, by `(index, pod name)`, in a sorted vector
+    /// (a pass reads a job's positions in one piece; a B-tree was a cache miss per node).
+    pub bound_by_index: LiteMap<(u32, String), NodeId>,
     /// One past the highest completion index in `bound_by_index` (0 when it is empty), kept
     /// beside it: a pass reads it for every job, and the map's last key is a cache miss away.
     pub index_end: u32,
@@ -701,7 +702,7 @@ impl ClusterState {
                 t.bound_by_index.remove(&(i, name.to_string()));
                 t.index_end = t
                     .bound_by_index
-                    .last_key_value()
+                    .last()
                     .map_or(0, |((top, _), _)| top.saturating_add(1));
             }
             None => {
