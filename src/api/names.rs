@@ -53,6 +53,9 @@ pub enum NameRule {
     /// A subdomain that is also a label value (at most 63): a batch/v1 Job's name, which the Job
     /// controller writes into its pods' `job-name` label; a PodGroup named in a pod label.
     LabelValueSubdomain,
+    /// A DNS-1035 label (see [`dns1035_label_problems`]): a Kubeflow PyTorchJob's name, as the
+    /// training operator's webhook checks it.
+    Dns1035Label,
 }
 
 fn is_label(s: &str) -> bool {
@@ -66,9 +69,12 @@ fn is_label(s: &str) -> bool {
 
 /// What the API server says is wrong with `name` under `rule` (empty: nothing).
 pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
+    if rule == NameRule::Dns1035Label {
+        return dns1035_label_problems(name);
+    }
     let mut out = Vec::new();
     let max = match rule {
-        NameRule::Label | NameRule::LabelValueSubdomain => LABEL_MAX,
+        NameRule::Label | NameRule::LabelValueSubdomain | NameRule::Dns1035Label => LABEL_MAX,
         NameRule::Subdomain => SUBDOMAIN_MAX,
     };
     if name.len() > max {
@@ -90,16 +96,21 @@ pub fn label_value_problems(value: &str) -> Vec<String> {
     if value.len() > LABEL_MAX {
         out.push(format!("must be no more than {LABEL_MAX} characters"));
     }
-    let b = value.as_bytes();
-    let ok = b.is_empty()
-        || (b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')));
-    if !ok {
+    if !label_value_shaped(value) {
         out.push(LABEL_VALUE_MESSAGE.to_string());
     }
     out
+}
+
+/// Whether `value` matches `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]` or is empty: the shape of a
+/// label value and of a qualified name's name part (length aside).
+pub fn label_value_shaped(value: &str) -> bool {
+    let b = value.as_bytes();
+    b.is_empty()
+        || (b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')))
 }
 
 /// The error for `field` of `object` holding `name`, when `name` breaks `rule`: the value quoted
@@ -266,6 +277,7 @@ pub fn indexed_hostname_problem(
 pub fn rule_of(kind: JobKind) -> NameRule {
     match kind {
         JobKind::BatchJob => NameRule::LabelValueSubdomain,
+        JobKind::PyTorchJob => NameRule::Dns1035Label,
         _ => NameRule::Subdomain,
     }
 }
@@ -303,6 +315,17 @@ pub fn job_name_problems(kind: JobKind, object: &str, meta: &ObjectMeta) -> Vec<
                 object,
                 field,
                 format!("invalid value {}: {}", quoted(prefix), problems.join("; ")),
+            ));
+            return out;
+        }
+        // A kind whose names follow a stricter rule than a subdomain (a PyTorchJob's DNS-1035
+        // label): the generated name must follow it too.
+        let problems = name_problems(name, rule_of(kind));
+        if !problems.is_empty() {
+            out.push(FieldError::new(
+                object,
+                field,
+                format!("{}: {}", job.shown, problems.join("; ")),
             ));
             return out;
         }
@@ -404,8 +427,20 @@ mod tests {
             "{}",
             e[0]
         );
-        // A PyTorchJob's name is a subdomain only: trainscale derives nothing from it.
-        assert!(job_name_problems(JobKind::PyTorchJob, object, &meta(&"a".repeat(100))).is_empty());
+        // A PyTorchJob's name is a DNS-1035 label (the training operator's webhook): no dot, a
+        // letter first, at most 63.
+        assert!(job_name_problems(JobKind::PyTorchJob, object, &meta(&"a".repeat(63))).is_empty());
+        for bad in [
+            "a".repeat(64),
+            "resnet.v2".to_string(),
+            "1resnet".to_string(),
+        ] {
+            assert_eq!(
+                job_name_problems(JobKind::PyTorchJob, object, &meta(&bad)).len(),
+                1,
+                "{bad}"
+            );
+        }
         assert_eq!(
             job_name_problems(JobKind::BatchJob, object, &meta(&"a".repeat(64))).len(),
             1

@@ -2,7 +2,7 @@
 //! `pkg/apis/core/validation` `validateContainerResourceName`, `pkg/apis/core/helper`): which
 //! names a container may request, and which must be whole or have a request equal to the limit.
 
-use super::names::{NameRule, name_problems};
+use super::names::{NameRule, label_value_shaped, name_problems};
 
 /// The prefix of the huge page resources (`hugepages-2Mi`, `hugepages-1Gi`).
 const HUGEPAGES_PREFIX: &str = "hugepages-";
@@ -85,18 +85,12 @@ fn qualified_name_problems(name: &str) -> Vec<String> {
             return out;
         }
     };
-    let b = part.as_bytes();
-    if b.is_empty() {
+    if part.is_empty() {
         out.push("name part must be non-empty".to_string());
-    } else if b.len() > 63 {
+    } else if part.len() > 63 {
         out.push("name part must be no more than 63 characters".to_string());
     }
-    let ok = b.is_empty()
-        || (b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')));
-    if !ok {
+    if !label_value_shaped(part) {
         out.push(NAME_PART_MESSAGE.to_string());
     }
     out

@@ -158,14 +158,20 @@ fn other_kinds_follow_their_own_rule() {
         doc["metadata"]["name"] = json!(name);
         doc
     };
-    // A PyTorchJob's name is a subdomain; trainscale derives no object from it.
-    assert!(errors_of(kubeflow(&"p".repeat(100))).is_empty());
-    let errors = errors_of(kubeflow("Bad_Name"));
-    assert_eq!(errors.len(), 1, "{errors:?}");
-    assert!(
-        errors[0].starts_with("PyTorchJob ml/Bad_Name: metadata.name: invalid value"),
-        "{errors:?}"
-    );
+    // A PyTorchJob's name is a DNS-1035 label, as the training operator's webhook checks it.
+    assert!(errors_of(kubeflow(&"p".repeat(63))).is_empty());
+    for bad in ["Bad_Name", "resnet.v2", "9resnet", &"p".repeat(64)] {
+        let errors = errors_of(kubeflow(bad));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with(&format!(
+                "PyTorchJob ml/{bad}: metadata.name: invalid value"
+            )),
+            "{errors:?}"
+        );
+    }
+    let errors = errors_of(kubeflow("resnet.v2"));
+    assert!(errors[0].contains("DNS-1035"), "{errors:?}");
     // A batch/v1 Job's name is also its pods' job-name label: at most 63.
     let text = std::fs::read_to_string("deploy/examples/007-batchjob-elastic.yaml").unwrap();
     let mut job = parse_documents(&text, "x").unwrap().remove(0).value;
