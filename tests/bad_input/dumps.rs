@@ -327,6 +327,20 @@ fn validate_skips_objects_of_other_kinds_with_a_line_each() {
              1 object(s) checked, 0 invalid, 0 warning(s), 3 skipped (not a job kind)\n"
         )
     );
+    // A job kind's name in another API group is another operator's resource: skipped too.
+    let others = "apiVersion: kubeflow.org/v1\nkind: PaddleJob\nmetadata: {name: paddle-simple-cpu, namespace: default}\nspec: {}\n---\napiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: v, namespace: default}\nspec: {}\n";
+    let path = dir.path().join("others.yaml");
+    std::fs::write(&path, others).unwrap();
+    let out = trainscale(&["validate", "-f"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(
+            "skipped: kubeflow.org/v1 PaddleJob default/paddle-simple-cpu (not a job kind)\n\
+             skipped: batch.volcano.sh/v1alpha1 Job default/v (not a job kind)\n"
+        ),
+        "{stdout}"
+    );
     // No kind, no apiVersion, or a job kind under a version it does not have: errors still.
     for (object, says) in [
         (

@@ -35,7 +35,7 @@ pub fn ignored(doc: &Document) -> bool {
 
 /// The line `validate` prints for an object of a kind it does not check (a Service, a ConfigMap,
 /// a Namespace, ... of a bundle): `v1 Service ns/name (not a job kind)`. `None` for the kinds it
-/// checks (job kinds, under any apiVersion, and PriorityClasses) and for an object naming no
+/// checks (job kinds in their own API group, under any version, and PriorityClasses) and for an object naming no
 /// kind or no apiVersion, which are errors.
 pub fn unchecked_kind(doc: &Document) -> Option<String> {
     let api_version = doc
@@ -44,10 +44,14 @@ pub fn unchecked_kind(doc: &Document) -> Option<String> {
         .and_then(|v| v.as_str())
         .unwrap_or("");
     let kind = doc.kind();
+    // A job kind's name in another API group is another operator's resource (Kubeflow's
+    // `kubeflow.org/v1` PaddleJob, Volcano's `batch.volcano.sh` Job): not checked. In the kind's
+    // own group under another version it is checked (and refused).
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
     if kind.is_empty()
         || api_version.is_empty()
         || kind == "PriorityClass"
-        || JobKind::named(kind).is_some()
+        || JobKind::named(kind).is_some_and(|k| k.group() == group)
     {
         return None;
     }
