@@ -325,6 +325,16 @@ fn check_resources(
     ));
 }
 
+/// Whether the API server takes `quantity` as a whole amount of an extended resource
+/// (`ValidateResourceQuantityValue`: `MilliValue() % 1000 == 0`). `MilliValue` rounds up, so
+/// `999999999n` (1000m) is whole and `1000000001n` (1001m) is not. Past i64 thousandths Go's
+/// `MilliValue` overflows (to 0 for a quantity held as an int64 amount, such as `1E`): taken.
+fn api_integer(quantity: Quantity) -> bool {
+    quantity
+        .checked_milli_ceil()
+        .is_none_or(|milli| milli % 1000 == 0)
+}
+
 /// What the API server refuses in one container's `resources` (at `prefix`): a resource name no
 /// container may have, a quantity that does not parse, a fraction of an extended resource, a
 /// request above its limit, a non-overcommitable resource (extended, huge pages) requested
@@ -360,12 +370,12 @@ pub fn resource_problems(
             cpu_or_memory |= matches!(name.as_str(), "cpu" | "memory");
             match Quantity::parse(&q.0) {
                 Err(e) => problems.push(FieldError::new(object, field(part, name), e.to_string())),
-                Ok(quantity) if extended_resource(name) && !quantity.is_whole() => {
+                Ok(quantity) if extended_resource(name) && !api_integer(quantity) => {
                     problems.push(FieldError::new(
                         object,
                         field(part, name),
                         format!(
-                            "{:?} is not a whole number: the API server refuses a fraction of an extended resource",
+                            "{:?}: must be an integer (the API server reads an extended resource in thousandths, rounded up, and refuses a fraction of a unit)",
                             q.0
                         ),
                     ));

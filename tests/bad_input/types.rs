@@ -263,7 +263,7 @@ fn requests_stay_within_limits_and_extended_resources_are_whole() {
         (
             json!({"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "0.5"}}),
             "spec.trainer.resources.limits.nvidia.com/gpu",
-            "\"0.5\" is not a whole number",
+            "\"0.5\": must be an integer",
         ),
         (
             json!({"requests": {"cpu": "1", "nvidia.com/gpu": 1}}),
@@ -302,6 +302,51 @@ fn requests_stay_within_limits_and_extended_resources_are_whole() {
     let docs = parse_documents(&training_job(spec).to_string(), "x.json").unwrap();
     let report = validate_document(&docs[0], &Default::default());
     assert!(report.errors.is_empty(), "{:?}", report.errors);
+}
+
+#[test]
+fn an_extended_resource_is_an_integer_as_the_api_server_reads_it_in_thousandths_rounded_up() {
+    // `ValidateResourceQuantityValue`: `MilliValue() % 1000 != 0` is "must be an integer", and
+    // `MilliValue` rounds up: 999999999n and 999000001n are 1000m (taken, one device),
+    // 1000000001n is 1001m.
+    let with = |amount: &str| {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"] = json!({
+            "requests": {"cpu": "1", "example.com/foo": amount},
+            "limits": {"example.com/foo": amount}
+        });
+        training_job(spec)
+    };
+    for taken in ["999999999n", "999000001n", "2000m", "1E"] {
+        let docs = parse_documents(&with(taken).to_string(), "x.json").unwrap();
+        let report = validate_document(&docs[0], &Default::default());
+        assert!(report.errors.is_empty(), "{taken}: {:?}", report.errors);
+        let [_, state, daemon] = fields_everywhere(JobKind::TrainingJob, &with(taken));
+        assert!(
+            state.is_empty() && daemon.is_empty(),
+            "{taken}: {state:?} {daemon:?}"
+        );
+    }
+    for refused in ["1000000001n", "500m", "1.5"] {
+        let doc = with(refused);
+        for part in ["requests", "limits"] {
+            refused_everywhere(
+                JobKind::TrainingJob,
+                &doc,
+                &format!("spec.trainer.resources.{part}.example.com/foo"),
+            );
+        }
+        let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+        let report = validate_document(&docs[0], &Default::default());
+        assert_eq!(report.errors.len(), 2, "{refused}: {:?}", report.errors);
+        assert!(
+            report.errors[0].to_string().starts_with(&format!(
+                "TrainingJob ns/bad: spec.trainer.resources.requests.example.com/foo: \"{refused}\": must be an integer"
+            )),
+            "{}",
+            report.errors[0]
+        );
+    }
 }
 
 #[test]
