@@ -132,8 +132,9 @@ pub fn read_quantity(
     }
 }
 
-/// Reads CPU (milli, ceil), memory (bytes, ceil) and GPUs (devices, ceil; `nvidia.com/gpu`, else the
-/// legacy name) from a resource map such as `requests`, `limits`, `allocatable` or `overhead`.
+/// Reads CPU (milli, ceil), memory (bytes, ceil) and GPUs (devices, ceil; `nvidia.com/gpu`, else
+/// the legacy name), each saturating at `i64::MAX`, from a resource map such as `requests`,
+/// `limits`, `allocatable` or `overhead`.
 pub fn resources_of(
     map: Option<&BTreeMap<String, KubeQuantity>>,
     object: &str,
@@ -144,7 +145,8 @@ pub fn resources_of(
 }
 
 /// [`resources_of`] without the error context, for hot paths that add it only on failure: the
-/// error is the resource name and why its quantity was rejected (a CPU past i64 millicores too).
+/// error is the resource name and why its quantity was rejected. An amount past i64 (CPU past
+/// 9.2e15 cores in millicores, as `1E`) saturates at `i64::MAX`: the API server accepts it.
 pub fn parse_resources(
     map: Option<&BTreeMap<String, KubeQuantity>>,
 ) -> Result<Resources, (&'static str, QuantityError)> {
@@ -155,11 +157,7 @@ pub fn parse_resources(
         None => Ok(Quantity::ZERO),
         Some(q) => Quantity::parse(&q.0).map_err(|e| (name, e)),
     };
-    let cpu = read("cpu")?;
-    let cpu_milli = cpu.checked_milli_ceil().ok_or_else(|| {
-        let text = map.get("cpu").map(|q| q.0.clone()).unwrap_or_default();
-        ("cpu", QuantityError::MilliOverflow(text))
-    })?;
+    let cpu_milli = read("cpu")?.milli_ceil();
     let memory = read("memory")?;
     let mut gpu = Quantity::ZERO;
     for name in GPU_RESOURCE_NAMES {

@@ -103,7 +103,8 @@ pub fn min_resources(
     let mut total: BTreeMap<String, i128> = BTreeMap::new();
     let mut add = |requests: BTreeMap<String, i128>, count: i32| {
         for (name, nanos) in requests {
-            *total.entry(name).or_default() += nanos * i128::from(count.max(0));
+            let slot = total.entry(name).or_default();
+            *slot = slot.saturating_add(nanos.saturating_mul(i128::from(count.max(0))));
         }
     };
     if has_master {

@@ -349,6 +349,60 @@ fn an_extended_resource_is_an_integer_as_the_api_server_reads_it_in_thousandths_
     }
 }
 
+/// Sets every `cpu` under a `requests` or `limits` map in `value` to `amount`.
+fn set_cpu(value: &mut Value, amount: &str) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                if matches!(key.as_str(), "requests" | "limits")
+                    && let Some(cpu) = inner.get_mut("cpu")
+                {
+                    *cpu = json!(amount);
+                }
+                set_cpu(inner, amount);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| set_cpu(v, amount)),
+        _ => {}
+    }
+}
+
+#[test]
+fn a_quantity_past_i64_is_taken_as_the_api_server_takes_it_and_saturates() {
+    // ParseQuantity keeps a decimal quantity of any size (inf.Dec) and caps a binary one at
+    // 2^63-1; the validation of a container's resources only wants it non-negative.
+    for (kind, mut doc) in every_kind() {
+        set_cpu(&mut doc, "1E");
+        assert!(doc.to_string().contains("\"1E\""), "{kind}");
+        let [validate, state, daemon] = fields_everywhere(kind, &doc);
+        assert!(
+            validate.is_empty() && state.is_empty() && daemon.is_empty(),
+            "{kind}: {validate:?} {state:?} {daemon:?}"
+        );
+    }
+    // A dump: a job and a pod past i64 millicores are read and saturated (a Node keeps its own
+    // bound, 2^53, past which it is refused: `absurd_node_allocatable_is_refused...`).
+    let node = trainscale::testkit::dump::node(0, 8);
+    let mut job = training_job(super::good_spec());
+    job["spec"]["trainer"]["resources"] = json!({"requests": {"cpu": "1E", "memory": "1e30"}});
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "big", "namespace": "ns"},
+        "spec": {"nodeName": "node-000000",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1e40"}}}]},
+        "status": {"phase": "Running"}});
+    let dump = json!({"apiVersion": "v1", "kind": "List", "items": [node, job, pod]});
+    let docs = parse_documents(&dump.to_string(), "dump.json").unwrap();
+    let snap = ClusterState::from_documents(&docs);
+    assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+    assert!(skipped_jobs(&snap.state).is_empty());
+    let report = trainscale::cluster::report::StateReport::of(&snap.state);
+    assert_eq!(report.nodes.len(), 1);
+    assert_eq!(report.jobs.len(), 1);
+    let result = trainscale::planner::plan(&snap.state, &Default::default());
+    assert_eq!(result.jobs.len(), 1);
+    assert_eq!(result.jobs[0].target, 0, "a trainer of 1E cpu fits no node");
+}
+
 #[test]
 fn a_worker_template_is_checked_as_the_api_server_checks_its_pods() {
     let resources = json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}});

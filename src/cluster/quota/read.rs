@@ -161,12 +161,12 @@ impl WorkloadInfo {
 }
 
 /// An amount of `resource` in Kueue's units: CPU in thousandths, anything else in whole units,
-/// both rounded up.
-pub fn amount_of(resource: &str, q: Quantity) -> Option<i64> {
+/// both rounded up and saturating at `i64::MAX` (a quota of `1E` cpu is past i64 thousandths).
+pub fn amount_of(resource: &str, q: Quantity) -> i64 {
     if resource == "cpu" {
-        q.checked_milli_ceil()
+        q.milli_ceil()
     } else {
-        Some(q.value_ceil())
+        q.value_ceil()
     }
 }
 
@@ -179,13 +179,7 @@ fn read_amount(
 ) -> Result<i64, FieldError> {
     let parsed =
         Quantity::parse(&q.0).map_err(|e| FieldError::new(object, &field, e.to_string()))?;
-    amount_of(resource, parsed).ok_or_else(|| {
-        FieldError::new(
-            object,
-            field,
-            format!("quantity {:?} is too large in thousandths", q.0),
-        )
-    })
+    Ok(amount_of(resource, parsed))
 }
 
 /// Reads a ClusterQueue. A quota that is missing or does not parse is an error naming it.

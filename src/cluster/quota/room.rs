@@ -68,7 +68,10 @@ impl QueueRoom<'_> {
     /// What is left of its claim on flavor-resource `f`: its own jobs' growth uses it up.
     fn claim_left(&self, f: usize) -> i64 {
         let nominal = self.quota[f].map_or(0, |q| q.nominal);
-        let unused = (nominal - self.usage[f] - self.waiting[f]).max(0);
+        let unused = nominal
+            .saturating_sub(self.usage[f])
+            .saturating_sub(self.waiting[f])
+            .max(0);
         self.claims[f].min(unused)
     }
 }
@@ -233,7 +236,10 @@ impl<'m> QuotaRoom<'m> {
         let queue = &self.queues[q];
         let f = fr as usize;
         let nominal = queue.quota[f].map_or(0, |q| q.nominal);
-        nominal - queue.usage[f] - queue.waiting[f] + reclaimable(q, fr)
+        nominal
+            .saturating_sub(queue.usage[f])
+            .saturating_sub(queue.waiting[f])
+            .saturating_add(reclaimable(q, fr))
     }
 
     /// Whether `asked` workers of `need` fit, by borrowing, in queue `q`'s cohort: its unused
@@ -264,7 +270,9 @@ impl<'m> QuotaRoom<'m> {
                     reclaimable(o, fr).min(lent)
                 })
                 .fold(0i64, i64::saturating_add);
-            let unused = cohort.subtree[f] - cohort.usage[f] - cohort.waiting[f];
+            let unused = cohort.subtree[f]
+                .saturating_sub(cohort.usage[f])
+                .saturating_sub(cohort.waiting[f]);
             let within_limit = queue.quota[f]
                 .and_then(|quota| quota.borrowing_limit)
                 .is_none_or(|limit| {
@@ -296,7 +304,10 @@ impl<'m> QuotaRoom<'m> {
             for f in 0..self.frs.len() {
                 let queue = &self.queues[q];
                 let nominal = queue.quota[f].map_or(0, |q| q.nominal);
-                let unused = (nominal - queue.usage[f] - queue.waiting[f]).max(0);
+                let unused = nominal
+                    .saturating_sub(queue.usage[f])
+                    .saturating_sub(queue.waiting[f])
+                    .max(0);
                 let claim = unused.min(wanted(q, f as u32).max(0));
                 if claim == 0 {
                     continue;
