@@ -335,10 +335,31 @@ fn api_integer(quantity: Quantity) -> bool {
         .is_none_or(|milli| milli % 1000 == 0)
 }
 
+/// Why the API server refuses `quantity` of huge pages `name` (`None`: it does not, or `name`
+/// is not a huge page resource): core validation's `IsHugePageResourceValueDivisible` wants the
+/// size after `hugepages-` to parse as a positive whole quantity and `Value()` of the amount to
+/// be a multiple of it.
+fn hugepages_problem(name: &str, quantity: Quantity) -> Option<String> {
+    let size_text = name.strip_prefix("hugepages-")?;
+    let size = match Quantity::parse(size_text) {
+        Err(e) => return Some(format!("the page size is not a quantity: {e}")),
+        Ok(size) if size == Quantity::ZERO || !api_integer(size) => {
+            return Some(format!(
+                "the page size {size_text:?} is not a positive whole quantity"
+            ));
+        }
+        Ok(size) => size.value_ceil(),
+    };
+    (quantity.value_ceil() % size != 0).then(|| {
+        format!("the API server refuses huge pages that are not whole pages of {size_text}")
+    })
+}
+
 /// What the API server refuses in one container's `resources` (at `prefix`): a resource name no
-/// container may have, a quantity that does not parse, a fraction of an extended resource, a
-/// request above its limit, a non-overcommitable resource (extended, huge pages) requested
-/// without a limit or unequal to it, huge pages without cpu or memory.
+/// container may have, a quantity that does not parse, a fraction of an extended resource, huge
+/// pages that are not whole pages of a size that parses, a request above its limit, a
+/// non-overcommitable resource (extended, huge pages) requested without a limit or unequal to
+/// it, huge pages without cpu or memory.
 pub fn resource_problems(
     object: &str,
     prefix: &str,
@@ -381,6 +402,16 @@ pub fn resource_problems(
                     ));
                 }
                 Ok(quantity) => {
+                    if let Some(why) = hugepages_problem(name, quantity) {
+                        problems.push(FieldError::new(
+                            object,
+                            field(part, name),
+                            format!(
+                                "{:?} is not positive integer multiple of {name}: {why}",
+                                q.0
+                            ),
+                        ));
+                    }
                     parsed[at].insert(name, (quantity, &q.0));
                 }
             }

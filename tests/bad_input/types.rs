@@ -404,6 +404,78 @@ fn a_quantity_past_i64_is_taken_as_the_api_server_takes_it_and_saturates() {
 }
 
 #[test]
+fn huge_pages_are_whole_pages_of_a_size_that_parses() {
+    // `IsHugePageResourceValueDivisible`: the size after `hugepages-` parses as a positive whole
+    // quantity and the amount's `Value()` is a multiple of it ("... is not positive integer
+    // multiple of hugepages-2Mi").
+    let with = |name: &str, amount: &str| {
+        let mut spec = super::good_spec();
+        spec["trainer"]["resources"] = json!({
+            "requests": {"cpu": "1", name: amount},
+            "limits": {name: amount}
+        });
+        training_job(spec)
+    };
+    for (name, amount, says) in [
+        (
+            "hugepages-2Mi",
+            "3Mi",
+            "\"3Mi\" is not positive integer multiple of hugepages-2Mi",
+        ),
+        (
+            "hugepages-abc",
+            "2Mi",
+            "the page size is not a quantity: quantity \"abc\"",
+        ),
+        (
+            "hugepages-0",
+            "2Mi",
+            "the page size \"0\" is not a positive whole quantity",
+        ),
+        (
+            "hugepages-1.5",
+            "3",
+            "the page size \"1.5\" is not a positive whole quantity",
+        ),
+    ] {
+        let doc = with(name, amount);
+        for part in ["requests", "limits"] {
+            let field = format!("spec.trainer.resources.{part}.{name}");
+            refused_everywhere(JobKind::TrainingJob, &doc, &field);
+            let docs = parse_documents(&doc.to_string(), "x.json").unwrap();
+            let errors = validate_document(&docs[0], &Default::default()).errors;
+            assert!(
+                errors.iter().any(|e| e.field == field
+                    && e.to_string().starts_with("TrainingJob ns/bad: ")
+                    && e.problem.contains(says)),
+                "{name}: {amount}: {errors:?}"
+            );
+        }
+    }
+    for (name, amount) in [
+        ("hugepages-2Mi", "4Mi"),
+        ("hugepages-1Gi", "0"),
+        ("hugepages-1Gi", "2Gi"),
+    ] {
+        let [validate, state, daemon] =
+            fields_everywhere(JobKind::TrainingJob, &with(name, amount));
+        assert!(
+            validate.is_empty() && state.is_empty() && daemon.is_empty(),
+            "{name}: {amount}: {validate:?} {state:?} {daemon:?}"
+        );
+    }
+    // A worker template's container is named in the field.
+    let mut batch = example("007-batchjob-elastic.yaml", "Job");
+    batch["spec"]["template"]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "1"}, "limits": {"hugepages-2Mi": "3Mi"}});
+    refused_everywhere(
+        JobKind::BatchJob,
+        &batch,
+        "spec.template.spec.containers[0].resources.limits.hugepages-2Mi",
+    );
+}
+
+#[test]
 fn a_worker_template_is_checked_as_the_api_server_checks_its_pods() {
     let resources = json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}});
     let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
