@@ -13,7 +13,7 @@ use super::manifest::Document;
 use super::names::{
     NameRule, check_name, job_name, job_name_problems, name_problems, quoted, trainer_hostname,
 };
-use super::priority::PriorityClasses;
+use super::priority::{PriorityClasses, priority_class_errors};
 use super::resource_names::{
     extended_resource, hugepages, overcommit_allowed, resource_name_problem,
 };
@@ -485,12 +485,15 @@ impl ObjectReport {
     }
 }
 
-/// The PriorityClasses (`scheduling.k8s.io/v1`) among manifest objects, by name; malformed ones
-/// are left to [`validate_document`] to report.
+/// The PriorityClasses (`scheduling.k8s.io/v1`) among manifest objects, by name, but those the
+/// API server refuses (a name or value [`priority_class_errors`] refuses: a job naming one
+/// resolves as if it were absent, a built-in name to the built-in class); malformed ones are
+/// left to [`validate_document`] to report.
 pub fn priority_classes_of(docs: &[Document]) -> PriorityClasses {
     docs.iter()
         .filter(|d| d.kind() == "PriorityClass")
         .filter_map(|d| d.decode::<PriorityClass>().ok())
+        .filter(|pc| priority_class_errors("", pc).is_empty())
         .filter_map(|pc| Some((pc.metadata.name?, pc.value.unwrap_or(0))))
         .collect()
 }
@@ -515,6 +518,7 @@ pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectRep
                     .as_deref()
                     .and_then(|n| check_name(&object, "metadata.name", n, NameRule::Subdomain))
                     .into_iter()
+                    .chain(priority_class_errors(&object, &pc))
                     .collect(),
                 object,
                 warnings: Vec::new(),

@@ -51,11 +51,15 @@ fn list(duplicates: &[Duplicate]) -> String {
     text.join("; ")
 }
 
-/// What the API server would refuse in a PriorityClass's name (a DNS-1123 subdomain).
-fn priority_class_name_problem(class: &PriorityClass) -> Option<FieldError> {
+/// What the API server would refuse in a PriorityClass: its name (a DNS-1123 subdomain), a
+/// `system-` name not built in, a value above 1,000,000,000 (`priority_class_errors`).
+fn priority_class_problems(class: &PriorityClass) -> Vec<FieldError> {
     let name = class.metadata.name.as_deref().unwrap_or_default();
     let object = format!("PriorityClass {}", crate::api::names::printable(name));
-    super::objects::meta_name_problem(&object, &class.metadata)
+    match super::objects::meta_name_problem(&object, &class.metadata) {
+        Some(e) => vec![e],
+        None => crate::api::priority::priority_class_errors(&object, class),
+    }
 }
 
 /// Builds a state object by object, as a dump is read.
@@ -147,10 +151,13 @@ impl ClusterState {
                 Err(e) => warnings.push(e),
             },
             ("PriorityClass", "scheduling.k8s.io/v1") => match doc.decode::<PriorityClass>() {
-                Ok(class) => match priority_class_name_problem(&class) {
-                    None => self.apply_priority_class(&class),
-                    Some(e) => warnings.push(e),
-                },
+                Ok(class) => {
+                    let problems = priority_class_problems(&class);
+                    if problems.is_empty() {
+                        self.apply_priority_class(&class);
+                    }
+                    warnings.extend(problems);
+                }
                 Err(e) => warnings.push(e),
             },
             ("ResourceFlavor", KUEUE_API_VERSION) => match doc.decode::<ResourceFlavor>() {

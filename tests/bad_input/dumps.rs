@@ -404,3 +404,90 @@ fn a_file_given_twice_to_validate_is_read_once() {
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("again at "), "{stdout}");
 }
+
+#[test]
+fn priority_classes_the_api_server_refuses_are_errors_and_skipped_in_dumps() {
+    // ValidatePriorityClass: a `system-` name must be a built-in class with its exact value
+    // (and globalDefault false); any other name's value is at most 1,000,000,000.
+    let class = |name: &str, value: i64| {
+        json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value})
+    };
+    let job = |name: &str, priority: &str| {
+        json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {"fault_tolerant": true, "annotations": {"priority": priority},
+                "pserver": {"min-instance": 1, "max-instance": 1},
+                "trainer": {"min-instance": 1, "max-instance": 2,
+                    "resources": {"requests": {"cpu": "1"}}}}})
+    };
+    let items = vec![
+        class("system-mine", 5),
+        class("system-node-critical", 5),
+        class("too-high", 1_000_000_001),
+        class("fine", 1_000_000_000),
+        node(0, 64),
+        job("a", "too-high"),
+        job("b", "system-node-critical"),
+        job("c", "fine"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bundle.json");
+    std::fs::write(&path, list(items.clone()).to_string()).unwrap();
+
+    let out = trainscale(&["validate", "-f"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    for line in [
+        "invalid: PriorityClass system-mine: metadata.name: priority class names with 'system-' prefix are reserved for system use only. error: system-mine is not a known system priority class\n",
+        "invalid: PriorityClass system-node-critical: metadata.name: priority class names with 'system-' prefix are reserved for system use only. error: value of system-node-critical PriorityClass must be 2000001000\n",
+        "invalid: PriorityClass too-high: value: 1000000001: maximum allowed value of a user defined priority is 1000000000\n",
+        "ok: PriorityClass fine\n",
+        // A refused class does not exist: a job naming it is ordered as 0, a built-in name as
+        // the built-in class.
+        "warning: TrainingJob ns/a: spec.annotations.priority: \"too-high\" is neither an integer nor the name of a PriorityClass",
+        "ok: TrainingJob ns/b\n",
+        "ok: TrainingJob ns/c\n",
+    ] {
+        assert!(stdout.contains(line), "{line} in {stdout}");
+    }
+
+    // A dump: each refused class is a warning naming it; everything else is planned.
+    let docs = parse_documents(&list(items).to_string(), "dump.json").unwrap();
+    let snap = ClusterState::from_documents(&docs);
+    let warnings: Vec<String> = snap.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "PriorityClass system-mine: metadata.name: priority class names with 'system-' prefix"
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with("PriorityClass system-node-critical: metadata.name: "),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[2].starts_with("PriorityClass too-high: value: "),
+        "{warnings:?}"
+    );
+    assert_eq!(snap.state.nodes().count(), 1);
+    let report = trainscale::cluster::report::StateReport::of(&snap.state);
+    assert_eq!(report.jobs.len(), 3);
+    let priority = |name: &str| {
+        snap.state
+            .jobs()
+            .find(|(key, _, _)| key.name.as_ref() == name)
+            .map(|(_, _, info)| info.priority)
+    };
+    assert_eq!(priority("a"), Some(0));
+    assert_eq!(priority("b"), Some(2_000_001_000));
+    assert_eq!(priority("c"), Some(1_000_000_000));
+    let out = trainscale(&["plan", "--snapshot"], &path);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("PriorityClass too-high: value: "),
+        "{}",
+        stderr(&out)
+    );
+}

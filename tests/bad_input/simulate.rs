@@ -188,3 +188,27 @@ fn a_requested_size_outside_the_bounds_is_refused_naming_the_row() {
         .is_ok()
     );
 }
+
+#[test]
+fn a_priority_class_the_api_server_refuses_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = "a,0,-,vc,1,60,60,bert,1,10,1000,1,1,4,60\n";
+    for (classes, field, says) in [
+        (
+            "[{name: system-mine, value: 5}]",
+            "priority_classes[0].name",
+            "system-mine is not a known system priority class",
+        ),
+        (
+            "[{name: low, value: 1}, {name: high, value: 1000000001}]",
+            "priority_classes[1].value",
+            "1000000001",
+        ),
+    ] {
+        let text = scenario(&format!("priority_classes: {classes}\n"));
+        let e = load(dir.path(), &text, rows).err().unwrap_or_default();
+        assert!(e.contains(field) && e.contains(says), "{classes}: {e}");
+    }
+    let text = scenario("priority_classes: [{name: high, value: 1000000000}]\n");
+    assert!(load(dir.path(), &text, rows).is_ok());
+}
