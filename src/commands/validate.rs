@@ -72,6 +72,70 @@ impl ValidationOutcome {
     }
 }
 
+/// The extensions of the files read from a directory given to `-f`, as kubectl's
+/// (`FileExtensions`; matched case-sensitively, like Go's `filepath.Ext`).
+pub const MANIFEST_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
+
+/// The paths given to `-f` with each directory replaced by its `.json`, `.yaml` and `.yml` files
+/// in name order, as kubectl reads `-f DIR`: only the directory's own files, or with
+/// `recursive` (`-R`) its subdirectories' too, depth first in name order; a link is not
+/// followed into a directory. A file named itself is kept whatever its extension. A directory
+/// that cannot be listed or holds no such file is an unreadable entry (the second value).
+pub fn manifest_files(paths: &[PathBuf], recursive: bool) -> (Vec<PathBuf>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut unreadable = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            files.push(path.clone());
+            continue;
+        }
+        let before = files.len();
+        if let Err(e) = directory_files(path, recursive, &mut files) {
+            unreadable.push(e);
+        } else if files.len() == before {
+            unreadable.push(format!(
+                "{}: a directory without .json, .yaml or .yml files{}",
+                path.display(),
+                if recursive {
+                    ""
+                } else {
+                    " (-R reads its subdirectories)"
+                }
+            ));
+        }
+    }
+    (files, unreadable)
+}
+
+/// Appends the manifest files of `dir` to `out`, in name order (see [`manifest_files`]).
+fn directory_files(dir: &Path, recursive: bool, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let error = |e: std::io::Error| format!("{}: {e}", dir.display());
+    let mut entries = std::fs::read_dir(dir)
+        .map_err(error)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(error)?;
+    entries.sort();
+    for path in entries {
+        // `symlink_metadata`: a link is a file here, as Go's `filepath.Walk` sees it.
+        let is_dir = std::fs::symlink_metadata(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .is_dir();
+        if is_dir {
+            if recursive {
+                directory_files(&path, recursive, out)?;
+            }
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e))
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
 /// The files, each read once: a path naming the same file as an earlier one (the same path
 /// twice, `./a.yaml` and `a.yaml`, a link) is dropped; a path that cannot be resolved is kept,
 /// to be reported unreadable.
@@ -156,9 +220,13 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
 /// Flags of `trainscale validate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ValidateArgs {
-    /// Manifest files: YAML or JSON, one or many documents, or a List.
+    /// Manifest files: YAML or JSON, one or many documents, or a List; a directory stands for
+    /// its .json, .yaml and .yml files, in name order (as kubectl's `-f DIR`).
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
+    /// Read the subdirectories of a directory given to -f too (as kubectl's -R).
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
     /// Treat warnings as errors (exit 1 when any object has one).
     #[arg(long)]
     pub strict: bool,
@@ -167,7 +235,9 @@ pub struct ValidateArgs {
 /// `trainscale validate`: exit code 1 when any object has an error (or, with `--strict`, a
 /// warning) or a file is unreadable.
 pub fn run(args: ValidateArgs) -> ExitCode {
-    let outcome = validate_files(&args.files);
+    let (files, unreadable) = manifest_files(&args.files, args.recursive);
+    let mut outcome = validate_files(&files);
+    outcome.unreadable.splice(0..0, unreadable);
     print!("{}", outcome.render());
     if outcome.ok(args.strict) {
         ExitCode::SUCCESS

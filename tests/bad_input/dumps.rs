@@ -491,3 +491,69 @@ fn priority_classes_the_api_server_refuses_are_errors_and_skipped_in_dumps() {
         stderr(&out)
     );
 }
+
+#[test]
+fn validate_reads_a_directory_as_kubectl_reads_f_dir() {
+    let job = |name: &str| {
+        format!(
+            "apiVersion: paddlepaddle.org/v1alpha1\nkind: TrainingJob\nmetadata: {{name: {name}, namespace: ns}}\nspec:\n  fault_tolerant: true\n  pserver: {{min-instance: 1, max-instance: 1}}\n  trainer: {{min-instance: 1, max-instance: 2, resources: {{requests: {{cpu: 1}}}}}}\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("manifests");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("b.yaml"), job("b")).unwrap();
+    let a = serde_json::to_string(&serde_saphyr::from_str::<Value>(&job("a")).unwrap()).unwrap();
+    std::fs::write(root.join("a.json"), a).unwrap();
+    std::fs::write(root.join("c.yml"), job("c")).unwrap();
+    std::fs::write(root.join("notes.txt"), "not a manifest").unwrap();
+    std::fs::write(
+        root.join("d.YAML"),
+        "not read: extensions match as kubectl's",
+    )
+    .unwrap();
+    std::fs::write(root.join("sub").join("e.yaml"), job("e")).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_trainscale"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let root_arg = root.to_str().unwrap();
+    let (code, stdout) = run(&["validate", "-f", root_arg]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(
+        stdout,
+        "ok: TrainingJob ns/a\nok: TrainingJob ns/b\nok: TrainingJob ns/c\n3 object(s) checked, 0 invalid, 0 warning(s)\n"
+    );
+    // -R: subdirectories too, depth first in name order; a file named itself is read whatever
+    // its extension, and once however often it is reached.
+    let named = root.join("sub").join("e.yaml");
+    let (code, stdout) = run(&["validate", "-R", "-f", root_arg, named.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.ends_with("ok: TrainingJob ns/c\nok: TrainingJob ns/e\n4 object(s) checked, 0 invalid, 0 warning(s)\n"),
+        "{stdout}"
+    );
+    // A directory without manifests is an error naming it; the other paths are still read.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (code, stdout) = run(&[
+        "validate",
+        "-f",
+        empty.to_str().unwrap(),
+        named.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "error: {}: a directory without .json, .yaml or .yml files (-R reads its subdirectories)\nok: TrainingJob ns/e\n",
+            empty.display()
+        )),
+        "{stdout}"
+    );
+}
