@@ -7,7 +7,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::ClusterState;
-use crate::api::manifest::{Document, Duplicate, ManifestError, ObjectIndex, read_each};
+use crate::api::manifest::{
+    Document, Duplicate, ManifestError, ObjectIndex, SharedChildren, read_each,
+    shared_children_problem,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use super::kinds::{JobAdapter, registered};
@@ -71,15 +74,39 @@ struct Builder {
     warnings: Vec<FieldError>,
     index: ObjectIndex,
     duplicates: Vec<Duplicate>,
+    shared: SharedChildren,
 }
 
 impl Builder {
     fn apply(&mut self, doc: &Document) {
         self.objects += 1;
-        match self.index.see(doc) {
-            Some(duplicate) => self.duplicates.push(duplicate),
-            None => self.state.apply_document(doc, &mut self.warnings),
+        if let Some(duplicate) = self.index.see(doc) {
+            self.duplicates.push(duplicate);
+        } else if let Some((kind, first, at)) = self.shared_children(doc) {
+            // Two objects, but one set of children: the later is a job with an error.
+            let meta = doc.value.get("metadata");
+            let text = |field: &str| {
+                meta.and_then(|m| m.get(field))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+            };
+            let key = JobKey::of_kind(kind, text("namespace"), text("name"));
+            let problem = shared_children_problem(&first, &at, &doc.origin);
+            let error = FieldError::new(doc.object_ref(), "metadata.name", problem);
+            self.state.set_invalid_job(key, vec![error]);
+        } else {
+            self.state.apply_document(doc, &mut self.warnings);
         }
+    }
+
+    /// For a TrainingJob or PaddleJob whose namespace and name an earlier one of the other kind
+    /// has: its kind, and that object and where it is.
+    fn shared_children(&mut self, doc: &Document) -> Option<(JobKind, String, String)> {
+        let api = doc.value.get("apiVersion").and_then(|v| v.as_str());
+        let kind = JobKind::of(doc.kind(), api.unwrap_or(""))
+            .filter(|k| matches!(k, JobKind::TrainingJob | JobKind::PaddleJob))?;
+        let (first, at) = self.shared.see(doc)?;
+        Some((kind, first, at))
     }
 
     fn finish(self) -> Snapshot {
@@ -93,7 +120,9 @@ impl Builder {
 
 impl ClusterState {
     /// Applies every object of a dump; objects it cannot use are skipped with a warning, a
-    /// second object of one kind, namespace and name is listed in `duplicates`, not applied.
+    /// second object of one kind, namespace and name is listed in `duplicates`, not applied, and
+    /// a PaddleJob after a TrainingJob of its namespace and name (or the reverse) is a job with
+    /// an error naming both (the operator derives the same children from both).
     pub fn from_documents(docs: &[Document]) -> Snapshot {
         let mut builder = Builder::default();
         for doc in docs {

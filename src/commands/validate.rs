@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::api::FieldError;
-use crate::api::manifest::{Document, ObjectIndex, SharedChildren, read_each};
+use crate::api::manifest::{
+    Document, ObjectIndex, SharedChildren, read_each, shared_children_problem,
+};
 use crate::api::names::printable;
 use crate::api::validate::{ObjectReport, priority_classes_of, validate_document};
 use crate::cluster::kinds::{ignored, unchecked_kind};
@@ -201,10 +203,7 @@ pub fn validate_files(files: &[PathBuf]) -> ValidationOutcome {
                 report.errors.push(FieldError::new(
                     &report.object,
                     "metadata.name",
-                    format!(
-                        "the namespace and name of {first} at {at} (here {}): the operator derives the same `<name>-trainer` Job, ReplicaSets and ConfigMap from both, so only one could run",
-                        doc.origin
-                    ),
+                    shared_children_problem(&first, &at, &doc.origin),
                 ));
             }
             outcome.objects.push(report);

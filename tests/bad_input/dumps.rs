@@ -557,3 +557,79 @@ fn validate_reads_a_directory_as_kubectl_reads_f_dir() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_training_job_and_a_paddle_job_of_one_name_in_a_dump_plan_the_first_and_name_both() {
+    // Pods and trainer Jobs are told apart by kind (a PaddleJob's pods carry its label, a
+    // trainer Job's owner names its kind), but the operator names the children of both
+    // `<name>-trainer`, `<name>-master`, ...: only one of the two could run.
+    let job = |api: &str, kind: &str, namespace: &str| {
+        json!({"apiVersion": api, "kind": kind,
+            "metadata": {"name": "j", "namespace": namespace},
+            "spec": {"fault_tolerant": true, "pserver": {"min-instance": 1, "max-instance": 1},
+                "trainer": {"min-instance": 1, "max-instance": 2,
+                    "resources": {"requests": {"cpu": "1"}}}}})
+    };
+    let dump = list(vec![
+        node(0, 64),
+        job("paddlepaddle.org/v1alpha1", "TrainingJob", "ns"),
+        job("paddlepaddle.org/v1", "PaddleJob", "ns"),
+        job("paddlepaddle.org/v1", "PaddleJob", "other"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dump.json");
+    std::fs::write(&path, dump.to_string()).unwrap();
+    let origin = path.display();
+    let problem = format!(
+        "the namespace and name of TrainingJob ns/j at {origin} items[1] (here {origin} items[2]): the operator derives the same `<name>-trainer` Job"
+    );
+    let out = trainscale(&["plan", "--output", "json", "--snapshot"], &path);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let planned: Vec<String> = plan["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| {
+            format!(
+                "{} {}/{}",
+                j["kind"].as_str().unwrap(),
+                j["namespace"].as_str().unwrap(),
+                j["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(planned, ["TrainingJob ns/j", "PaddleJob other/j"]);
+    let skipped = plan["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(
+        (
+            &skipped[0]["kind"],
+            &skipped[0]["namespace"],
+            &skipped[0]["field"]
+        ),
+        (&json!("PaddleJob"), &json!("ns"), &json!("metadata.name"))
+    );
+    assert!(
+        skipped[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&problem),
+        "{skipped:?}"
+    );
+    // state lists it as invalid, explain explains the first.
+    let out = trainscale(&["state", "--snapshot"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "invalid: PaddleJob ns/j: metadata.name: {problem}"
+        )),
+        "{stdout}"
+    );
+    let out = trainscale(&["explain", "ns/j", "--snapshot"], &path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("TrainingJob ns/j: 0 → 2 trainers"),
+        "{stdout}"
+    );
+}

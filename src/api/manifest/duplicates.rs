@@ -106,6 +106,15 @@ impl SharedChildren {
     }
 }
 
+/// The error of the later of a TrainingJob and PaddleJob of one namespace and name (at
+/// `here`), naming the earlier one (`first`, at `at`), for `metadata.name`.
+pub fn shared_children_problem(first: &str, at: &str, here: &str) -> String {
+    format!(
+        "the namespace and name of {first} at {at} (here {here}): the operator derives the same \
+         `<name>-trainer` Job, ReplicaSets and ConfigMap from both, so only one could run"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::FieldError;
 use stream::{JsonTop, Reader};
 
-pub use duplicates::{Duplicate, ObjectIndex, SharedChildren};
+pub use duplicates::{Duplicate, ObjectIndex, SharedChildren, shared_children_problem};
 pub use yaml::budget as yaml_budget;
 
 /// One object read from a manifest, with where it came from.
