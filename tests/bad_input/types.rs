@@ -818,6 +818,30 @@ fn a_pytorch_job_runs_one_master() {
 }
 
 #[test]
+fn a_pytorch_job_master_without_replicas_is_one_master() {
+    // The training operator's defaulting (`setDefaultReplicas`, pytorchjob_defaults.go) sets a
+    // nil `replicas` to 1 before its webhook checks the master count: the job is accepted.
+    let mut job = example("005-pytorchjob-elastic.yaml", "PyTorchJob");
+    let mut master = job["spec"]["pytorchReplicaSpecs"]["Worker"].clone();
+    master.as_object_mut().unwrap().remove("replicas");
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = master;
+    assert_eq!(findings_of(&job).0, Vec::<String>::new());
+    let [validate, state, daemon] = fields_everywhere(JobKind::PyTorchJob, &job);
+    assert!(
+        validate.is_empty() && state.is_empty() && daemon.is_empty(),
+        "{validate:?} {state:?} {daemon:?}"
+    );
+    let docs = parse_documents(&job.to_string(), "x.json").unwrap();
+    let snap = ClusterState::from_documents(&docs);
+    let planned: Vec<_> = snap
+        .state
+        .jobs()
+        .map(|(key, _, info)| (key.kind, info.min, info.max))
+        .collect();
+    assert_eq!(planned, [(JobKind::PyTorchJob, 1, 4)]);
+}
+
+#[test]
 fn a_worker_templates_scheduler_name_is_a_subdomain() {
     let mut t9k = example("003-pytorchtrainingjob-elastic.yaml", "PyTorchTrainingJob");
     t9k["spec"]["replicaSpecs"][0]["template"]["spec"]["schedulerName"] = json!("Bad Sched");
