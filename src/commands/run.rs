@@ -13,7 +13,7 @@ use super::flags;
 use super::live::load_config;
 use crate::api::JobKind;
 use crate::daemon::{self, DaemonConfig};
-use crate::operator::OperatorConfig;
+use crate::operator::{OperatorConfig, PodGroupMode};
 use crate::planner::Policy;
 
 /// Log line format.
@@ -132,7 +132,66 @@ pub struct RunArgs {
     #[arg(long, env = "TRAINSCALE_DISCOVERY_INTERVAL", default_value = "60s", value_parser = flags::discovery_interval)]
     pub discovery_interval: Duration,
     #[command(flatten)]
-    pub operator_config: OperatorConfig,
+    pub operator_config: OperatorArgs,
+}
+
+/// `--podgroups`: which PodGroup kind the operator creates for each TrainingJob.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodGroupFlag {
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    Volcano,
+    /// `scheduling.x-k8s.io/v1alpha1` PodGroup (scheduler-plugins Coscheduling).
+    SchedulerPlugins,
+    /// No PodGroup.
+    #[default]
+    None,
+}
+
+impl From<PodGroupFlag> for PodGroupMode {
+    fn from(flag: PodGroupFlag) -> Self {
+        match flag {
+            PodGroupFlag::Volcano => PodGroupMode::Volcano,
+            PodGroupFlag::SchedulerPlugins => PodGroupMode::SchedulerPlugins,
+            PodGroupFlag::None => PodGroupMode::None,
+        }
+    }
+}
+
+/// The operator's flags of `trainscale run` (its [`OperatorConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct OperatorArgs {
+    /// Create a PodGroup for each TrainingJob (gang = master + pserver min + trainer min).
+    #[arg(long = "podgroups", env = "TRAINSCALE_PODGROUPS", value_enum, default_value_t = PodGroupFlag::None)]
+    pub podgroups: PodGroupFlag,
+    /// Label trainer Jobs for Kueue (queue from the TrainingJob's `kueue.x-k8s.io/queue-name`
+    /// label) and mark them elastic.
+    #[arg(long, env = "TRAINSCALE_KUEUE", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
+    pub kueue: bool,
+    /// Fail a job once a pserver container has restarted this many times (0: no limit).
+    #[arg(
+        long = "restart-limit",
+        env = "TRAINSCALE_RESTART_LIMIT",
+        default_value_t = OperatorConfig::default().restart_limit,
+        allow_negative_numbers = true,
+        value_parser = flags::Escaped(flags::restart_limit)
+    )]
+    pub restart_limit: i32,
+    /// Release the pods of finished jobs (scale master/pservers to 0, delete trainer pods).
+    #[arg(long, env = "TRAINSCALE_AUTOCLEAN", num_args = 0..=1, default_missing_value = "true", default_value_t = false, action = clap::ArgAction::Set)]
+    pub autoclean: bool,
+}
+
+impl OperatorArgs {
+    /// The operator's configuration from these flags and `run --scheduler-name` (empty: none).
+    pub fn config(self, scheduler_name: &str) -> OperatorConfig {
+        OperatorConfig {
+            podgroups: self.podgroups.into(),
+            kueue: self.kueue,
+            restart_limit: self.restart_limit,
+            autoclean: self.autoclean,
+            scheduler_name: Some(scheduler_name.to_string()).filter(|n| !n.is_empty()),
+        }
+    }
 }
 
 /// Exit code when no Kubernetes configuration can be found.
@@ -197,10 +256,9 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
             kinds.dedup();
             kinds
         }),
-        operator: args.operator.then(|| OperatorConfig {
-            scheduler_name: Some(args.scheduler_name).filter(|n| !n.is_empty()),
-            ..args.operator_config
-        }),
+        operator: args
+            .operator
+            .then(|| args.operator_config.config(&args.scheduler_name)),
         ..DaemonConfig::default()
     };
     let handle = daemon::metrics::install(config.interval * 3).context("installing metrics")?;
@@ -248,5 +306,45 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        operator: OperatorArgs,
+    }
+
+    #[test]
+    fn operator_flags_fill_the_operator_config() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap().operator;
+        assert_eq!(parse(&["x"]).config(""), OperatorConfig::default());
+        let args = [
+            "x",
+            "--podgroups",
+            "scheduler-plugins",
+            "--kueue",
+            "--restart-limit",
+            "3",
+        ];
+        assert_eq!(
+            parse(&args).config("trainscale"),
+            OperatorConfig {
+                podgroups: PodGroupMode::SchedulerPlugins,
+                kueue: true,
+                restart_limit: 3,
+                autoclean: false,
+                scheduler_name: Some("trainscale".into()),
+            }
+        );
+        assert_eq!(
+            parse(&["x", "--podgroups", "volcano"]).config("").podgroups,
+            PodGroupMode::Volcano
+        );
     }
 }

@@ -117,8 +117,8 @@ impl JobSet {
 }
 
 /// Whether a replicated Job is Indexed; JobSet's defaulting webhook makes one that names no
-/// completion mode Indexed.
-fn is_indexed(spec: &JobSpec) -> bool {
+/// completion mode Indexed. The one reading of that rule (the adapter, the names' checks).
+pub(super) fn is_indexed(spec: &JobSpec) -> bool {
     spec.completion_mode
         .as_deref()
         .is_none_or(|m| m == "Indexed")

@@ -5,30 +5,84 @@
 //! elastic replicated Job's pod hostnames at its max (`<child Job>-<max-1>`, a DNS-1123 label, as
 //! the API server checks a resized Indexed Job).
 
+use super::jobset::is_indexed;
 use crate::api::names::{JobName, dns1035_label_problems, indexed_hostname_problem, job_name};
 use crate::api::{FieldError, JobSet, MAX_REPLICAS_ANNOTATION, ReplicatedJob};
-
-/// The webhook's words for a name past 63 characters.
-const JOB_NAME_TOO_LONG: &str =
-    "JobSet name is too long, job names generated for this JobSet will exceed 63 characters";
-const POD_NAME_TOO_LONG: &str =
-    "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters";
 
 /// The webhook's stand-in for the 5 random characters of a pod's name.
 const POD_SUFFIX: &str = "-abcde";
 
-/// `dns1035_label_problems` of `name`, its length problem in the webhook's words.
-fn webhook_problems(name: &str, too_long: &str) -> Vec<String> {
-    dns1035_label_problems(name)
+/// A name JobSet's controller derives for a replicated Job's objects.
+#[derive(Clone, Copy)]
+enum Derived {
+    /// Its child Jobs, `<jobset>-<replicatedJob>-<jobIndex>`.
+    Jobs,
+    /// Their pods, `<child Job>-<podIndex>-<5 random>`.
+    Pods,
+}
+
+impl Derived {
+    /// The webhook's words for such a name past 63 characters.
+    fn too_long(self) -> &'static str {
+        match self {
+            Derived::Jobs => {
+                "JobSet name is too long, job names generated for this JobSet will exceed 63 \
+                 characters"
+            }
+            Derived::Pods => {
+                "JobSet name is too long, pod names generated for this JobSet will exceed 63 \
+                 characters"
+            }
+        }
+    }
+
+    /// What such names are, and what the length counts, for the error.
+    fn description(self) -> (&'static str, String) {
+        match self {
+            Derived::Jobs => ("Jobs", String::new()),
+            Derived::Pods => (
+                "pods",
+                format!(", `{POD_SUFFIX}` standing for 5 random ones"),
+            ),
+        }
+    }
+}
+
+/// The error on the JobSet's name field when `derived`, the longest name of `rjob`'s `what`,
+/// is not a DNS-1035 label (its length problem in the webhook's words).
+fn derived_name_error(
+    object: &str,
+    name: &JobName,
+    rjob: &ReplicatedJob,
+    derived: &str,
+    what: Derived,
+) -> Option<FieldError> {
+    let problems: Vec<String> = dns1035_label_problems(derived)
         .into_iter()
         .map(|p| {
             if p.starts_with("must be no more than") {
-                too_long.to_string()
+                what.too_long().to_string()
             } else {
                 p
             }
         })
-        .collect()
+        .collect();
+    if problems.is_empty() {
+        return None;
+    }
+    let (objects, counted) = what.description();
+    Some(FieldError::new(
+        object,
+        name.field,
+        format!(
+            "{} names replicated Job {:?}'s {objects} up to {derived:?} ({} characters{counted}; \
+             JobSet's webhook wants a DNS-1035 label): {}",
+            name.shown,
+            rjob.name,
+            derived.len(),
+            problems.join("; ")
+        ),
+    ))
 }
 
 /// The child Job of `rjob` with index `index`.
@@ -46,50 +100,18 @@ pub fn webhook_name_problems(job: &JobSet, object: &str) -> Vec<FieldError> {
     for rjob in &job.spec.replicated_jobs {
         let last_job = rjob.replicas.unwrap_or(1) - 1;
         let child = child_job(&name.name, rjob, last_job);
-        let problems = webhook_problems(&child, JOB_NAME_TOO_LONG);
-        if !problems.is_empty() {
-            out.push(FieldError::new(
-                object,
-                name.field,
-                format!(
-                    "{} names replicated Job {:?}'s Jobs up to {child:?} ({} characters; \
-                     JobSet's webhook wants a DNS-1035 label): {}",
-                    name.shown,
-                    rjob.name,
-                    child.len(),
-                    problems.join("; ")
-                ),
-            ));
+        if let Some(e) = derived_name_error(object, &name, rjob, &child, Derived::Jobs) {
+            out.push(e);
             continue;
         }
         let Some(spec) = rjob.template.spec.as_ref() else {
             continue;
         };
-        // JobSet's defaulting webhook makes a Job naming no completion mode Indexed.
-        let indexed = spec
-            .completion_mode
-            .as_deref()
-            .is_none_or(|m| m == "Indexed");
-        let Some(completions) = spec.completions.filter(|_| indexed) else {
+        let Some(completions) = spec.completions.filter(|_| is_indexed(spec)) else {
             continue;
         };
         let pod = format!("{child}-{}{POD_SUFFIX}", completions - 1);
-        let problems = webhook_problems(&pod, POD_NAME_TOO_LONG);
-        if !problems.is_empty() {
-            out.push(FieldError::new(
-                object,
-                name.field,
-                format!(
-                    "{} names replicated Job {:?}'s pods up to {pod:?} ({} characters, \
-                     `{POD_SUFFIX}` standing for 5 random ones; JobSet's webhook wants a \
-                     DNS-1035 label): {}",
-                    name.shown,
-                    rjob.name,
-                    pod.len(),
-                    problems.join("; ")
-                ),
-            ));
-        }
+        out.extend(derived_name_error(object, &name, rjob, &pod, Derived::Pods));
     }
     out
 }
