@@ -503,11 +503,7 @@ pub fn priority_classes_of(docs: &[Document]) -> PriorityClasses {
 /// [`crate::cluster::kinds::unchecked_kind`]), and so is an object naming no kind or apiVersion.
 pub fn validate_document(doc: &Document, classes: &PriorityClasses) -> ObjectReport {
     let object = doc.object_ref();
-    let api = doc
-        .value
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    let api = doc.api_version();
     let kind = doc.kind();
     if kind == "PriorityClass" {
         return match doc.decode::<PriorityClass>() {

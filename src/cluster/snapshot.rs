@@ -65,6 +65,12 @@ fn priority_class_problems(class: &PriorityClass) -> Vec<FieldError> {
     }
 }
 
+/// The key of job document `doc` of `kind`, from its namespace and name as written.
+fn job_key_of(doc: &Document, kind: JobKind) -> JobKey {
+    let text = |field: &str| doc.metadata_field(field).unwrap_or("").to_string();
+    JobKey::of_kind(kind, text("namespace"), text("name"))
+}
+
 /// Builds a state object by object, as a dump is read.
 #[derive(Default)]
 struct Builder {
@@ -84,13 +90,7 @@ impl Builder {
             self.duplicates.push(duplicate);
         } else if let Some((kind, first, at)) = self.shared_children(doc) {
             // Two objects, but one set of children: the later is a job with an error.
-            let meta = doc.value.get("metadata");
-            let text = |field: &str| {
-                meta.and_then(|m| m.get(field))
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("")
-            };
-            let key = JobKey::of_kind(kind, text("namespace"), text("name"));
+            let key = job_key_of(doc, kind);
             let problem = shared_children_problem(&first, &at, &doc.origin);
             let error = FieldError::new(doc.object_ref(), "metadata.name", problem);
             self.state.set_invalid_job(key, vec![error]);
@@ -102,8 +102,7 @@ impl Builder {
     /// For a TrainingJob or PaddleJob whose namespace and name an earlier one of the other kind
     /// has: its kind, and that object and where it is.
     fn shared_children(&mut self, doc: &Document) -> Option<(JobKind, String, String)> {
-        let api = doc.value.get("apiVersion").and_then(|v| v.as_str());
-        let kind = JobKind::of(doc.kind(), api.unwrap_or(""))
+        let kind = JobKind::of(doc.kind(), doc.api_version())
             .filter(|k| matches!(k, JobKind::TrainingJob | JobKind::PaddleJob))?;
         let (first, at) = self.shared.see(doc)?;
         Some((kind, first, at))
@@ -155,12 +154,7 @@ impl ClusterState {
     /// Applies one object of a dump by its kind: a batch/v1 Job as a trainer Job or, once it
     /// opts in, an elastic Job; a job kind through its registered adapter.
     pub fn apply_document(&mut self, doc: &Document, warnings: &mut Vec<FieldError>) {
-        let api_version = doc
-            .value
-            .get("apiVersion")
-            .and_then(|v| v.as_str())
-            .unwrap_or("");
-        match (doc.kind(), api_version) {
+        match (doc.kind(), doc.api_version()) {
             ("Node", "v1") => match doc.decode::<Node>() {
                 Ok(node) => warnings.extend(self.apply_node(&node).err()),
                 Err(e) => warnings.push(e),
@@ -226,14 +220,7 @@ impl ClusterState {
             }
             Ok(None) => {}
             Err(bad) => {
-                let meta = doc.value.get("metadata");
-                let text = |field: &str| {
-                    meta.and_then(|m| m.get(field))
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("")
-                        .to_string()
-                };
-                let key = JobKey::of_kind(kind, text("namespace"), text("name"));
+                let key = job_key_of(doc, kind);
                 let error = FieldError::new(doc.object_ref(), &bad.field, &bad.error);
                 self.set_invalid_job(key, vec![error]);
             }

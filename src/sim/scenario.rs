@@ -933,8 +933,12 @@ impl Scenario {
                 return Err(err(&key("name"), "must not be empty".into()));
             }
             // User-defined PriorityClasses are limited to 1e9 (higher values are the system's).
-            within(c.value, i64::from(i32::MIN), 1_000_000_000)
-                .map_err(|m| err(&key("value"), m))?;
+            within(
+                c.value,
+                i64::from(i32::MIN),
+                i64::from(crate::api::priority::HIGHEST_USER_DEFINABLE_PRIORITY),
+            )
+            .map_err(|m| err(&key("value"), m))?;
             // `system-` names are the built-in classes' (known without being listed).
             if let Some((_, text)) =
                 crate::api::priority::priority_class_problems(&c.name, c.value as i32, false, None)

@@ -3,8 +3,6 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
-
 use super::Document;
 
 /// A second object of the same kind, namespace and name.
@@ -38,17 +36,18 @@ impl ObjectIndex {
     /// Records `doc`; a second object with its identity is returned as a [`Duplicate`].
     /// Objects without a kind or a name are not recorded (they are errors of their own).
     pub fn see(&mut self, doc: &Document) -> Option<Duplicate> {
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_string();
         let kind = doc.kind();
-        let meta = doc.value.get("metadata");
-        let name = text(meta.and_then(|m| m.get("name")));
+        let name = doc.metadata_field("name").unwrap_or("");
         if kind.is_empty() || name.is_empty() {
             return None;
         }
-        let api = text(doc.value.get("apiVersion"));
-        let group = api.rsplit_once('/').map_or("", |(g, _)| g).to_string();
-        let namespace = text(meta.and_then(|m| m.get("namespace")));
-        let key = (group, kind.to_string(), namespace, name);
+        let namespace = doc.metadata_field("namespace").unwrap_or("");
+        let key = (
+            doc.api_group().to_string(),
+            kind.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        );
         match self.seen.get(&key) {
             Some(first) => Some(Duplicate {
                 object: doc.object_ref(),
@@ -75,22 +74,15 @@ impl SharedChildren {
     /// Records `doc` if it is a TrainingJob or PaddleJob; one of the other kind with its
     /// namespace and name already seen is returned as `(that object, where it is)`.
     pub fn see(&mut self, doc: &Document) -> Option<(String, String)> {
-        let api = doc.value.get("apiVersion").and_then(Value::as_str)?;
         let kind = doc.kind();
-        if !api.starts_with("paddlepaddle.org/") || !matches!(kind, "TrainingJob" | "PaddleJob") {
+        if doc.api_group() != "paddlepaddle.org" || !matches!(kind, "TrainingJob" | "PaddleJob") {
             return None;
         }
-        let meta = doc.value.get("metadata")?;
-        let text = |k: &str| {
-            meta.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let (namespace, name) = (text("namespace"), text("name"));
+        let name = doc.metadata_field("name").unwrap_or("").to_string();
         if name.is_empty() {
             return None;
         }
+        let namespace = doc.metadata_field("namespace").unwrap_or("").to_string();
         let this = doc.object_ref();
         match self.seen.get(&(namespace.clone(), name.clone())) {
             Some((first, at)) if !first.starts_with(&format!("{kind} ")) => {
@@ -118,7 +110,7 @@ pub fn shared_children_problem(first: &str, at: &str, here: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn doc(origin: &str, value: Value) -> Document {
         Document {

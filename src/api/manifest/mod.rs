@@ -29,11 +29,8 @@ impl Document {
     /// `Kind namespace/name` when the object says so, else its origin.
     pub fn object_ref(&self) -> String {
         let kind = self.value.get("kind").and_then(Value::as_str);
-        let meta = self.value.get("metadata");
-        let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str);
-        let namespace = meta
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str);
+        let name = self.metadata_field("name");
+        let namespace = self.metadata_field("namespace");
         match (kind, name) {
             (Some(kind), Some(name)) => match namespace {
                 Some(ns) => format!("{kind} {ns}/{name}"),
@@ -46,6 +43,26 @@ impl Document {
     /// The object's `kind`, or "".
     pub fn kind(&self) -> &str {
         self.value.get("kind").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// The object's `apiVersion`, or "".
+    pub fn api_version(&self) -> &str {
+        self.value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// The API group of its `apiVersion` (`batch` of `batch/v1`; "" for the core group's `v1`).
+    pub fn api_group(&self) -> &str {
+        self.api_version()
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    /// A string field of its `metadata` (`name`, `namespace`, `generateName`), when set.
+    pub fn metadata_field(&self, field: &str) -> Option<&str> {
+        self.value.get("metadata")?.get(field)?.as_str()
     }
 
     /// Decodes the object into a typed value; an error names the object and the field.

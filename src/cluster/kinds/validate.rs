@@ -15,12 +15,7 @@ use crate::api::{FieldError, JobKind};
 /// Whether a manifest object is of a job kind's resource but no job of it (a batch/v1 Job that
 /// does not opt in, or a trainer Job): `validate` passes over it without a word.
 pub fn ignored(doc: &Document) -> bool {
-    let api_version = doc
-        .value
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
-    let Some(kind) = JobKind::of(doc.kind(), api_version) else {
+    let Some(kind) = JobKind::of(doc.kind(), doc.api_version()) else {
         return false;
     };
     let Some(meta) = doc
@@ -38,20 +33,15 @@ pub fn ignored(doc: &Document) -> bool {
 /// checks (job kinds in their own API group, under any version, and PriorityClasses) and for an object naming no
 /// kind or no apiVersion, which are errors.
 pub fn unchecked_kind(doc: &Document) -> Option<String> {
-    let api_version = doc
-        .value
-        .get("apiVersion")
-        .and_then(|v| v.as_str())
-        .unwrap_or("");
+    let api_version = doc.api_version();
     let kind = doc.kind();
     // A job kind's name in another API group is another operator's resource (Kubeflow's
     // `kubeflow.org/v1` PaddleJob, Volcano's `batch.volcano.sh` Job): not checked. In the kind's
     // own group under another version it is checked (and refused).
-    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
     if kind.is_empty()
         || api_version.is_empty()
         || kind == "PriorityClass"
-        || JobKind::named(kind).is_some_and(|k| k.group() == group)
+        || JobKind::named(kind).is_some_and(|k| k.group() == doc.api_group())
     {
         return None;
     }
