@@ -69,14 +69,12 @@ fn is_label(s: &str) -> bool {
 
 /// What the API server says is wrong with `name` under `rule` (empty: nothing).
 pub fn name_problems(name: &str, rule: NameRule) -> Vec<String> {
-    if rule == NameRule::Dns1035Label {
-        return dns1035_label_problems(name);
-    }
-    let mut out = Vec::new();
     let max = match rule {
-        NameRule::Label | NameRule::LabelValueSubdomain | NameRule::Dns1035Label => LABEL_MAX,
+        NameRule::Dns1035Label => return dns1035_label_problems(name),
+        NameRule::Label | NameRule::LabelValueSubdomain => LABEL_MAX,
         NameRule::Subdomain => SUBDOMAIN_MAX,
     };
+    let mut out = Vec::new();
     if name.len() > max {
         out.push(format!("must be no more than {max} characters"));
     }

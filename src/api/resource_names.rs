@@ -2,6 +2,7 @@
 //! `pkg/apis/core/validation` `validateContainerResourceName`, `pkg/apis/core/helper`): which
 //! names a container may request, and which must be whole or have a request equal to the limit.
 
+use super::Quantity;
 use super::names::{NameRule, label_value_shaped, name_problems};
 
 /// The prefix of the huge page resources (`hugepages-2Mi`, `hugepages-1Gi`).
@@ -123,6 +124,36 @@ pub fn resource_name_problem(name: &str) -> Option<String> {
     }
     (!native(name) && !extended_resource(name))
         .then(|| "doesn't follow extended resource name standard".to_string())
+}
+
+/// Whether the API server takes `quantity` as a whole amount of an extended resource
+/// (`ValidateResourceQuantityValue`: `MilliValue() % 1000 == 0`). `MilliValue` rounds up, so
+/// `999999999n` (1000m) is whole and `1000000001n` (1001m) is not. Past i64 thousandths Go's
+/// `MilliValue` overflows (to 0 for a quantity held as an int64 amount, such as `1E`): taken.
+pub fn api_integer(quantity: Quantity) -> bool {
+    quantity
+        .checked_milli_ceil()
+        .is_none_or(|milli| milli % 1000 == 0)
+}
+
+/// Why the API server refuses `quantity` of huge pages `name` (`None`: it does not, or `name`
+/// is not a huge page resource): core validation's `IsHugePageResourceValueDivisible` wants the
+/// size after `hugepages-` to parse as a positive whole quantity and `Value()` of the amount to
+/// be a multiple of it.
+pub fn hugepages_problem(name: &str, quantity: Quantity) -> Option<String> {
+    let size_text = name.strip_prefix(HUGEPAGES_PREFIX)?;
+    let size = match Quantity::parse(size_text) {
+        Err(e) => return Some(format!("the page size is not a quantity: {e}")),
+        Ok(size) if size == Quantity::ZERO || !api_integer(size) => {
+            return Some(format!(
+                "the page size {size_text:?} is not a positive whole quantity"
+            ));
+        }
+        Ok(size) => size.value_ceil(),
+    };
+    (quantity.value_ceil() % size != 0).then(|| {
+        format!("the API server refuses huge pages that are not whole pages of {size_text}")
+    })
 }
 
 #[cfg(test)]

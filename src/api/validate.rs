@@ -15,7 +15,8 @@ use super::names::{
 };
 use super::priority::{PriorityClasses, priority_class_errors};
 use super::resource_names::{
-    extended_resource, hugepages, overcommit_allowed, resource_name_problem,
+    api_integer, extended_resource, hugepages, hugepages_problem, overcommit_allowed,
+    resource_name_problem,
 };
 use super::speedup::{SPEEDUP_ANNOTATION, SpeedupCurve};
 use super::{
@@ -323,36 +324,6 @@ fn check_resources(
         &format!("spec.{role}.resources"),
         resources,
     ));
-}
-
-/// Whether the API server takes `quantity` as a whole amount of an extended resource
-/// (`ValidateResourceQuantityValue`: `MilliValue() % 1000 == 0`). `MilliValue` rounds up, so
-/// `999999999n` (1000m) is whole and `1000000001n` (1001m) is not. Past i64 thousandths Go's
-/// `MilliValue` overflows (to 0 for a quantity held as an int64 amount, such as `1E`): taken.
-fn api_integer(quantity: Quantity) -> bool {
-    quantity
-        .checked_milli_ceil()
-        .is_none_or(|milli| milli % 1000 == 0)
-}
-
-/// Why the API server refuses `quantity` of huge pages `name` (`None`: it does not, or `name`
-/// is not a huge page resource): core validation's `IsHugePageResourceValueDivisible` wants the
-/// size after `hugepages-` to parse as a positive whole quantity and `Value()` of the amount to
-/// be a multiple of it.
-fn hugepages_problem(name: &str, quantity: Quantity) -> Option<String> {
-    let size_text = name.strip_prefix("hugepages-")?;
-    let size = match Quantity::parse(size_text) {
-        Err(e) => return Some(format!("the page size is not a quantity: {e}")),
-        Ok(size) if size == Quantity::ZERO || !api_integer(size) => {
-            return Some(format!(
-                "the page size {size_text:?} is not a positive whole quantity"
-            ));
-        }
-        Ok(size) => size.value_ceil(),
-    };
-    (quantity.value_ceil() % size != 0).then(|| {
-        format!("the API server refuses huge pages that are not whole pages of {size_text}")
-    })
 }
 
 /// What the API server refuses in one container's `resources` (at `prefix`): a resource name no
