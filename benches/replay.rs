@@ -6,7 +6,10 @@
 //! `cargo bench --bench replay` first replays once and prints the peak resident set (VmHWM from
 //! /proc/self/status), then lets criterion time the replay. Under `cargo test` it runs a small
 //! cluster once. `REPLAY_ONLY=100000,1000000,50000 cargo bench --bench replay` replays that many
-//! nodes, pods and jobs once and stops (the 1,000,000-pod figure in README).
+//! nodes, pods and jobs once and stops (the 1,000,000-pod figure in README). Each replay is
+//! followed by [`PASSES_AFTER_REPLAY`] planning passes on the ready store
+//! (`daemon::pass::prepare`, sizing only), each timed, with the peak resident set they leave: the
+//! store's memory and a pass's together.
 //!
 //! `event_lag_during_pass` measures the lag of a watch event that arrives as a pass starts on
 //! that cluster: the pass plans on the store's snapshot in another thread, as the daemon's
@@ -27,7 +30,7 @@ use trainscale::api::JobKind;
 use trainscale::daemon::gate::{EventGate, SharedStore, lock};
 use trainscale::daemon::pass::prepare;
 use trainscale::daemon::{Store, WatchEvent};
-use trainscale::planner::PlannerConfig;
+use trainscale::planner::{PlannerConfig, plan};
 
 /// The allocator the `trainscale` binary runs with.
 #[global_allocator]
@@ -51,6 +54,8 @@ const SMOKE: Scale = Scale {
     jobs: 50,
 };
 const TRAINERS_PER_JOB: usize = 8;
+/// Passes planned on the replayed store before its memory is reported.
+const PASSES_AFTER_REPLAY: usize = 3;
 
 fn decode<T: DeserializeOwned>(value: &Value) -> T {
     let bytes = serde_json::to_vec(value).expect("generated JSON serializes");
@@ -218,6 +223,25 @@ fn report_memory(scale: Scale) {
         after as f64 / 1024.0,
         peak as f64 / 1024.0
     );
+    // The daemon plans on the store it holds: passes on it, and the peak with a pass's working
+    // memory on top of the store's. The first pass touches the store's memory first. `prepare`
+    // is what the daemon's blocking task runs: the planning pass, then the rescales and sizing
+    // conditions of every job it changes (here every job, as nothing is written back).
+    for n in 1..=PASSES_AFTER_REPLAY {
+        let started = Instant::now();
+        let planned = plan(store.state(), &PlannerConfig::default()).jobs.len();
+        let planning = started.elapsed();
+        let started = Instant::now();
+        let work = prepare(&store, &PlannerConfig::default(), None);
+        let elapsed = started.elapsed();
+        println!(
+            "pass {n} on the ready store: plan {planning:.2?} ({planned} jobs), prepare {elapsed:.2?} ({} rescales, {} sizing updates); RSS after {:.1} MiB, peak (VmHWM) {:.1} MiB",
+            work.rescales.len(),
+            work.sizing.len(),
+            proc_status_kib("VmRSS:").unwrap_or(0) as f64 / 1024.0,
+            proc_status_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0
+        );
+    }
     drop(store);
 }
 
