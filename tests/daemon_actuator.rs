@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tower_test::mock;
 use trainscale::api::{JobKey, ScaleResults};
 use trainscale::daemon::store::{InvalidJob, TrainerJobRef};
-use trainscale::daemon::{Actuator, Rescale};
+use trainscale::daemon::{Actuator, Rescale, WriteLimits};
 use trainscale::planner::Reason;
 
 #[path = "support/mock_api.rs"]
@@ -257,7 +257,7 @@ async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
     let outcomes = actuator
         .apply_all(
             &[rescale("a", 1, 4, false), rescale("b", 2, 5, false)],
-            Duration::from_secs(10),
+            WriteLimits::per_job(Duration::from_secs(10)),
             &stop,
         )
         .await;
@@ -265,6 +265,53 @@ async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
     assert_eq!(outcomes.len(), 2);
     assert_eq!(outcomes[0].1.result, ScaleResults::False);
     assert_eq!(outcomes[1].1.result, ScaleResults::True);
+}
+
+/// A pass's rescale stage starts no rescale after its deadline: a slow first rescale ends as
+/// it would, the rest are not sent (no outcome) and wait for the next pass.
+#[tokio::test(start_paused = true)]
+async fn the_rescale_stage_starts_nothing_after_its_deadline() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, _, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/a-trainer")).await;
+        // The API server answers after the stage's deadline has passed.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        respond(send, StatusCode::OK, batch_job("a-trainer", "11", 4, false));
+        expect_status_write(&mut handle, "a", json!([])).await;
+        expect_event(&mut handle).await;
+        handle
+    });
+    let (_stop_tx, stop) = watch::channel(false);
+    let limits = WriteLimits::from_now(Duration::from_secs(30), Duration::from_secs(5));
+    let outcomes = actuator
+        .apply_all(
+            &[rescale("a", 1, 4, false), rescale("b", 2, 5, false)],
+            limits,
+            &stop,
+        )
+        .await;
+    let mut handle = server.await.unwrap();
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0].0.name.as_ref(), "a");
+    assert_eq!(outcomes[0].1.result, ScaleResults::True);
+    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
+    assert!(next.is_err(), "b's rescale was sent after the deadline");
+}
+
+/// A stage whose deadline has passed before it starts sends nothing.
+#[tokio::test(start_paused = true)]
+async fn a_rescale_stage_past_its_deadline_sends_nothing() {
+    let (actuator, mut handle) = actuator();
+    let (_stop_tx, stop) = watch::channel(false);
+    let limits = WriteLimits::from_now(Duration::from_secs(30), Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let outcomes = actuator
+        .apply_all(&[rescale("a", 1, 4, false)], limits, &stop)
+        .await;
+    assert!(outcomes.is_empty(), "{outcomes:?}");
+    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
+    assert!(next.is_err(), "a rescale was sent after the deadline");
 }
 
 /// A scale-down is one patch of the trainer Job: the Job controller removes the highest indexes;
@@ -540,7 +587,7 @@ async fn a_lost_lease_stops_every_further_write() {
                 rescale("b", 2, 4, false),
                 rescale("c", 2, 4, false),
             ],
-            Duration::from_secs(5),
+            WriteLimits::per_job(Duration::from_secs(5)),
             &stop,
         )
         .await;

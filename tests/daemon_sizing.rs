@@ -19,10 +19,10 @@ use tower_test::mock;
 use trainscale::api::sizing::{SIZING_ANNOTATION, read_annotation};
 use trainscale::api::{JobKey, JobKind, Resources};
 use trainscale::cluster::ClusterState;
-use trainscale::daemon::Actuator;
 use trainscale::daemon::sizing::{
     Decision, Desired, Known, SizingUpdate, Verdict, decide, merged, verdicts,
 };
+use trainscale::daemon::{Actuator, WriteLimits};
 use trainscale::planner::{JobPlan, PlannerConfig, Reason, plan};
 
 #[path = "support/mock_api.rs"]
@@ -381,6 +381,23 @@ fn update(key: JobKey, existing: Vec<Condition>) -> SizingUpdate {
 
 const MERGE: Option<&str> = Some("application/merge-patch+json");
 
+/// The sizing stage starts no write after its deadline: the job is left for the next pass,
+/// which decides it again.
+#[tokio::test(start_paused = true)]
+async fn the_sizing_stage_starts_nothing_after_its_deadline() {
+    let (actuator, mut handle) = actuator();
+    let u = update(JobKey::new("ml", "huge"), Vec::new());
+    let (_stop_tx, stop) = watch::channel(false);
+    let limits = WriteLimits::from_now(Duration::from_secs(5), Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let written = actuator
+        .write_sizing_all(&[(&u, Some("7".to_string()))], limits, &stop)
+        .await;
+    assert!(written.is_empty());
+    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
+    assert!(next.is_err(), "a sizing write was sent after the deadline");
+}
+
 #[tokio::test]
 async fn a_training_job_gets_its_conditions_in_status_at_its_resource_version() {
     let (actuator, mut handle) = actuator();
@@ -402,7 +419,7 @@ async fn a_training_job_gets_its_conditions_in_status_at_its_resource_version() 
     let written = actuator
         .write_sizing_all(
             &[(&u, Some("7".to_string()))],
-            Duration::from_secs(5),
+            WriteLimits::per_job(Duration::from_secs(5)),
             &stop,
         )
         .await;
@@ -452,14 +469,14 @@ async fn a_pytorch_job_gets_its_conditions_in_the_annotation_and_a_conflict_writ
     let first = actuator
         .write_sizing_all(
             &[(&u, Some("7".to_string()))],
-            Duration::from_secs(5),
+            WriteLimits::per_job(Duration::from_secs(5)),
             &stop,
         )
         .await;
     let second = actuator
         .write_sizing_all(
             &[(&u, Some("7".to_string()))],
-            Duration::from_secs(5),
+            WriteLimits::per_job(Duration::from_secs(5)),
             &stop,
         )
         .await;

@@ -78,6 +78,14 @@ pub fn scheduling_deadline(text: &str) -> Result<Duration, String> {
     duration_in(text, Duration::from_millis(100), MAX_SCHEDULING_DEADLINE)
 }
 
+/// Longest `--write-deadline`: 1 hour.
+pub const MAX_WRITE_DEADLINE: Duration = Duration::from_secs(3600);
+
+/// `--write-deadline`: 1s up to [`MAX_WRITE_DEADLINE`].
+pub fn write_deadline(text: &str) -> Result<Duration, String> {
+    duration_in(text, Duration::from_secs(1), MAX_WRITE_DEADLINE)
+}
+
 /// `--scheduler-name`: "" (off) or a name as `spec.schedulerName` takes it, a DNS-1123
 /// subdomain.
 pub fn scheduler_name(text: &str) -> Result<String, String> {
@@ -321,6 +329,10 @@ mod tests {
         assert!(scheduling_deadline("50ms").unwrap_err().contains("not in"));
         assert!(scheduling_deadline("11m").is_err());
         assert_eq!(scheduling_deadline("5s"), Ok(Duration::from_secs(5)));
+        assert!(write_deadline("0s").unwrap_err().contains("above zero"));
+        assert!(write_deadline("500ms").unwrap_err().contains("not in"));
+        assert!(write_deadline("2h").is_err());
+        assert_eq!(write_deadline("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(scheduler_name(""), Ok(String::new()));
         assert!(scheduler_name("my scheduler").is_err());
         assert!(scheduler_name("Upper_Sched").is_err());

@@ -83,6 +83,10 @@ pub struct RunArgs {
     /// is left waits for the next pass. 100ms..10m.
     #[arg(long, env = "TRAINSCALE_SCHEDULING_DEADLINE", default_value = "5s", value_parser = flags::scheduling_deadline)]
     pub scheduling_deadline: Duration,
+    /// How long each of one pass's job write stages (rescales, then sizing conditions) may start
+    /// writes; the jobs left wait for the next pass, which plans them again. 1s..1h.
+    #[arg(long, env = "TRAINSCALE_WRITE_DEADLINE", default_value = "30s", value_parser = flags::write_deadline)]
+    pub write_deadline: Duration,
     /// Watch Pods, Jobs and TrainingJobs in this namespace only (Nodes are cluster-wide).
     #[arg(long, env = "TRAINSCALE_NAMESPACE", value_parser = flags::Escaped(flags::namespace))]
     pub namespace: Option<String>,
@@ -250,6 +254,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<ExitCode> {
         reservation_ttl: args.reservation_ttl,
         gang_timeout: args.gang_timeout,
         scheduling_deadline: args.scheduling_deadline,
+        write_deadline: args.write_deadline,
         discovery_interval: args.discovery_interval,
         kinds: args.kinds.map(|mut kinds| {
             kinds.sort();

@@ -54,6 +54,50 @@ pub struct Rescale {
     pub reason: Reason,
 }
 
+/// A stage deadline no pass reaches (a year; `Instant` arithmetic must not overflow).
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The bounds of one stage of a pass's job writes.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteLimits {
+    /// Upper bound on one job's writes.
+    pub timeout: Duration,
+    /// No job's writes start after this; the rest wait for the next pass.
+    pub until: tokio::time::Instant,
+}
+
+impl WriteLimits {
+    /// Limits of a stage that starts now and may start writes for `deadline`.
+    pub fn from_now(timeout: Duration, deadline: Duration) -> Self {
+        WriteLimits {
+            timeout,
+            until: tokio::time::Instant::now() + deadline,
+        }
+    }
+
+    /// Limits that bound each job's writes by `timeout` and the stage not at all.
+    pub fn per_job(timeout: Duration) -> Self {
+        WriteLimits {
+            timeout,
+            until: tokio::time::Instant::now() + FAR_FUTURE,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        tokio::time::Instant::now() >= self.until
+    }
+
+    /// Says that `stage` stopped at its deadline with `left` jobs' writes not started.
+    fn cut(&self, stage: &'static str, left: usize) {
+        metrics::write_stage_cut(stage);
+        tracing::warn!(
+            stage,
+            left,
+            "write deadline reached; the rest waits for the next pass"
+        );
+    }
+}
+
 /// How a rescale ended, as the scale record states it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
@@ -161,18 +205,23 @@ impl Actuator {
         self
     }
 
-    /// Applies every rescale of a pass in order, each bounded by `timeout`. A failure is that
-    /// job's outcome only; a requested shutdown (`stop`) leaves the remaining jobs alone.
+    /// Applies the rescales of a pass in order, each bounded by `limits.timeout`, starting none
+    /// after `limits.until` (the rest have no outcome and wait for the next pass). A failure is
+    /// that job's outcome only; a requested shutdown (`stop`) leaves the remaining jobs alone.
     pub async fn apply_all(
         &self,
         rescales: &[Rescale],
-        timeout: Duration,
+        limits: WriteLimits,
         stop: &watch::Receiver<bool>,
     ) -> Vec<(JobKey, Outcome)> {
         let mut outcomes = Vec::with_capacity(rescales.len());
-        for r in rescales {
+        for (done, r) in rescales.iter().enumerate() {
             if *stop.borrow() {
                 tracing::info!("shutdown requested; leaving the rest of the plan");
+                break;
+            }
+            if limits.passed() {
+                limits.cut("rescales", rescales.len() - done);
                 break;
             }
             if !self.fence.held() {
@@ -183,7 +232,7 @@ impl Actuator {
             let applied = tokio::select! {
                 biased;
                 _ = self.fence.lost() => None,
-                done = tokio::time::timeout(timeout, self.rescale(r)) => Some(
+                done = tokio::time::timeout(limits.timeout, self.rescale(r)) => Some(
                     done.unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale")),
                 ),
             };
@@ -530,26 +579,30 @@ impl Actuator {
         }
     }
 
-    /// Writes the sizing conditions of each update in order, each bounded by `timeout`, at the
-    /// resourceVersion given with it; a failed write is that job's only (the next pass decides it
-    /// again). Answers, per job written, the object's new resourceVersion and the conditions
-    /// as written.
+    /// Writes the sizing conditions of each update in order, each bounded by `limits.timeout`,
+    /// at the resourceVersion given with it, starting none after `limits.until`; a failed or
+    /// unstarted write is that job's only (the next pass decides it again). Answers, per job
+    /// written, the object's new resourceVersion and the conditions as written.
     pub async fn write_sizing_all(
         &self,
         updates: &[(&SizingUpdate, Option<String>)],
-        timeout: Duration,
+        limits: WriteLimits,
         stop: &watch::Receiver<bool>,
     ) -> Vec<(JobKey, Written)> {
         let mut written = Vec::new();
-        for (update, resource_version) in updates {
+        for (done, (update, resource_version)) in updates.iter().enumerate() {
             if *stop.borrow() || !self.fence.held() {
+                break;
+            }
+            if limits.passed() {
+                limits.cut("sizing", updates.len() - done);
                 break;
             }
             let conditions = merged(&update.existing, &update.desired, (self.clock)());
             let done = tokio::select! {
                 biased;
                 _ = self.fence.lost() => break,
-                done = tokio::time::timeout(timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
+                done = tokio::time::timeout(limits.timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
             };
             match done {
                 Ok(Ok(version)) => {

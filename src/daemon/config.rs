@@ -41,6 +41,9 @@ pub struct DaemonConfig {
     pub dry_run: bool,
     /// Upper bound on one job's writes (patch, retries, status, event).
     pub apply_timeout: Duration,
+    /// How long each of a pass's job write stages (rescales, then sizing conditions) may start
+    /// writes; the jobs left wait for the next pass.
+    pub write_deadline: Duration,
     /// Bind the pending pods naming this scheduler to the planned nodes; `None`: size only.
     pub scheduler_name: Option<String>,
     /// How long room planned for a trainer pod not created yet stays held.
@@ -84,6 +87,7 @@ impl Default for DaemonConfig {
             identity: "trainscale".to_string(),
             dry_run: false,
             apply_timeout: Duration::from_secs(30),
+            write_deadline: Duration::from_secs(30),
             scheduler_name: Some("trainscale".to_string()),
             reservation_ttl: Duration::from_secs(60),
             gang_timeout: Duration::from_secs(600),

@@ -38,6 +38,7 @@ pub const RESERVATIONS: &str = "trainscale_reservations";
 pub const UNSCHEDULABLE_PODS: &str = "trainscale_unschedulable_pods";
 pub const GANG_TIMEOUTS: &str = "trainscale_gang_timeouts_total";
 pub const SCHEDULING_CUTS: &str = "trainscale_scheduling_cuts_total";
+pub const WRITE_STAGE_CUTS: &str = "trainscale_write_stage_cuts_total";
 pub const PROGRESS_IGNORED: &str = "trainscale_progress_ignored";
 pub const PROGRESS_ESTIMATED: &str = "trainscale_progress_estimated";
 
@@ -112,6 +113,11 @@ pub fn gang_timeout() {
 /// Counts a scheduling stage cut short (`deadline`, `lease_lost`, `shutdown`).
 pub fn scheduling_cut(why: &'static str) {
     counter!(SCHEDULING_CUTS, "why" => why).increment(1);
+}
+
+/// Counts a job write stage (`rescales`, `sizing`) stopped at `--write-deadline`.
+pub fn write_stage_cut(stage: &'static str) {
+    counter!(WRITE_STAGE_CUTS, "stage" => stage).increment(1);
 }
 
 /// Counts a rescale by result (`True`, `False`, `Unknown`).

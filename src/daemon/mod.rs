@@ -19,7 +19,7 @@ pub mod watch;
 
 use std::net::SocketAddr;
 
-pub use actuator::{Actuator, Outcome, Rescale};
+pub use actuator::{Actuator, Outcome, Rescale, WriteLimits};
 pub use config::{DaemonConfig, parse_duration};
 pub use runner::run;
 pub use store::{Kind, Store, WatchEvent};

@@ -12,7 +12,7 @@ use tokio::sync::{Notify, watch};
 use tokio::time::MissedTickBehavior;
 
 use super::DaemonError;
-use super::actuator::{Actuator, Outcome, Rescale};
+use super::actuator::{Actuator, Outcome, Rescale, WriteLimits};
 use super::config::{DaemonConfig, UNFILLED_RESERVATIONS};
 use super::gate::{EventGate, SharedStore, lock};
 use super::http::{self, Health};
@@ -425,20 +425,18 @@ impl Daemon {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = memory;
     }
 
+    /// The bounds of one of this pass's job write stages, starting now.
+    fn write_limits(&self) -> WriteLimits {
+        WriteLimits::from_now(self.config.apply_timeout, self.config.write_deadline)
+    }
+
     /// A rescale that did not happen creates no pods: the positions it reserved go back.
     fn release_failed_growth(&self, work: &PassWork, outcomes: &[(JobKey, Outcome)]) {
-        let failed: Vec<&Rescale> = work
-            .rescales
-            .iter()
-            .filter(|r| r.target > r.current)
-            .filter(|r| {
-                outcomes
-                    .iter()
-                    .find(|(k, _)| *k == r.key)
-                    .is_none_or(|(_, o)| o.result != ScaleResults::True)
-            })
-            .collect();
-        if failed.is_empty() || work.assignments.reserves.is_empty() {
+        if work.assignments.reserves.is_empty() {
+            return;
+        }
+        let failed = growth_not_applied(&work.rescales, outcomes);
+        if failed.is_empty() {
             return;
         }
         let mut store = lock(&self.store);
@@ -554,11 +552,20 @@ impl Daemon {
     /// written at the resourceVersion the rescale's own writes left.
     async fn write_sizing(&self, work: &PassWork, outcomes: &[(JobKey, Outcome)]) {
         let rescaled: HashMap<&JobKey, &Outcome> = outcomes.iter().map(|(k, o)| (k, o)).collect();
+        // A job whose rescale was not started (the stage's deadline, shutdown, a lost Lease) is
+        // left to the next pass, which decides it again: its conditions would describe a resize
+        // that has not happened.
+        let unsent: HashSet<&JobKey> = work
+            .rescales
+            .iter()
+            .map(|r| &r.key)
+            .filter(|key| !rescaled.contains_key(key))
+            .collect();
         let mut writes = Vec::new();
         {
             let mut store = lock(&self.store);
             let store = Arc::make_mut(&mut store);
-            for u in &work.sizing {
+            for u in work.sizing.iter().filter(|u| !unsent.contains(&u.key)) {
                 match rescaled.get(&u.key) {
                     Some(o) if o.result == ScaleResults::True => {}
                     _ if !u.write => store.mark_explained(&u.key, u.decision, None),
@@ -574,7 +581,7 @@ impl Daemon {
         }
         let written = self
             .actuator
-            .write_sizing_all(&writes, self.config.apply_timeout, &self.stop)
+            .write_sizing_all(&writes, self.write_limits(), &self.stop)
             .await;
         tracing::info!(
             written = written.len(),
@@ -744,12 +751,101 @@ impl Daemon {
             self.hold_reservations(&work, now);
             let outcomes = self
                 .actuator
-                .apply_all(&work.rescales, self.config.apply_timeout, &self.stop)
+                .apply_all(&work.rescales, self.write_limits(), &self.stop)
                 .await;
             self.release_failed_growth(&work, &outcomes);
             self.schedule(&work).await;
             self.write_sizing(&work, &outcomes).await;
         }
         metrics::pass_duration(started.elapsed());
+    }
+}
+
+/// The growing rescales of a pass that did not happen: failed, of unknown result, or never
+/// started (no outcome). One lookup per rescale: a first pass on a large cluster may grow tens of
+/// thousands of jobs.
+fn growth_not_applied<'a>(
+    rescales: &'a [Rescale],
+    outcomes: &[(JobKey, Outcome)],
+) -> Vec<&'a Rescale> {
+    let applied: HashSet<&JobKey> = outcomes
+        .iter()
+        .filter(|(_, o)| o.result == ScaleResults::True)
+        .map(|(key, _)| key)
+        .collect();
+    rescales
+        .iter()
+        .filter(|r| r.target > r.current && !applied.contains(&r.key))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::Reason;
+
+    fn rescale(name: &str, current: i32, target: i32) -> Rescale {
+        Rescale {
+            key: JobKey::new("ml", name),
+            uid: None,
+            resource_version: None,
+            trainer_job: None,
+            size_at: None,
+            current,
+            target,
+            reason: Reason::ScaleUp,
+        }
+    }
+
+    fn outcome(name: &str, result: ScaleResults) -> (JobKey, Outcome) {
+        let outcome = Outcome {
+            result,
+            reason: String::new(),
+            vanished: false,
+            object_version: None,
+        };
+        (JobKey::new("ml", name), outcome)
+    }
+
+    /// Growth that failed, whose result is unknown or that was never started gives its
+    /// positions back; applied growth and shrinks do not.
+    #[test]
+    fn growth_not_applied_is_failed_unknown_or_unstarted_growth() {
+        let rescales = [
+            rescale("applied", 2, 4),
+            rescale("failed", 2, 4),
+            rescale("unknown", 2, 4),
+            rescale("unstarted", 2, 4),
+            rescale("shrunk", 4, 2),
+            rescale("shrink-failed", 4, 2),
+        ];
+        let outcomes = [
+            outcome("applied", ScaleResults::True),
+            outcome("failed", ScaleResults::False),
+            outcome("unknown", ScaleResults::Unknown),
+            outcome("shrunk", ScaleResults::True),
+            outcome("shrink-failed", ScaleResults::False),
+        ];
+        let names: Vec<&str> = growth_not_applied(&rescales, &outcomes)
+            .iter()
+            .map(|r| &*r.key.name)
+            .collect();
+        assert_eq!(names, ["failed", "unknown", "unstarted"]);
+    }
+
+    /// At a first pass's size (every one of 50,000 jobs grows), each rescale is looked up once:
+    /// the answer names exactly the jobs whose growth did not happen.
+    #[test]
+    fn growth_not_applied_at_fifty_thousand_jobs() {
+        let rescales: Vec<Rescale> = (0..50_000)
+            .map(|i| rescale(&format!("job-{i:05}"), 8, 16))
+            .collect();
+        let outcomes: Vec<(JobKey, Outcome)> = (0..50_000)
+            .filter(|i| i % 1_000 != 0)
+            .map(|i| outcome(&format!("job-{i:05}"), ScaleResults::True))
+            .collect();
+        let missing = growth_not_applied(&rescales, &outcomes);
+        assert_eq!(missing.len(), 50);
+        assert!(missing.iter().all(|r| r.key.name.ends_with("000")));
     }
 }
