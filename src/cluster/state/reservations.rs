@@ -144,6 +144,17 @@ impl ClusterState {
         self.reservations.get(&(job.clone(), index))
     }
 
+    /// The reservations of `job`, by position: a range of the map, not a scan of every job's.
+    pub fn reservations_of<'a>(
+        &'a self,
+        job: &'a JobKey,
+    ) -> impl Iterator<Item = (u32, &'a Reservation)> + 'a {
+        self.reservations
+            .range((job.clone(), 0)..)
+            .take_while(move |((k, _), _)| k == job)
+            .map(|((_, index), r)| (*index, r))
+    }
+
     /// Every reservation, by job and position.
     pub fn reservations(&self) -> impl Iterator<Item = (&JobKey, u32, &Reservation)> + '_ {
         self.reservations.iter().map(|((k, i), r)| (k, *i, r))
@@ -197,6 +208,33 @@ mod tests {
         assert!(state.reservation(&key, 1).is_none());
         assert_eq!(state.node(a).unwrap().free(), free - trainer);
         assert_eq!(state.job(&key).unwrap().trainers.bound, 1);
+    }
+
+    /// A job's reservations are its own only, in position order, whatever the other jobs'
+    /// names (one a prefix of its name, one sorting just before or after it).
+    #[test]
+    fn reservations_of_a_job_are_its_own_in_position_order() {
+        let (mut state, key, trainer) = state();
+        let neighbours = [JobKey::new("ns", "i"), JobKey::new("ns", "jj")];
+        for other in &neighbours {
+            state.set_training_job(other.clone(), Some(job_info(1, 8, trainer, 0)));
+            state.set_trainer_job(other.clone(), Some(Some(2)));
+            state.reserve(other, 0, "a", trainer, 100, false);
+        }
+        state.reserve(&key, 3, "a", trainer, 100, false);
+        state.reserve(&key, 1, "a", trainer, 100, true);
+        let own: Vec<(u32, bool)> = state
+            .reservations_of(&key)
+            .map(|(index, r)| (index, r.assumed))
+            .collect();
+        assert_eq!(own, [(1, true), (3, false)]);
+        let scanned: Vec<u32> = state
+            .reservations()
+            .filter(|(job, _, _)| **job == key)
+            .map(|(_, index, _)| index)
+            .collect();
+        assert_eq!(scanned, [1, 3]);
+        assert_eq!(state.reservations_of(&JobKey::new("ns", "none")).count(), 0);
     }
 
     #[test]

@@ -550,8 +550,8 @@ impl<'a> JobPass<'a> {
             }
             // Every room it holds goes back (not what was sent to be bound already). This pass
             // still counts it taken: the next one plans without it.
-            for (key, index, r) in state.reservations() {
-                if key == job && !r.assumed && !unreserve.contains(&index) {
+            for (index, r) in state.reservations_of(job) {
+                if !r.assumed && !unreserve.contains(&index) {
                     out.unreserve.push((job.clone(), index));
                 }
             }
@@ -607,16 +607,15 @@ impl<'a> JobPass<'a> {
     ) -> Option<NodeId> {
         let mut held: Vec<(u32, &str, Resources)> = self
             .state
-            .reservations()
-            .filter(|(job, i, r)| {
-                *job == self.job
-                    && *i > index
+            .reservations_of(self.job)
+            .filter(|(i, r)| {
+                *i > index
                     && !r.assumed
                     && (*i >= self.target || !waiting.contains_key(i))
                     && !unreserve.contains(i)
                     && !given.contains(i)
             })
-            .map(|(_, i, r)| (i, r.node(), r.requests()))
+            .map(|(i, r)| (i, r.node(), r.requests()))
             .collect();
         held.sort_by_key(|(i, _, _)| Reverse(*i));
         for (i, node, held_room) in held {
