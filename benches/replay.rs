@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use trainscale::api::JobKind;
 use trainscale::daemon::gate::{EventGate, SharedStore, lock};
 use trainscale::daemon::pass::prepare;
+use trainscale::daemon::scheduling::Settings;
 use trainscale::daemon::{Store, WatchEvent};
 use trainscale::planner::{PlannerConfig, plan};
 
@@ -54,6 +55,8 @@ const SMOKE: Scale = Scale {
     jobs: 50,
 };
 const TRAINERS_PER_JOB: usize = 8;
+/// The scheduler the trainer pods name; the passes after a replay schedule them.
+const SCHEDULER: &str = "trainscale";
 /// Passes planned on the replayed store before its memory is reported.
 const PASSES_AFTER_REPLAY: usize = 3;
 
@@ -99,6 +102,10 @@ fn pod(i: usize, scale: Scale) -> Pod {
     ]});
     if !pending {
         spec["nodeName"] = json!(format!("node-{:05}", i % scale.nodes));
+    }
+    // Trainer pods name trainscale's scheduler, as the operator creates them by default.
+    if i < trainer_pods {
+        spec["schedulerName"] = json!(SCHEDULER);
     }
     decode(&json!({
         "apiVersion": "v1", "kind": "Pod",
@@ -232,12 +239,17 @@ fn report_memory(scale: Scale) {
         let planned = plan(store.state(), &PlannerConfig::default()).jobs.len();
         let planning = started.elapsed();
         let started = Instant::now();
-        let work = prepare(&store, &PlannerConfig::default(), None);
+        let work = prepare(
+            &store,
+            &PlannerConfig::default(),
+            Some(&Settings::new(SCHEDULER)),
+        );
         let elapsed = started.elapsed();
         println!(
-            "pass {n} on the ready store: plan {planning:.2?} ({planned} jobs), prepare {elapsed:.2?} ({} rescales, {} sizing updates); RSS after {:.1} MiB, peak (VmHWM) {:.1} MiB",
+            "pass {n} on the ready store: plan {planning:.2?} ({planned} jobs), prepare {elapsed:.2?} ({} rescales, {} sizing updates, {} binds); RSS after {:.1} MiB, peak (VmHWM) {:.1} MiB",
             work.rescales.len(),
             work.sizing.len(),
+            work.assignments.binds.len(),
             proc_status_kib("VmRSS:").unwrap_or(0) as f64 / 1024.0,
             proc_status_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0
         );

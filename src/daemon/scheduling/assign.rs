@@ -938,7 +938,21 @@ struct Room<'s> {
     scheduler: &'s str,
     /// What this pass took on each touched node.
     taken: HashMap<NodeId, Taken>,
+    /// The known nodes by their free room left this pass, for [`place_one`]'s best fit: built
+    /// the first time a pod needs it, kept up to date by every change of `taken` after that.
+    by_free: Option<BestFitOrder>,
 }
+
+/// The known nodes in best-fit order: fewest free GPUs, then least free CPU, then least free
+/// memory, then the order [`ClusterState::nodes`] gives them in.
+struct BestFitOrder {
+    keys: BTreeSet<FitKey>,
+    /// Each node's place in `ClusterState::nodes`, by node id.
+    order: Vec<u32>,
+}
+
+/// A node's key in [`BestFitOrder`]: free GPUs, CPU and memory, its place, its id.
+type FitKey = (i64, i64, i64, u32, NodeId);
 
 #[derive(Default)]
 struct Taken {
@@ -955,21 +969,65 @@ impl<'s> Room<'s> {
             pods,
             scheduler,
             taken: HashMap::new(),
+            by_free: None,
         }
     }
 
     /// Takes room and a pod slot on a node (for a reservation, on a node the plan chose).
     fn take(&mut self, node: NodeId, requests: Resources) {
-        let t = self.taken.entry(node).or_default();
-        t.resources += requests;
-        t.pods += 1;
+        self.change_taken(node, |t| {
+            t.resources += requests;
+            t.pods += 1;
+        });
     }
 
     /// Gives back room and a pod slot held on a node (a reservation released this pass).
     fn give_back(&mut self, node: NodeId, requests: Resources) {
-        let t = self.taken.entry(node).or_default();
-        t.resources -= requests;
-        t.pods -= 1;
+        self.change_taken(node, |t| {
+            t.resources -= requests;
+            t.pods -= 1;
+        });
+    }
+
+    /// Changes what this pass took on `node`, moving the node in the best-fit order if built.
+    fn change_taken(&mut self, node: NodeId, change: impl FnOnce(&mut Taken)) {
+        let before = self.fit_key(node);
+        change(self.taken.entry(node).or_default());
+        if let (Some(order), Some(before)) = (self.by_free.as_mut(), before) {
+            order.keys.remove(&before);
+        }
+        if let Some(after) = self.fit_key(node)
+            && let Some(order) = self.by_free.as_mut()
+        {
+            order.keys.insert(after);
+        }
+    }
+
+    /// The node's key in the best-fit order, while that order is built and the node is known.
+    fn fit_key(&self, node: NodeId) -> Option<FitKey> {
+        let order = self.by_free.as_ref()?;
+        let place = *order.order.get(node as usize)?;
+        let slot = self.state.node(node).filter(|slot| slot.info.is_some())?;
+        let free = self.free(slot, node);
+        Some((free.gpu, free.cpu_milli, free.memory, place, node))
+    }
+
+    /// Builds the best-fit order of the known nodes, once a pass.
+    fn build_best_fit_order(&mut self) {
+        if self.by_free.is_none() {
+            let mut order = vec![u32::MAX; self.state.node_id_bound()];
+            let mut keys = BTreeSet::new();
+            for (place, (id, slot)) in self.state.nodes().enumerate() {
+                if let Some(at) = order.get_mut(id as usize) {
+                    *at = place as u32;
+                }
+                if slot.info.is_some() {
+                    let free = self.free(slot, id);
+                    keys.insert((free.gpu, free.cpu_milli, free.memory, place as u32, id));
+                }
+            }
+            self.by_free = Some(BestFitOrder { keys, order });
+        }
     }
 
     /// Binds a pod on its planned node if that node passes every filter, else on the best node
@@ -1086,15 +1144,16 @@ impl<'s> Room<'s> {
     /// Records a pod placed on a node: `requests` and `pods` more taken there, and its host
     /// ports and extended resources.
     fn commit(&mut self, node: NodeId, pod: &UnboundPod, requests: Resources, pods: i64) {
-        let t = self.taken.entry(node).or_default();
-        t.resources += requests;
-        t.pods += pods;
-        if let Ok(c) = &pod.constraints {
-            t.ports.extend(c.host_ports.iter().cloned());
-            for (resource, amount) in &c.extended {
-                *t.extended.entry(resource.clone()).or_insert(0) += amount;
+        self.change_taken(node, |t| {
+            t.resources += requests;
+            t.pods += pods;
+            if let Ok(c) = &pod.constraints {
+                t.ports.extend(c.host_ports.iter().cloned());
+                for (resource, amount) in &c.extended {
+                    *t.extended.entry(resource.clone()).or_insert(0) += amount;
+                }
             }
-        }
+        });
     }
 
     /// kube-scheduler's FailedScheduling message for a pod the pass does not bind: every node
@@ -1137,24 +1196,106 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<N
     {
         return Err(unsupported_message(&c.unsupported));
     }
-    let mut best: Option<(Resources, NodeId)> = None;
-    for (id, slot) in room.state.nodes() {
-        if slot.info.is_none() || room.fits(id, pod, requests, Allowance::NONE).is_err() {
-            continue;
-        }
-        let free = room.free(slot, id);
-        let better = best.as_ref().is_none_or(|(b, _)| {
-            (free.gpu, free.cpu_milli, free.memory) < (b.gpu, b.cpu_milli, b.memory)
-        });
-        if better {
-            best = Some((free, id));
-        }
-    }
+    // The first node in best-fit order that passes every filter: nodes with too few free GPUs
+    // are not visited, and one with too little CPU or memory costs a comparison.
+    room.build_best_fit_order();
+    let best = room
+        .by_free
+        .iter()
+        .flat_map(|order| order.keys.range((requests.gpu, i64::MIN, i64::MIN, 0, 0)..))
+        .filter(|(_, cpu, memory, _, _)| requests.cpu_milli <= *cpu && requests.memory <= *memory)
+        .map(|&(_, _, _, _, id)| id)
+        .find(|&id| room.fits(id, pod, requests, Allowance::NONE).is_ok());
     match best {
-        Some((_, node)) => {
+        Some(node) => {
             room.commit(node, pod, requests, 1);
             Ok(node)
         }
         None => Err(room.diagnose(pod, requests)),
+    }
+}
+
+#[cfg(test)]
+mod best_fit_tests {
+    use super::*;
+    use crate::cluster::filters::PodConstraints;
+    use k8s_openapi::api::core::v1::Node;
+    use proptest::prelude::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    const GIB: i64 = 1 << 30;
+
+    fn state(nodes: &[(i64, i64, i64)]) -> ClusterState {
+        let mut state = ClusterState::new();
+        for (n, (gpus, cpus, gib)) in nodes.iter().enumerate() {
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": format!("n{n:02}")},
+                "status": {"allocatable": {"cpu": cpus.to_string(), "memory": format!("{gib}Gi"),
+                                           "nvidia.com/gpu": gpus.to_string(), "pods": "4"},
+                           "conditions": [{"type": "Ready", "status": "True"}]},
+            }))
+            .expect("a valid Node");
+            state.apply_node(&node).expect("a valid Node");
+        }
+        state
+    }
+
+    fn pod() -> UnboundPod {
+        UnboundPod {
+            uid: None,
+            scheduler: "trainscale".into(),
+            constraints: Ok(Arc::new(PodConstraints::default())),
+            condition: None,
+            seen: std::time::Instant::now(),
+            priority: 0,
+        }
+    }
+
+    /// The best fit by a scan of every known node, as `place_one` chose before it kept an
+    /// order: of the nodes passing every filter, the fewest free GPUs, then the least free CPU,
+    /// then memory, then the first.
+    fn scanned(room: &Room, pod: &UnboundPod, requests: Resources) -> Option<NodeId> {
+        let mut best: Option<(Resources, NodeId)> = None;
+        for (id, slot) in room.state.nodes() {
+            if slot.info.is_none() || room.fits(id, pod, requests, Allowance::NONE).is_err() {
+                continue;
+            }
+            let free = room.free(slot, id);
+            if best.as_ref().is_none_or(|(b, _)| {
+                (free.gpu, free.cpu_milli, free.memory) < (b.gpu, b.cpu_milli, b.memory)
+            }) {
+                best = Some((free, id));
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    proptest! {
+        /// Whatever this pass took and gave back before, `place_one` picks the node a scan of
+        /// every node picks (ties included), and so does the next placement after it.
+        #[test]
+        fn place_one_picks_what_a_scan_of_every_node_picks(
+            nodes in prop::collection::vec((0i64..3, 1i64..5, 1i64..5), 1..16),
+            ops in prop::collection::vec((0u8..3, 0usize..16, 0i64..2, 0i64..3, 0i64..3), 1..40),
+        ) {
+            let state = state(&nodes);
+            let pods = SchedulingPods::default();
+            let mut room = Room::new(&state, &pods, "trainscale");
+            let pod = pod();
+            for (op, node, gpus, cpus, gib) in ops {
+                let requests = Resources::new(cpus * 1000, gib * GIB, gpus);
+                let node = state.node_id_of(&format!("n{:02}", node % nodes.len()));
+                match (op, node) {
+                    (0, Some(node)) => room.take(node, requests),
+                    (1, Some(node)) => room.give_back(node, requests),
+                    _ => {
+                        let expected = scanned(&room, &pod, requests);
+                        let got = place_one(&mut room, &pod, requests).ok();
+                        prop_assert_eq!(got, expected);
+                    }
+                }
+            }
+        }
     }
 }
