@@ -176,6 +176,7 @@ pub fn assign_with(
         }
     }
     let mut room = Room::new(state, pods, name);
+    let mut diagnoses = Diagnoses::default();
     // Pods outside the plan's positions first: higher priority, then older, then by name.
     let created = |key: &PodKey| state.pod(&key.0, &key.1).map_or(0, |p| p.created);
     others.sort_by(|(ka, a), (kb, b)| {
@@ -196,7 +197,8 @@ pub fn assign_with(
         let placed = match planned.get(key) {
             Some(&node) => room.take_planned(node, pod, requests),
             None => place_one(&mut room, pod, requests),
-        };
+        }
+        .ok_or_else(|| diagnoses.of(&room, pod, requests));
         match placed {
             Ok(node) => out.binds.push(Bind {
                 pod: key.clone(),
@@ -240,7 +242,14 @@ pub fn assign_with(
             trainer: job.trainer,
             support_unplaced: support_unplaced.contains(&*job.key),
         };
-        pass.run(&mut room, &mut leaving, &placements, waiting, &mut out);
+        pass.run(
+            &mut room,
+            &mut leaving,
+            &placements,
+            waiting,
+            &mut diagnoses,
+            &mut out,
+        );
     }
     out
 }
@@ -300,15 +309,22 @@ impl<'p> Member<'p> {
     }
 }
 
-/// FailedScheduling messages of one job's trainers: identical trainers are refused for the same
-/// reasons, so one diagnosis serves them all.
+/// FailedScheduling messages of a pass's pods: pods of one shape and constraints are refused
+/// for the same reasons while the pass's room stays as it was, so one diagnosis (a scan of every
+/// node) serves them all, across jobs. Any room taken or given back makes them stale.
 #[derive(Default)]
 struct Diagnoses<'p> {
+    /// The room's [`Room::generation`] the messages were found at.
+    generation: u64,
     known: Vec<(&'p UnboundPod, Resources, String)>,
 }
 
 impl<'p> Diagnoses<'p> {
     fn of(&mut self, room: &Room, pod: &'p UnboundPod, requests: Resources) -> String {
+        if self.generation != room.generation {
+            self.known.clear();
+            self.generation = room.generation;
+        }
         let known = self
             .known
             .iter()
@@ -331,6 +347,7 @@ impl<'a> JobPass<'a> {
         leaving: &mut Leaving,
         placements: &[NodeId],
         mut waiting: BTreeMap<u32, (&'p PodKey, &'p UnboundPod)>,
+        diagnoses: &mut Diagnoses<'p>,
         out: &mut Assignments,
     ) {
         let (state, job, now) = (self.state, self.job, self.settings.now);
@@ -384,7 +401,7 @@ impl<'a> JobPass<'a> {
                             if let Some(n) = node {
                                 room.give_back(n, r.requests());
                             }
-                            let placed = place_one(room, pod, requests).ok().or_else(|| {
+                            let placed = place_one(room, pod, requests).or_else(|| {
                                 let own = (index, &waiting, &mut unreserve, &mut given);
                                 self.own_room(room, pod, requests, own)
                             });
@@ -422,7 +439,7 @@ impl<'a> JobPass<'a> {
                         (Some((key, pod)), next) => {
                             let requests = pod_requests(state, key, self.trainer);
                             let placed = next
-                                .and_then(|&node| room.take_planned(node, pod, requests).ok())
+                                .and_then(|&node| room.take_planned(node, pod, requests))
                                 .or_else(|| {
                                     let own = (index, &waiting, &mut unreserve, &mut given);
                                     self.own_room(room, pod, requests, own)
@@ -468,7 +485,6 @@ impl<'a> JobPass<'a> {
         let placeable = present + bindable;
         out.unreserve
             .extend(unreserve.iter().map(|i| (job.clone(), *i)));
-        let mut diagnoses = Diagnoses::default();
         let mut remember_unfilled = |out: &mut Assignments| {
             let unfilled = std::mem::take(&mut unfilled);
             out.memory.unfilled.extend(
@@ -938,6 +954,8 @@ struct Room<'s> {
     scheduler: &'s str,
     /// What this pass took on each touched node.
     taken: HashMap<NodeId, Taken>,
+    /// How many times `taken` changed: what was found of the room holds while this stays.
+    generation: u64,
     /// The known nodes by their free room left this pass, for [`place_one`]'s best fit: built
     /// the first time a pod needs it, kept up to date by every change of `taken` after that.
     by_free: Option<BestFitOrder>,
@@ -969,6 +987,7 @@ impl<'s> Room<'s> {
             pods,
             scheduler,
             taken: HashMap::new(),
+            generation: 0,
             by_free: None,
         }
     }
@@ -993,6 +1012,7 @@ impl<'s> Room<'s> {
     fn change_taken(&mut self, node: NodeId, change: impl FnOnce(&mut Taken)) {
         let before = self.fit_key(node);
         change(self.taken.entry(node).or_default());
+        self.generation += 1;
         if let (Some(order), Some(before)) = (self.by_free.as_mut(), before) {
             order.keys.remove(&before);
         }
@@ -1031,17 +1051,17 @@ impl<'s> Room<'s> {
     }
 
     /// Binds a pod on its planned node if that node passes every filter, else on the best node
-    /// that does.
+    /// that does, if any ([`Room::diagnose`] says why none).
     fn take_planned(
         &mut self,
         node: NodeId,
         pod: &UnboundPod,
         requests: Resources,
-    ) -> Result<NodeId, String> {
+    ) -> Option<NodeId> {
         match self.fits(node, pod, requests, Allowance::NONE) {
             Ok(()) => {
                 self.commit(node, pod, requests, 1);
-                Ok(node)
+                Some(node)
             }
             Err(_) => place_one(self, pod, requests),
         }
@@ -1189,12 +1209,14 @@ impl<'s> Room<'s> {
 pub const NOT_PLANNED: &str = "node(s) were not chosen by trainscale's plan for this pod";
 
 /// The best node for a single pod, like kube-scheduler's filters then a best fit (fewest free
-/// GPUs, then least free CPU, then name): the node, or why none fits.
-fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<NodeId, String> {
+/// GPUs, then least free CPU, then name), its room taken; `None` when no node fits
+/// ([`Room::diagnose`] says why, for the callers that report it: a scan of every node, so not
+/// computed here for those that try other room next).
+fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<NodeId> {
     if let Ok(c) = &pod.constraints
         && !c.unsupported.is_empty()
     {
-        return Err(unsupported_message(&c.unsupported));
+        return None;
     }
     // The first node in best-fit order that passes every filter: nodes with too few free GPUs
     // are not visited, and one with too little CPU or memory costs a comparison.
@@ -1206,13 +1228,9 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Result<N
         .filter(|(_, cpu, memory, _, _)| requests.cpu_milli <= *cpu && requests.memory <= *memory)
         .map(|&(_, _, _, _, id)| id)
         .find(|&id| room.fits(id, pod, requests, Allowance::NONE).is_ok());
-    match best {
-        Some(node) => {
-            room.commit(node, pod, requests, 1);
-            Ok(node)
-        }
-        None => Err(room.diagnose(pod, requests)),
-    }
+    let node = best?;
+    room.commit(node, pod, requests, 1);
+    Some(node)
 }
 
 #[cfg(test)]
@@ -1291,7 +1309,7 @@ mod best_fit_tests {
                     (1, Some(node)) => room.give_back(node, requests),
                     _ => {
                         let expected = scanned(&room, &pod, requests);
-                        let got = place_one(&mut room, &pod, requests).ok();
+                        let got = place_one(&mut room, &pod, requests);
                         prop_assert_eq!(got, expected);
                     }
                 }
