@@ -20,7 +20,7 @@ use super::leader::{Fence, LeaderTask, Leadership, StopSignal};
 use super::metrics;
 use super::pass::{PassWork, prepare};
 use super::scheduling::{BindOutcome, Binder, Cut, Limits, Memory, Settings};
-use super::sizing::Decision;
+use super::sizing::{Decision, SizingUpdate};
 use super::store::{Kind, Store, WatchEvent};
 use super::watch::{KindSelection, WatchError, forbidden, select_kinds, watch_all};
 use crate::api::{JobKey, ScaleResults};
@@ -551,28 +551,15 @@ impl Daemon {
     /// pass, which decides it again at its new size; after a failed rescale the conditions are
     /// written at the resourceVersion the rescale's own writes left.
     async fn write_sizing(&self, work: &PassWork, outcomes: &[(JobKey, Outcome)]) {
-        let rescaled: HashMap<&JobKey, &Outcome> = outcomes.iter().map(|(k, o)| (k, o)).collect();
-        // A job whose rescale was not started (the stage's deadline, shutdown, a lost Lease) is
-        // left to the next pass, which decides it again: its conditions would describe a resize
-        // that has not happened.
-        let unsent: HashSet<&JobKey> = work
-            .rescales
-            .iter()
-            .map(|r| &r.key)
-            .filter(|key| !rescaled.contains_key(key))
-            .collect();
         let mut writes = Vec::new();
         {
             let mut store = lock(&self.store);
             let store = Arc::make_mut(&mut store);
-            for u in work.sizing.iter().filter(|u| !unsent.contains(&u.key)) {
-                match rescaled.get(&u.key) {
-                    Some(o) if o.result == ScaleResults::True => {}
-                    _ if !u.write => store.mark_explained(&u.key, u.decision, None),
-                    Some(o) => {
-                        writes.push((u, o.object_version.clone().or(u.resource_version.clone())))
-                    }
-                    None => writes.push((u, u.resource_version.clone())),
+            for (u, step) in sizing_steps(&work.sizing, &work.rescales, outcomes) {
+                match step {
+                    SizingStep::Leave => {}
+                    SizingStep::Explained => store.mark_explained(&u.key, u.decision, None),
+                    SizingStep::Write(at) => writes.push((u, at)),
                 }
             }
         }
@@ -779,6 +766,49 @@ fn growth_not_applied<'a>(
         .collect()
 }
 
+/// What a pass does with one job's sizing update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SizingStep {
+    /// Nothing this pass: its rescale was applied (the next pass decides at the new size), or
+    /// not started (the stage's deadline, shutdown, a lost Lease: its conditions would describe
+    /// a resize that has not happened).
+    Leave,
+    /// The object says so already: only remembered as explained.
+    Explained,
+    /// Written at this resourceVersion (the one a failed rescale's own writes left, if any).
+    Write(Option<String>),
+}
+
+/// Each sizing update of a pass with what to do with it, given the pass's rescales and their
+/// outcomes.
+fn sizing_steps<'w>(
+    sizing: &'w [SizingUpdate],
+    rescales: &[Rescale],
+    outcomes: &[(JobKey, Outcome)],
+) -> Vec<(&'w SizingUpdate, SizingStep)> {
+    let rescaled: HashMap<&JobKey, &Outcome> = outcomes.iter().map(|(k, o)| (k, o)).collect();
+    let unsent: HashSet<&JobKey> = rescales
+        .iter()
+        .map(|r| &r.key)
+        .filter(|key| !rescaled.contains_key(key))
+        .collect();
+    sizing
+        .iter()
+        .map(|u| {
+            let step = match rescaled.get(&u.key) {
+                _ if unsent.contains(&u.key) => SizingStep::Leave,
+                Some(o) if o.result == ScaleResults::True => SizingStep::Leave,
+                _ if !u.write => SizingStep::Explained,
+                Some(o) => {
+                    SizingStep::Write(o.object_version.clone().or(u.resource_version.clone()))
+                }
+                None => SizingStep::Write(u.resource_version.clone()),
+            };
+            (u, step)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -831,6 +861,59 @@ mod tests {
             .map(|r| &*r.key.name)
             .collect();
         assert_eq!(names, ["failed", "unknown", "unstarted"]);
+    }
+
+    fn update(name: &str, write: bool) -> SizingUpdate {
+        SizingUpdate {
+            key: JobKey::new("ml", name),
+            decision: Decision {
+                current: 2,
+                target: 4,
+                min: 1,
+                max: 8,
+                reason: Reason::ScaleUp,
+            },
+            resource_version: Some("7".into()),
+            existing: Vec::new(),
+            desired: Vec::new(),
+            write,
+        }
+    }
+
+    /// A job whose rescale was applied or not started gets no sizing write this pass; after a
+    /// failed rescale the write goes at the version the rescale's writes left; a job not
+    /// rescaled is written, or only remembered when its object says so already.
+    #[test]
+    fn sizing_steps_leave_applied_and_unstarted_rescales() {
+        let sizing = [
+            update("applied", true),
+            update("unstarted", true),
+            update("failed", true),
+            update("unchanged", true),
+            update("said", false),
+        ];
+        let rescales = [
+            rescale("applied", 2, 4),
+            rescale("unstarted", 2, 4),
+            rescale("failed", 2, 4),
+        ];
+        let mut failed = outcome("failed", ScaleResults::False);
+        failed.1.object_version = Some("9".into());
+        let outcomes = [outcome("applied", ScaleResults::True), failed];
+        let steps: Vec<(&str, SizingStep)> = sizing_steps(&sizing, &rescales, &outcomes)
+            .into_iter()
+            .map(|(u, step)| (&*u.key.name, step))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                ("applied", SizingStep::Leave),
+                ("unstarted", SizingStep::Leave),
+                ("failed", SizingStep::Write(Some("9".into()))),
+                ("unchanged", SizingStep::Write(Some("7".into()))),
+                ("said", SizingStep::Explained),
+            ]
+        );
     }
 
     /// At a first pass's size (every one of 50,000 jobs grows), each rescale is looked up once:
