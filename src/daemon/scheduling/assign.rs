@@ -28,10 +28,11 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use super::pods::{PodKey, SchedulingPods, UnboundPod};
 use crate::api::{JobKey, Resources};
-use crate::cluster::filters::{HostPort, Unfit, check_static, unavailable_message};
+use crate::cluster::filters::{HostPort, PodConstraints, Unfit, check_static, unavailable_message};
 use crate::cluster::objects::{PodPhase, Role};
 use crate::cluster::{ClusterState, NodeId, NodeSlot};
 use crate::planner::ScalePlan;
@@ -956,6 +957,8 @@ struct Room<'s> {
     taken: HashMap<NodeId, Taken>,
     /// How many times `taken` changed: what was found of the room holds while this stays.
     generation: u64,
+    /// Pod requests and constraints no node took at `generation` (cleared when it changes).
+    no_fit: Vec<(Resources, Arc<PodConstraints>)>,
     /// The known nodes by their free room left this pass, for [`place_one`]'s best fit: built
     /// the first time a pod needs it, kept up to date by every change of `taken` after that.
     by_free: Option<BestFitOrder>,
@@ -988,6 +991,7 @@ impl<'s> Room<'s> {
             scheduler,
             taken: HashMap::new(),
             generation: 0,
+            no_fit: Vec::new(),
             by_free: None,
         }
     }
@@ -1013,6 +1017,7 @@ impl<'s> Room<'s> {
         let before = self.fit_key(node);
         change(self.taken.entry(node).or_default());
         self.generation += 1;
+        self.no_fit.clear();
         if let (Some(order), Some(before)) = (self.by_free.as_mut(), before) {
             order.keys.remove(&before);
         }
@@ -1218,6 +1223,14 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
     {
         return None;
     }
+    // A pod like one no node took, with the room as it was then, fits nowhere either.
+    let constraints = pod.constraints.as_ref().ok();
+    let failed_before = |(r, c): &(Resources, Arc<PodConstraints>)| {
+        *r == requests && constraints.is_some_and(|mine| mine == c)
+    };
+    if room.no_fit.iter().any(failed_before) {
+        return None;
+    }
     // The first node in best-fit order that passes every filter: nodes with too few free GPUs
     // are not visited, and one with too little CPU or memory costs a comparison.
     room.build_best_fit_order();
@@ -1228,7 +1241,12 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
         .filter(|(_, cpu, memory, _, _)| requests.cpu_milli <= *cpu && requests.memory <= *memory)
         .map(|&(_, _, _, _, id)| id)
         .find(|&id| room.fits(id, pod, requests, Allowance::NONE).is_ok());
-    let node = best?;
+    let Some(node) = best else {
+        if let Some(constraints) = constraints {
+            room.no_fit.push((requests, Arc::clone(constraints)));
+        }
+        return None;
+    };
     room.commit(node, pod, requests, 1);
     Some(node)
 }
@@ -1236,11 +1254,9 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
 #[cfg(test)]
 mod best_fit_tests {
     use super::*;
-    use crate::cluster::filters::PodConstraints;
     use k8s_openapi::api::core::v1::Node;
     use proptest::prelude::*;
     use serde_json::json;
-    use std::sync::Arc;
 
     const GIB: i64 = 1 << 30;
 
