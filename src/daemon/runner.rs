@@ -796,7 +796,7 @@ fn sizing_steps<'w>(
         .iter()
         .map(|u| {
             let step = match rescaled.get(&u.key) {
-                _ if unsent.contains(&u.key) => SizingStep::Leave,
+                None if unsent.contains(&u.key) => SizingStep::Leave,
                 Some(o) if o.result == ScaleResults::True => SizingStep::Leave,
                 _ if !u.write => SizingStep::Explained,
                 Some(o) => {

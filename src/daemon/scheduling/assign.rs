@@ -177,7 +177,6 @@ pub fn assign_with(
         }
     }
     let mut room = Room::new(state, pods, name);
-    let mut diagnoses = Diagnoses::default();
     // Pods outside the plan's positions first: higher priority, then older, then by name.
     let created = |key: &PodKey| state.pod(&key.0, &key.1).map_or(0, |p| p.created);
     others.sort_by(|(ka, a), (kb, b)| {
@@ -199,7 +198,7 @@ pub fn assign_with(
             Some(&node) => room.take_planned(node, pod, requests),
             None => place_one(&mut room, pod, requests),
         }
-        .ok_or_else(|| diagnoses.of(&room, pod, requests));
+        .ok_or_else(|| room.why_unplaced(pod, requests));
         match placed {
             Ok(node) => out.binds.push(Bind {
                 pod: key.clone(),
@@ -243,14 +242,7 @@ pub fn assign_with(
             trainer: job.trainer,
             support_unplaced: support_unplaced.contains(&*job.key),
         };
-        pass.run(
-            &mut room,
-            &mut leaving,
-            &placements,
-            waiting,
-            &mut diagnoses,
-            &mut out,
-        );
+        pass.run(&mut room, &mut leaving, &placements, waiting, &mut out);
     }
     out
 }
@@ -310,35 +302,6 @@ impl<'p> Member<'p> {
     }
 }
 
-/// FailedScheduling messages of a pass's pods: pods of one shape and constraints are refused
-/// for the same reasons while the pass's room stays as it was, so one diagnosis (a scan of every
-/// node) serves them all, across jobs. Any room taken or given back makes them stale.
-#[derive(Default)]
-struct Diagnoses<'p> {
-    /// The room's [`Room::generation`] the messages were found at.
-    generation: u64,
-    known: Vec<(&'p UnboundPod, Resources, String)>,
-}
-
-impl<'p> Diagnoses<'p> {
-    fn of(&mut self, room: &Room, pod: &'p UnboundPod, requests: Resources) -> String {
-        if self.generation != room.generation {
-            self.known.clear();
-            self.generation = room.generation;
-        }
-        let known = self
-            .known
-            .iter()
-            .find(|(other, r, _)| *r == requests && same_constraints(other, pod));
-        if let Some((_, _, message)) = known {
-            return message.clone();
-        }
-        let message = room.diagnose(pod, requests);
-        self.known.push((pod, requests, message.clone()));
-        message
-    }
-}
-
 impl<'a> JobPass<'a> {
     /// Binds the present, reserves the missing, reports the unplaced; a gang below min binds
     /// whole or only holds its room.
@@ -348,7 +311,6 @@ impl<'a> JobPass<'a> {
         leaving: &mut Leaving,
         placements: &[NodeId],
         mut waiting: BTreeMap<u32, (&'p PodKey, &'p UnboundPod)>,
-        diagnoses: &mut Diagnoses<'p>,
         out: &mut Assignments,
     ) {
         let (state, job, now) = (self.state, self.job, self.settings.now);
@@ -526,7 +488,7 @@ impl<'a> JobPass<'a> {
                     }
                     Member::Unplaced(key, pod) => {
                         let requests = pod_requests(state, key, self.trainer);
-                        let message = diagnoses.of(room, pod, requests);
+                        let message = room.why_unplaced(pod, requests);
                         out.unschedulable.push(unschedulable(key, pod, message));
                     }
                 }
@@ -601,7 +563,7 @@ impl<'a> JobPass<'a> {
                         .push(unschedulable(key, pod, gang.clone()));
                 }
                 Member::Unplaced(key, pod) => {
-                    let why = diagnoses.of(room, pod, pod_requests(state, key, self.trainer));
+                    let why = room.why_unplaced(pod, pod_requests(state, key, self.trainer));
                     let message = format!("{why} Its gang job {job} waits: {summary}");
                     out.unschedulable.push(unschedulable(key, pod, message));
                 }
@@ -955,13 +917,22 @@ struct Room<'s> {
     scheduler: &'s str,
     /// What this pass took on each touched node.
     taken: HashMap<NodeId, Taken>,
-    /// How many times `taken` changed: what was found of the room holds while this stays.
-    generation: u64,
-    /// Pod requests and constraints no node took at `generation` (cleared when it changes).
-    no_fit: Vec<(Resources, Arc<PodConstraints>)>,
+    /// What was found of the room as it is, per pod requests and constraints (pods alike are
+    /// refused alike, so one scan of every node serves them all, across jobs); cleared whenever
+    /// `taken` changes.
+    found: Found,
     /// The known nodes by their free room left this pass, for [`place_one`]'s best fit: built
     /// the first time a pod needs it, kept up to date by every change of `taken` after that.
     by_free: Option<BestFitOrder>,
+}
+
+/// What a pass found of its room as it stands, per pod requests and constraints.
+#[derive(Default)]
+struct Found {
+    /// No node takes such a pod.
+    no_fit: Vec<(Resources, Arc<PodConstraints>)>,
+    /// Such a pod's FailedScheduling message ([`Room::diagnose`]).
+    messages: Vec<(Resources, Arc<PodConstraints>, String)>,
 }
 
 /// The known nodes in best-fit order: fewest free GPUs, then least free CPU, then least free
@@ -990,8 +961,7 @@ impl<'s> Room<'s> {
             pods,
             scheduler,
             taken: HashMap::new(),
-            generation: 0,
-            no_fit: Vec::new(),
+            found: Found::default(),
             by_free: None,
         }
     }
@@ -1016,8 +986,7 @@ impl<'s> Room<'s> {
     fn change_taken(&mut self, node: NodeId, change: impl FnOnce(&mut Taken)) {
         let before = self.fit_key(node);
         change(self.taken.entry(node).or_default());
-        self.generation += 1;
-        self.no_fit.clear();
+        self.found = Found::default();
         if let (Some(order), Some(before)) = (self.by_free.as_mut(), before) {
             order.keys.remove(&before);
         }
@@ -1181,6 +1150,27 @@ impl<'s> Room<'s> {
         });
     }
 
+    /// [`Room::diagnose`], found once per pod requests and constraints while the room stays as
+    /// it is.
+    fn why_unplaced(&mut self, pod: &UnboundPod, requests: Resources) -> String {
+        let Ok(constraints) = &pod.constraints else {
+            return self.diagnose(pod, requests);
+        };
+        let known = self
+            .found
+            .messages
+            .iter()
+            .find(|(r, c, _)| *r == requests && c == constraints);
+        if let Some((_, _, message)) = known {
+            return message.clone();
+        }
+        let message = self.diagnose(pod, requests);
+        self.found
+            .messages
+            .push((requests, Arc::clone(constraints), message.clone()));
+        message
+    }
+
     /// kube-scheduler's FailedScheduling message for a pod the pass does not bind: every node
     /// counted once, with the first filter it fails, or as left to other pods by the plan when
     /// it passes them all.
@@ -1228,7 +1218,7 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
     let failed_before = |(r, c): &(Resources, Arc<PodConstraints>)| {
         *r == requests && constraints.is_some_and(|mine| mine == c)
     };
-    if room.no_fit.iter().any(failed_before) {
+    if room.found.no_fit.iter().any(failed_before) {
         return None;
     }
     // The first node in best-fit order that passes every filter: nodes with too few free GPUs
@@ -1243,7 +1233,7 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
         .find(|&id| room.fits(id, pod, requests, Allowance::NONE).is_ok());
     let Some(node) = best else {
         if let Some(constraints) = constraints {
-            room.no_fit.push((requests, Arc::clone(constraints)));
+            room.found.no_fit.push((requests, Arc::clone(constraints)));
         }
         return None;
     };
