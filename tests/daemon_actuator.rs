@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tower_test::mock;
 use trainscale::api::{JobKey, ScaleResults};
+use trainscale::daemon::actuator::CONCURRENT_JOB_WRITES;
 use trainscale::daemon::store::{InvalidJob, TrainerJobRef};
 use trainscale::daemon::{Actuator, Rescale, WriteLimits};
 use trainscale::planner::Reason;
@@ -17,7 +18,7 @@ use trainscale::planner::Reason;
 #[path = "support/mock_api.rs"]
 mod mock_api;
 
-use mock_api::{MockHandle, api_status, expect, respond};
+use mock_api::{MockHandle, api_status, expect, next_any, respond};
 
 const STAMP: &str = "2024-05-01T12:00:00Z";
 
@@ -217,20 +218,82 @@ async fn conflict_is_retried_after_a_fresh_read() {
     assert_eq!(outcome.result, ScaleResults::True);
 }
 
+/// Serves one rescale's writes after its trainer Job patch was answered: the status read and
+/// write (returning the written patch) and the Event, in whatever order the jobs' requests come.
+async fn serve_records(handle: &mut MockHandle, jobs: usize) -> Vec<(String, Value)> {
+    let mut written = Vec::new();
+    let mut events = 0;
+    while written.len() < jobs || events < jobs {
+        let (method, path, body, send) = next_any(handle).await;
+        let name = path
+            .strip_prefix(&format!("{TJS}/"))
+            .and_then(|rest| rest.strip_suffix("/status"))
+            .map(str::to_string);
+        match (method, name) {
+            (Method::GET, Some(name)) => {
+                respond(send, StatusCode::OK, training_job(&name, "20", json!([])))
+            }
+            (Method::PATCH, Some(name)) => {
+                respond(send, StatusCode::OK, training_job(&name, "21", json!([])));
+                written.push((name, body));
+            }
+            (Method::POST, None) if path == EVENTS => {
+                respond(send, StatusCode::CREATED, body);
+                events += 1;
+            }
+            (method, _) => panic!("unexpected {method} {path}"),
+        }
+    }
+    written.sort_by(|a, b| a.0.cmp(&b.0));
+    written
+}
+
+/// The trainer Job patches of `names`, all in flight at once (none answered yet), by name.
+async fn expect_patches_in_flight(
+    handle: &mut MockHandle,
+    names: &[&str],
+) -> Vec<(
+    String,
+    Value,
+    tower_test::mock::SendResponse<Response<Body>>,
+)> {
+    let mut sent = Vec::new();
+    for _ in names {
+        let (method, path, body, send) = next_any(handle).await;
+        assert_eq!(method, Method::PATCH, "{path}");
+        let name = path
+            .strip_prefix(&format!("{JOBS}/"))
+            .and_then(|rest| rest.strip_suffix("-trainer"))
+            .unwrap_or_else(|| panic!("not a trainer Job patch: {path}"))
+            .to_string();
+        sent.push((name, body, send));
+    }
+    sent.sort_by(|a, b| a.0.cmp(&b.0));
+    let got: Vec<&str> = sent.iter().map(|(name, _, _)| name.as_str()).collect();
+    assert_eq!(got, names);
+    sent
+}
+
 #[tokio::test]
 async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
     let (actuator, mut handle) = actuator();
     let server = tokio::spawn(async move {
-        let (_, _, _, send) =
-            expect(&mut handle, Method::PATCH, &format!("{JOBS}/a-trainer")).await;
+        // Both jobs' patches are sent before either is answered.
+        let mut sent = expect_patches_in_flight(&mut handle, &["a", "b"])
+            .await
+            .into_iter();
+        let (_, _, send) = sent.next().unwrap();
         respond(
             send,
             StatusCode::INTERNAL_SERVER_ERROR,
             api_status(500, "InternalError", "etcd is down"),
         );
-        let status = expect_status_write(&mut handle, "a", json!([])).await;
+        let (_, body, send) = sent.next().unwrap();
+        assert_eq!(body["spec"], json!({"parallelism": 5}));
+        respond(send, StatusCode::OK, batch_job("b-trainer", "11", 5, false));
+        let written = serve_records(&mut handle, 2).await;
         assert_eq!(
-            status,
+            written[0].1,
             json!({
                 "metadata": {"resourceVersion": "20"},
                 "status": {"scale_records": {"ScaleRecords": [{
@@ -239,19 +302,14 @@ async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
                 }]}}
             })
         );
-        let event = expect_event(&mut handle).await;
-        assert_eq!(event["type"], "Warning");
-        assert_eq!(event["reason"], "RescaleFailed");
-
-        let (_, _, body, send) =
-            expect(&mut handle, Method::PATCH, &format!("{JOBS}/b-trainer")).await;
-        assert_eq!(body["spec"], json!({"parallelism": 5}));
-        respond(send, StatusCode::OK, batch_job("b-trainer", "11", 5, false));
-        let status = expect_status_write(&mut handle, "b", json!([])).await;
+        let b = &written[1].1;
         // One writer per field: the operator owns the phase.
-        assert!(status["status"].get("phase").is_none(), "{status}");
-        assert_eq!(status["status"].as_object().map(|o| o.len()), Some(1));
-        expect_event(&mut handle).await;
+        assert!(b["status"].get("phase").is_none(), "{b}");
+        assert_eq!(b["status"].as_object().map(|o| o.len()), Some(1));
+        assert_eq!(
+            b["status"]["scale_records"]["ScaleRecords"][0]["status"],
+            "True"
+        );
     });
     let (_stop_tx, stop) = watch::channel(false);
     let outcomes = actuator
@@ -263,55 +321,101 @@ async fn a_failed_patch_is_recorded_false_and_the_next_job_still_scales() {
         .await;
     server.await.unwrap();
     assert_eq!(outcomes.len(), 2);
+    assert_eq!(outcomes[0].0.name.as_ref(), "a");
     assert_eq!(outcomes[0].1.result, ScaleResults::False);
     assert_eq!(outcomes[1].1.result, ScaleResults::True);
 }
 
-/// A pass's rescale stage starts no rescale after its deadline: a slow first rescale ends as
-/// it would, the rest are not sent (no outcome) and wait for the next pass.
+/// A stage has at most `CONCURRENT_JOB_WRITES` jobs in flight, and starts no job after its
+/// deadline: the first 16 rescales are sent at once, the API server answers them after the
+/// deadline has passed, and the 17th is never sent (no outcome: it waits for the next pass).
 #[tokio::test(start_paused = true)]
 async fn the_rescale_stage_starts_nothing_after_its_deadline() {
+    let names: Vec<String> = (0..=CONCURRENT_JOB_WRITES)
+        .map(|i| format!("j{i:02}"))
+        .collect();
+    let in_flight: Vec<&str> = names[..CONCURRENT_JOB_WRITES]
+        .iter()
+        .map(String::as_str)
+        .collect();
     let (actuator, mut handle) = actuator();
+    let expected: Vec<String> = in_flight.iter().map(|n| n.to_string()).collect();
     let server = tokio::spawn(async move {
-        let (_, _, _, send) =
-            expect(&mut handle, Method::PATCH, &format!("{JOBS}/a-trainer")).await;
+        let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+        let sent = expect_patches_in_flight(&mut handle, &expected).await;
         // The API server answers after the stage's deadline has passed.
         tokio::time::sleep(Duration::from_secs(10)).await;
-        respond(send, StatusCode::OK, batch_job("a-trainer", "11", 4, false));
-        expect_status_write(&mut handle, "a", json!([])).await;
-        expect_event(&mut handle).await;
+        for (name, _, send) in sent {
+            respond(
+                send,
+                StatusCode::OK,
+                batch_job(&format!("{name}-trainer"), "11", 4, false),
+            );
+        }
+        serve_records(&mut handle, CONCURRENT_JOB_WRITES).await;
         handle
     });
     let (_stop_tx, stop) = watch::channel(false);
     let limits = WriteLimits::from_now(Duration::from_secs(30), Duration::from_secs(5));
+    let rescales: Vec<Rescale> = names.iter().map(|n| rescale(n, 1, 4, false)).collect();
+    let outcomes = actuator.apply_all(&rescales, limits, &stop).await;
+    let mut handle = server.await.unwrap();
+    let done: Vec<&str> = outcomes.iter().map(|(k, _)| k.name.as_ref()).collect();
+    assert_eq!(done, in_flight, "outcomes in the order of the rescales");
+    assert!(outcomes.iter().all(|(_, o)| o.result == ScaleResults::True));
+    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
+    assert!(
+        next.is_err(),
+        "the 17th rescale was sent after the deadline"
+    );
+}
+
+/// Shrinks go first: no growth is sent before every shrink's writes are answered (the room a
+/// shrink gives back is what growth was planned into).
+#[tokio::test]
+async fn shrinks_are_written_before_any_growth() {
+    let (actuator, mut handle) = actuator();
+    let server = tokio::spawn(async move {
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/small-trainer")).await;
+        assert_eq!(body["spec"], json!({"parallelism": 1}));
+        let early = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
+        assert!(
+            early.is_err(),
+            "a growth was sent while a shrink was in flight"
+        );
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("small-trainer", "11", 1, false),
+        );
+        serve_records(&mut handle, 1).await;
+        let (_, _, body, send) =
+            expect(&mut handle, Method::PATCH, &format!("{JOBS}/big-trainer")).await;
+        assert_eq!(body["spec"], json!({"parallelism": 6}));
+        respond(
+            send,
+            StatusCode::OK,
+            batch_job("big-trainer", "11", 6, false),
+        );
+        serve_records(&mut handle, 1).await;
+    });
+    let (_stop_tx, stop) = watch::channel(false);
     let outcomes = actuator
         .apply_all(
-            &[rescale("a", 1, 4, false), rescale("b", 2, 5, false)],
-            limits,
+            &[rescale("big", 2, 6, false), rescale("small", 3, 1, false)],
+            WriteLimits::per_job(Duration::from_secs(10)),
             &stop,
         )
         .await;
-    let mut handle = server.await.unwrap();
-    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
-    assert_eq!(outcomes[0].0.name.as_ref(), "a");
-    assert_eq!(outcomes[0].1.result, ScaleResults::True);
-    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
-    assert!(next.is_err(), "b's rescale was sent after the deadline");
-}
-
-/// A stage whose deadline has passed before it starts sends nothing.
-#[tokio::test(start_paused = true)]
-async fn a_rescale_stage_past_its_deadline_sends_nothing() {
-    let (actuator, mut handle) = actuator();
-    let (_stop_tx, stop) = watch::channel(false);
-    let limits = WriteLimits::from_now(Duration::from_secs(30), Duration::from_secs(1));
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let outcomes = actuator
-        .apply_all(&[rescale("a", 1, 4, false)], limits, &stop)
-        .await;
-    assert!(outcomes.is_empty(), "{outcomes:?}");
-    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
-    assert!(next.is_err(), "a rescale was sent after the deadline");
+    server.await.unwrap();
+    let done: Vec<&str> = outcomes.iter().map(|(k, _)| k.name.as_ref()).collect();
+    assert_eq!(
+        done,
+        ["big", "small"],
+        "outcomes in the order of the rescales"
+    );
+    assert!(outcomes.iter().all(|(_, o)| o.result == ScaleResults::True));
 }
 
 /// A scale-down is one patch of the trainer Job: the Job controller removes the highest indexes;
@@ -549,8 +653,8 @@ async fn a_paddle_job_records_in_its_own_status() {
     assert_eq!(outcome.result, ScaleResults::True);
 }
 
-/// Fencing: the lease is lost while the second job's trainer Job patch is in flight. That
-/// rescale is cancelled and nothing more is sent: no scale record, no Event, no third job.
+/// Fencing: the lease is lost while two jobs' trainer Job patches are in flight. Those rescales
+/// are cancelled and nothing more is sent: no scale record, no Event, no further job.
 #[tokio::test]
 async fn a_lost_lease_stops_every_further_write() {
     use trainscale::daemon::leader::Fence;
@@ -561,18 +665,23 @@ async fn a_lost_lease_stops_every_further_write() {
         .with_clock(fixed_clock)
         .with_fence(Fence::following(lease_rx));
     let server = tokio::spawn(async move {
-        let (_, _, _, send) =
-            expect(&mut handle, Method::PATCH, &format!("{JOBS}/a-trainer")).await;
+        let mut sent = expect_patches_in_flight(&mut handle, &["a", "b", "c"])
+            .await
+            .into_iter();
+        let (_, _, send) = sent.next().unwrap();
         respond(send, StatusCode::OK, batch_job("a-trainer", "11", 4, false));
-        expect_status_write(&mut handle, "a", json!([])).await;
-        expect_event(&mut handle).await;
-        // The second job's patch arrives; the lease goes before the answer does.
-        let (_, _, _, send) =
-            expect(&mut handle, Method::PATCH, &format!("{JOBS}/b-trainer")).await;
+        serve_records(&mut handle, 1).await;
+        // b's and c's patches are in flight; the lease goes before their answers do.
         lease_tx.send(false).unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        respond(send, StatusCode::OK, batch_job("b-trainer", "11", 4, false));
-        // Nothing else: no status write or Event for b, no request at all for c.
+        for (name, _, send) in sent {
+            respond(
+                send,
+                StatusCode::OK,
+                batch_job(&format!("{name}-trainer"), "11", 4, false),
+            );
+        }
+        // Nothing else: no status write or Event for b or c.
         let next = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
         assert!(
             !matches!(next, Ok(Some(_))),

@@ -28,7 +28,7 @@ use trainscale::planner::{JobPlan, PlannerConfig, Reason, plan};
 #[path = "support/mock_api.rs"]
 mod mock_api;
 
-use mock_api::{api_status, expect, respond};
+use mock_api::{api_status, expect, next_any, respond};
 
 fn job(current: i32, target: i32, min: i32, max: i32, reason: Reason) -> JobPlan<'static> {
     JobPlan {
@@ -396,6 +396,51 @@ async fn the_sizing_stage_starts_nothing_after_its_deadline() {
     assert!(written.is_empty());
     let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
     assert!(next.is_err(), "a sizing write was sent after the deadline");
+}
+
+/// The sizing stage writes several jobs at once: three writes are in flight before any is
+/// answered; answered in reverse, they are reported in the order of the updates.
+#[tokio::test]
+async fn the_sizing_stage_writes_jobs_concurrently() {
+    let (actuator, mut handle) = actuator();
+    let names = ["a", "b", "c"];
+    let updates: Vec<SizingUpdate> = names
+        .iter()
+        .map(|n| update(JobKey::new("ml", *n), Vec::new()))
+        .collect();
+    let server = tokio::spawn(async move {
+        let mut sent = Vec::new();
+        for _ in 0..3 {
+            let (method, path, body, send) = next_any(&mut handle).await;
+            assert_eq!(method, Method::PATCH, "{path}");
+            assert_eq!(body["metadata"]["resourceVersion"], json!("7"));
+            sent.push((path, send));
+        }
+        for (path, send) in sent.into_iter().rev() {
+            let name = path.split('/').nth_back(1).unwrap().to_string();
+            respond(
+                send,
+                StatusCode::OK,
+                json!({"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
+                       "metadata": {"name": name, "namespace": "ml", "resourceVersion": format!("8{name}")}}),
+            );
+        }
+    });
+    let (_stop_tx, stop) = watch::channel(false);
+    let writes: Vec<(&SizingUpdate, Option<String>)> =
+        updates.iter().map(|u| (u, Some("7".to_string()))).collect();
+    let written = actuator
+        .write_sizing_all(&writes, WriteLimits::per_job(Duration::from_secs(5)), &stop)
+        .await;
+    server.await.unwrap();
+    let got: Vec<(&str, Option<&str>)> = written
+        .iter()
+        .map(|(k, (version, _))| (k.name.as_ref(), version.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [("a", Some("8a")), ("b", Some("8b")), ("c", Some("8c"))]
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use crate::api::trainer_job::{ANNOTATION_ZERO_TRAINERS, at_zero_trainers, traine
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -37,6 +38,9 @@ use crate::planner::Reason;
 pub const MAX_SCALE_RECORDS: usize = 50;
 /// Attempts of a write that meets 409 Conflict (each retry re-reads the object).
 pub const MAX_ATTEMPTS: u32 = 4;
+/// Jobs whose writes one stage of a pass has in flight at once (rescales, sizing conditions), as
+/// the scheduler role's binds: a first pass on a large cluster writes tens of thousands of jobs.
+pub const CONCURRENT_JOB_WRITES: usize = 16;
 
 /// One job's rescale, resolved against the store.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,50 +209,91 @@ impl Actuator {
         self
     }
 
-    /// Applies the rescales of a pass in order, each bounded by `limits.timeout`, starting none
+    /// Applies the rescales of a pass, [`CONCURRENT_JOB_WRITES`] jobs at a time: first the
+    /// shrinks (the room they give back is what growth was planned into), answered before any
+    /// growth is sent, then the growths. Each job is bounded by `limits.timeout`; none starts
     /// after `limits.until` (the rest have no outcome and wait for the next pass). A failure is
-    /// that job's outcome only; a requested shutdown (`stop`) leaves the remaining jobs alone.
+    /// that job's outcome only; a requested shutdown (`stop`) starts no further job; a lost
+    /// Lease cancels the writes in flight (no outcome) and starts none. Outcomes in the order of
+    /// `rescales`.
     pub async fn apply_all(
         &self,
         rescales: &[Rescale],
         limits: WriteLimits,
         stop: &watch::Receiver<bool>,
     ) -> Vec<(JobKey, Outcome)> {
-        let mut outcomes = Vec::with_capacity(rescales.len());
-        for (done, r) in rescales.iter().enumerate() {
-            if *stop.borrow() {
-                tracing::info!("shutdown requested; leaving the rest of the plan");
-                break;
+        let (shrinks, growths): (Vec<usize>, Vec<usize>) =
+            (0..rescales.len()).partition(|&i| rescales[i].target < rescales[i].current);
+        let mut ended: Vec<(usize, Outcome)> = Vec::with_capacity(rescales.len());
+        let mut unstarted = 0;
+        for wave in [shrinks, growths] {
+            let mut writes = futures::stream::iter(
+                wave.into_iter()
+                    .map(|i| self.apply_one(i, &rescales[i], limits, stop)),
+            )
+            .buffer_unordered(CONCURRENT_JOB_WRITES);
+            while let Some((i, ended_as)) = writes.next().await {
+                match ended_as {
+                    Ended::Done(outcome) => ended.push((i, outcome)),
+                    Ended::NotStarted(Gate::Deadline) => unstarted += 1,
+                    Ended::NotStarted(_) | Ended::Cancelled => {}
+                }
             }
-            if limits.passed() {
-                limits.cut("rescales", rescales.len() - done);
-                break;
-            }
-            if !self.fence.held() {
-                tracing::warn!("leader lease lost; leaving the rest of the plan unwritten");
-                break;
-            }
-            // Losing the lease cancels the job's in-flight writes; none follow.
-            let applied = tokio::select! {
-                biased;
-                _ = self.fence.lost() => None,
-                done = tokio::time::timeout(limits.timeout, self.rescale(r)) => Some(
-                    done.unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale")),
-                ),
-            };
-            let Some(outcome) = applied else {
-                tracing::warn!(job = %r.key, "leader lease lost mid-rescale; writes stopped");
-                metrics::rescale("Unknown");
-                break;
-            };
-            if let Some(health) = &self.health {
-                health.progressed();
-            }
-            metrics::rescale(outcome.result_str());
-            tracing::info!(job = %r.key, current = r.current, target = r.target, reason = r.reason.as_str(), result = outcome.result_str(), error = %outcome.reason, "rescale");
-            outcomes.push((r.key.clone(), outcome));
         }
-        outcomes
+        if unstarted > 0 {
+            limits.cut("rescales", unstarted);
+        }
+        ended.sort_unstable_by_key(|(i, _)| *i);
+        ended
+            .into_iter()
+            .map(|(i, outcome)| (rescales[i].key.clone(), outcome))
+            .collect()
+    }
+
+    /// Whether a job's writes may start now: the stage's deadline, a shutdown and the Lease.
+    fn gate(&self, limits: &WriteLimits, stop: &watch::Receiver<bool>) -> Option<Gate> {
+        if *stop.borrow() {
+            Some(Gate::Shutdown)
+        } else if !self.fence.held() {
+            Some(Gate::LeaseLost)
+        } else if limits.passed() {
+            Some(Gate::Deadline)
+        } else {
+            None
+        }
+    }
+
+    /// One job's rescale within a pass's stage (see [`Actuator::apply_all`]).
+    async fn apply_one(
+        &self,
+        i: usize,
+        r: &Rescale,
+        limits: WriteLimits,
+        stop: &watch::Receiver<bool>,
+    ) -> (usize, Ended) {
+        if let Some(gate) = self.gate(&limits, stop) {
+            return (i, Ended::NotStarted(gate));
+        }
+        // Losing the lease cancels the job's in-flight writes; none follow. Writes that have
+        // ended by then are the job's outcome.
+        let applied = tokio::select! {
+            biased;
+            done = tokio::time::timeout(limits.timeout, self.rescale(r)) => Some(
+                done.unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale")),
+            ),
+            _ = self.fence.lost() => None,
+        };
+        let Some(outcome) = applied else {
+            tracing::warn!(job = %r.key, "leader lease lost mid-rescale; writes stopped");
+            metrics::rescale("Unknown");
+            return (i, Ended::Cancelled);
+        };
+        if let Some(health) = &self.health {
+            health.progressed();
+        }
+        metrics::rescale(outcome.result_str());
+        tracing::info!(job = %r.key, current = r.current, target = r.target, reason = r.reason.as_str(), result = outcome.result_str(), error = %outcome.reason, "rescale");
+        (i, Ended::Done(outcome))
     }
 
     /// Rescales one job: parallelism (the Job controller then adds or removes the highest
@@ -579,54 +624,52 @@ impl Actuator {
         }
     }
 
-    /// Writes the sizing conditions of each update in order, each bounded by `limits.timeout`,
-    /// at the resourceVersion given with it, starting none after `limits.until`; a failed or
-    /// unstarted write is that job's only (the next pass decides it again). Answers, per job
-    /// written, the object's new resourceVersion and the conditions as written.
+    /// Writes the sizing conditions of each update, [`CONCURRENT_JOB_WRITES`] jobs at a time,
+    /// each bounded by `limits.timeout`, at the resourceVersion given with it, starting none
+    /// after `limits.until`, after a shutdown or once the Lease is lost (which also cancels the
+    /// writes in flight); a failed or unstarted write is that job's only (the next pass decides
+    /// it again). Answers, per job written and in the order of `updates`, the object's new
+    /// resourceVersion and the conditions as written.
     pub async fn write_sizing_all(
         &self,
         updates: &[(&SizingUpdate, Option<String>)],
         limits: WriteLimits,
         stop: &watch::Receiver<bool>,
     ) -> Vec<(JobKey, Written)> {
+        let mut writes = futures::stream::iter(updates.iter().enumerate().map(
+            |(i, (update, resource_version))| async move {
+                if let Some(gate) = self.gate(&limits, stop) {
+                    return (i, Err(gate));
+                }
+                let conditions = merged(&update.existing, &update.desired, (self.clock)());
+                let done = tokio::select! {
+                    biased;
+                    done = tokio::time::timeout(limits.timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
+                    _ = self.fence.lost() => return (i, Err(Gate::LeaseLost)),
+                };
+                let written = sizing_written(update, resource_version.as_deref(), done);
+                (i, Ok(written.map(|version| (version, conditions))))
+            },
+        ))
+        .buffer_unordered(CONCURRENT_JOB_WRITES);
         let mut written = Vec::new();
-        for (done, (update, resource_version)) in updates.iter().enumerate() {
-            if *stop.borrow() || !self.fence.held() {
-                break;
-            }
-            if limits.passed() {
-                limits.cut("sizing", updates.len() - done);
-                break;
-            }
-            let conditions = merged(&update.existing, &update.desired, (self.clock)());
-            let done = tokio::select! {
-                biased;
-                _ = self.fence.lost() => break,
-                done = tokio::time::timeout(limits.timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
-            };
-            match done {
-                Ok(Ok(version)) => {
-                    metrics::sizing_write("True");
-                    written.push((update.key.clone(), (version, conditions)));
-                }
-                Ok(Err(e)) => {
-                    let result = match &e {
-                        kube::Error::Api(s) if s.is_conflict() || s.is_not_found() => "False",
-                        _ => {
-                            metrics::api_error("patch");
-                            "Unknown"
-                        }
-                    };
-                    metrics::sizing_write(result);
-                    tracing::info!(job = %update.key, resource_version = ?resource_version, error = %e, "sizing conditions not written; the next pass decides again");
-                }
-                Err(_) => {
-                    metrics::sizing_write("Unknown");
-                    tracing::warn!(job = %update.key, "timed out writing the sizing conditions");
-                }
+        let mut unstarted = 0;
+        while let Some((i, ended)) = writes.next().await {
+            match ended {
+                Ok(Some(done)) => written.push((i, done)),
+                Ok(None) => {}
+                Err(Gate::Deadline) => unstarted += 1,
+                Err(_) => {}
             }
         }
+        if unstarted > 0 {
+            limits.cut("sizing", unstarted);
+        }
+        written.sort_unstable_by_key(|(i, _)| *i);
         written
+            .into_iter()
+            .map(|(i, done)| (updates[i].0.key.clone(), done))
+            .collect()
     }
 
     /// One job's sizing conditions: `status.conditions` through the status subresource (the
@@ -762,6 +805,54 @@ pub struct TrainerJobShape {
     pub indexed: bool,
     /// Held at zero trainers by trainscale (see [`crate::api::trainer_job`]).
     pub at_zero: bool,
+}
+
+/// Why a job's writes were not started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// The stage's `--write-deadline` had passed.
+    Deadline,
+    Shutdown,
+    LeaseLost,
+}
+
+/// How one job's rescale within a stage ended.
+enum Ended {
+    Done(Outcome),
+    NotStarted(Gate),
+    /// The Lease was lost while its writes were in flight.
+    Cancelled,
+}
+
+/// Counts and logs one job's sizing write; its new resourceVersion if it was written.
+fn sizing_written(
+    update: &SizingUpdate,
+    resource_version: Option<&str>,
+    done: Result<Result<Option<String>, kube::Error>, tokio::time::error::Elapsed>,
+) -> Option<Option<String>> {
+    match done {
+        Ok(Ok(version)) => {
+            metrics::sizing_write("True");
+            Some(version)
+        }
+        Ok(Err(e)) => {
+            let result = match &e {
+                kube::Error::Api(s) if s.is_conflict() || s.is_not_found() => "False",
+                _ => {
+                    metrics::api_error("patch");
+                    "Unknown"
+                }
+            };
+            metrics::sizing_write(result);
+            tracing::info!(job = %update.key, resource_version = ?resource_version, error = %e, "sizing conditions not written; the next pass decides again");
+            None
+        }
+        Err(_) => {
+            metrics::sizing_write("Unknown");
+            tracing::warn!(job = %update.key, "timed out writing the sizing conditions");
+            None
+        }
+    }
 }
 
 /// The merge patch setting a trainer Job's size. Zero suspends the Job (marked as trainscale's)

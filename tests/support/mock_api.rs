@@ -56,3 +56,22 @@ pub fn api_status(code: u16, reason: &str, message: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
            "code": code, "reason": reason, "message": message})
 }
+
+/// The next request, whatever it is (for stages that send several jobs' writes at once):
+/// its method, path and body.
+pub async fn next_any(
+    handle: &mut MockHandle,
+) -> (Method, String, Value, SendResponse<Response<Body>>) {
+    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("no request"))
+        .unwrap_or_else(|| panic!("client gone"));
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
+    let bytes = req.into_body().collect_bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (method, path, body, send)
+}
