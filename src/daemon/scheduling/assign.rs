@@ -1311,6 +1311,29 @@ mod best_fit_tests {
         best.map(|(_, id)| id)
     }
 
+    /// A node whose pod slots are all used leaves the best-fit order (no pod fits there, and
+    /// each later pod would visit it ahead of the nodes that fit) and comes back with a slot.
+    #[test]
+    fn a_node_without_a_pod_slot_leaves_the_best_fit_order() {
+        // Four pod slots a node; n00 is the tightest, so best fit fills it first.
+        let state = state(&[(0, 2, 8), (0, 4, 8)]);
+        let pods = SchedulingPods::default();
+        let mut room = Room::new(&state, &pods, "trainscale");
+        let small = Resources::new(100, GIB / 8, 0);
+        let n00 = state.node_id_of("n00");
+        for _ in 0..4 {
+            assert_eq!(place_one(&mut room, &pod(), small), n00);
+        }
+        let in_order = |room: &Room| room.by_free.as_ref().map(|o| o.keys.len());
+        assert_eq!(in_order(&room), Some(1), "the full node left the order");
+        assert_eq!(place_one(&mut room, &pod(), small), state.node_id_of("n01"));
+        if let Some(n00) = n00 {
+            room.give_back(n00, small);
+        }
+        assert_eq!(in_order(&room), Some(2), "a slot given back brings it back");
+        assert_eq!(place_one(&mut room, &pod(), small), n00);
+    }
+
     proptest! {
         /// Whatever this pass took and gave back before, `place_one` picks the node a scan of
         /// every node picks (ties included), and so does the next placement after it.
