@@ -225,7 +225,7 @@ impl Actuator {
         let (shrinks, growths): (Vec<usize>, Vec<usize>) =
             (0..rescales.len()).partition(|&i| rescales[i].target < rescales[i].current);
         let mut ended: Vec<(usize, Outcome)> = Vec::with_capacity(rescales.len());
-        let mut unstarted = 0;
+        let mut unstarted = Unstarted::default();
         for wave in [shrinks, growths] {
             let mut writes = futures::stream::iter(
                 wave.into_iter()
@@ -235,14 +235,12 @@ impl Actuator {
             while let Some((i, ended_as)) = writes.next().await {
                 match ended_as {
                     Ended::Done(outcome) => ended.push((i, outcome)),
-                    Ended::NotStarted(Gate::Deadline) => unstarted += 1,
-                    Ended::NotStarted(_) | Ended::Cancelled => {}
+                    Ended::NotStarted(gate) => unstarted.count(gate),
+                    Ended::Cancelled => {}
                 }
             }
         }
-        if unstarted > 0 {
-            limits.cut("rescales", unstarted);
-        }
+        unstarted.report("rescales", &limits);
         ended.sort_unstable_by_key(|(i, _)| *i);
         ended
             .into_iter()
@@ -653,18 +651,15 @@ impl Actuator {
         ))
         .buffer_unordered(CONCURRENT_JOB_WRITES);
         let mut written = Vec::new();
-        let mut unstarted = 0;
+        let mut unstarted = Unstarted::default();
         while let Some((i, ended)) = writes.next().await {
             match ended {
                 Ok(Some(done)) => written.push((i, done)),
                 Ok(None) => {}
-                Err(Gate::Deadline) => unstarted += 1,
-                Err(_) => {}
+                Err(gate) => unstarted.count(gate),
             }
         }
-        if unstarted > 0 {
-            limits.cut("sizing", unstarted);
-        }
+        unstarted.report("sizing", &limits);
         written.sort_unstable_by_key(|(i, _)| *i);
         written
             .into_iter()
@@ -814,6 +809,45 @@ enum Gate {
     Deadline,
     Shutdown,
     LeaseLost,
+}
+
+/// The jobs of a stage whose writes were not started, by why.
+#[derive(Debug, Default)]
+struct Unstarted {
+    deadline: usize,
+    shutdown: usize,
+    lease_lost: usize,
+}
+
+impl Unstarted {
+    fn count(&mut self, gate: Gate) {
+        match gate {
+            Gate::Deadline => self.deadline += 1,
+            Gate::Shutdown => self.shutdown += 1,
+            Gate::LeaseLost => self.lease_lost += 1,
+        }
+    }
+
+    /// Says once per stage which jobs were left and why.
+    fn report(&self, stage: &'static str, limits: &WriteLimits) {
+        if self.deadline > 0 {
+            limits.cut(stage, self.deadline);
+        }
+        if self.shutdown > 0 {
+            tracing::info!(
+                stage,
+                left = self.shutdown,
+                "shutdown requested; leaving the rest of the plan"
+            );
+        }
+        if self.lease_lost > 0 {
+            tracing::warn!(
+                stage,
+                left = self.lease_lost,
+                "leader lease lost; leaving the rest of the plan unwritten"
+            );
+        }
+    }
 }
 
 /// How one job's rescale within a stage ended.
