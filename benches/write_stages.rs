@@ -119,6 +119,23 @@ async fn serve(mut handle: tower_test::mock::Handle<Request<Body>, Response<Body
     }
 }
 
+/// The wall time of `stage` run by an actuator against the mock API server.
+async fn timed_stage(
+    stage: impl AsyncFnOnce(&Actuator, WriteLimits, &tokio::sync::watch::Receiver<bool>),
+) -> Duration {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let server = tokio::spawn(serve(handle));
+    let actuator = Actuator::new(Client::new(service, "default"), "bench");
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let limits = WriteLimits::per_job(Duration::from_secs(60));
+    let started = Instant::now();
+    stage(&actuator, limits, &stop).await;
+    let took = started.elapsed();
+    drop(actuator);
+    server.abort();
+    took
+}
+
 fn bench(c: &mut Criterion) {
     let rescales: Vec<Rescale> = (0..JOBS).map(rescale).collect();
     let updates: Vec<SizingUpdate> = (0..JOBS).map(sizing).collect();
@@ -140,22 +157,11 @@ fn bench(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 (0..iters)
                     .map(|_| {
-                        runtime.block_on(async {
-                            let (service, handle) =
-                                tower_test::mock::pair::<Request<Body>, Response<Body>>();
-                            let server = tokio::spawn(serve(handle));
-                            let actuator = Actuator::new(Client::new(service, "default"), "bench");
-                            let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-                            let limits = WriteLimits::per_job(Duration::from_secs(60));
-                            let started = Instant::now();
-                            let outcomes = actuator.apply_all(&rescales, limits, &stop).await;
-                            let took = started.elapsed();
+                        runtime.block_on(timed_stage(async |actuator, limits, stop| {
+                            let outcomes = actuator.apply_all(&rescales, limits, stop).await;
                             assert_eq!(outcomes.len(), JOBS);
                             assert!(outcomes.iter().all(|(_, o)| o.reason.is_empty()));
-                            drop(actuator);
-                            server.abort();
-                            took
-                        })
+                        }))
                     })
                     .sum()
             })
@@ -167,21 +173,10 @@ fn bench(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 (0..iters)
                     .map(|_| {
-                        runtime.block_on(async {
-                            let (service, handle) =
-                                tower_test::mock::pair::<Request<Body>, Response<Body>>();
-                            let server = tokio::spawn(serve(handle));
-                            let actuator = Actuator::new(Client::new(service, "default"), "bench");
-                            let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-                            let limits = WriteLimits::per_job(Duration::from_secs(60));
-                            let started = Instant::now();
-                            let written = actuator.write_sizing_all(&writes, limits, &stop).await;
-                            let took = started.elapsed();
+                        runtime.block_on(timed_stage(async |actuator, limits, stop| {
+                            let written = actuator.write_sizing_all(&writes, limits, stop).await;
                             assert_eq!(written.len(), JOBS);
-                            drop(actuator);
-                            server.abort();
-                            took
-                        })
+                        }))
                     })
                     .sum()
             })

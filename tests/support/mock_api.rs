@@ -23,12 +23,29 @@ pub async fn expect(
     Value,
     SendResponse<Response<Body>>,
 ) {
+    let got = receive(handle, &format!("{method} {path}")).await;
+    assert_eq!(got.method, method, "method of {}", got.path);
+    assert_eq!(got.path, path);
+    (got.query, got.content_type, got.body, got.send)
+}
+
+/// A request as received, its body read as JSON (`Null` when empty).
+struct Received {
+    method: Method,
+    path: String,
+    query: Option<String>,
+    content_type: Option<String>,
+    body: Value,
+    send: SendResponse<Response<Body>>,
+}
+
+/// The next request; `expected` names it in the panic when none comes.
+async fn receive(handle: &mut MockHandle, expected: &str) -> Received {
     let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
         .await
-        .unwrap_or_else(|_| panic!("no request; expected {method} {path}"))
-        .unwrap_or_else(|| panic!("client gone; expected {method} {path}"));
-    assert_eq!(req.method(), method, "method of {}", req.uri());
-    assert_eq!(req.uri().path(), path);
+        .unwrap_or_else(|_| panic!("no request; expected {expected}"))
+        .unwrap_or_else(|| panic!("client gone; expected {expected}"));
+    let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let query = req.uri().query().map(str::to_string);
     let content_type = req
         .headers()
@@ -40,7 +57,14 @@ pub async fn expect(
     } else {
         serde_json::from_slice(&bytes).unwrap()
     };
-    (query, content_type, body, send)
+    Received {
+        method,
+        path,
+        query,
+        content_type,
+        body,
+        send,
+    }
 }
 
 pub fn respond(send: SendResponse<Response<Body>>, status: StatusCode, body: Value) {
@@ -62,16 +86,6 @@ pub fn api_status(code: u16, reason: &str, message: &str) -> Value {
 pub async fn next_any(
     handle: &mut MockHandle,
 ) -> (Method, String, Value, SendResponse<Response<Body>>) {
-    let (req, send) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
-        .await
-        .unwrap_or_else(|_| panic!("no request"))
-        .unwrap_or_else(|| panic!("client gone"));
-    let (method, path) = (req.method().clone(), req.uri().path().to_string());
-    let bytes = req.into_body().collect_bytes().await.unwrap();
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap()
-    };
-    (method, path, body, send)
+    let got = receive(handle, "any request").await;
+    (got.method, got.path, got.body, got.send)
 }
