@@ -99,9 +99,11 @@ fn node_name(n: usize) -> String {
 }
 
 /// Trainer `index` of job `job`, bound to `node` or pending. Trainer pods name trainscale's
-/// scheduler, as the operator creates them by default.
+/// scheduler and carry their completion index, as the operator's Indexed trainer Jobs create
+/// them: the scheduler role binds each to the node planned for its position.
 fn trainer_pod(job: usize, index: usize, node: Option<&str>) -> Pod {
-    let labels = json!({"paddle-job": format!("job-{job:05}"), "batch.kubernetes.io/job-name": format!("job-{job:05}-trainer")});
+    let labels = json!({"paddle-job": format!("job-{job:05}"), "batch.kubernetes.io/job-name": format!("job-{job:05}-trainer"),
+                        "batch.kubernetes.io/job-completion-index": index.to_string()});
     let name = format!("job-{job:05}-trainer-{index}");
     pod_object(
         &format!("team-{}", job % 50),
@@ -161,9 +163,9 @@ fn trainer_job(j: usize, parallelism: usize, version: u64) -> Job {
                      "resourceVersion": version.to_string(),
                      "ownerReferences": [{"apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
                                           "name": format!("job-{j:05}"), "uid": format!("uid-tj-{j}"), "controller": true}]},
-        "spec": {"parallelism": parallelism,
+        "spec": {"parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
                  "template": {"metadata": {"labels": {"paddle-job": format!("job-{j:05}")}},
-                              "spec": {"containers": [{"name": "trainer", "image": "paddle"}]}}}
+                              "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "trainer", "image": "paddle"}]}}}
     }))
 }
 

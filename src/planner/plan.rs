@@ -308,7 +308,7 @@ pub struct ScalePlan<'s> {
 }
 
 impl<'s> ScalePlan<'s> {
-    /// The plan of one job.
+    /// The plan of one job (a scan of the plan: for a lookup or two, not one per pod or job).
     pub fn job(&self, key: &JobKey) -> Option<&JobPlan<'s>> {
         self.jobs.iter().find(|j| *j.key == *key)
     }

@@ -27,7 +27,7 @@
 //! for a pod that does not come stops being reserved.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::pods::{PodKey, SchedulingPods, UnboundPod};
@@ -165,11 +165,14 @@ pub fn assign_with(
     let mut out = Assignments::default();
     let mut trainers: BTreeMap<&JobKey, BTreeMap<u32, (&PodKey, &UnboundPod)>> = BTreeMap::new();
     let mut others: Vec<(&PodKey, &UnboundPod)> = Vec::new();
+    // One lookup per pod: `ScalePlan::job` scans the plan, and a first pass after start-up may
+    // have hundreds of thousands of trainer pods to bind for tens of thousands of jobs.
+    let planned_jobs: HashSet<&JobKey> = plan.jobs.iter().map(|j| &*j.key).collect();
     for (key, pod) in pods.unbound_for(name) {
         let info = state.pod(&key.0, &key.1);
         match info.and_then(|i| i.owner.as_ref().zip(i.index)) {
             Some(((job, Role::Trainer), index))
-                if plan.job(job).is_some() && schedules_job(state, job, name) =>
+                if planned_jobs.contains(job) && schedules_job(state, job, name) =>
             {
                 trainers.entry(job).or_default().insert(index, (key, pod));
             }
