@@ -370,6 +370,21 @@ async fn the_rescale_stage_starts_nothing_after_its_deadline() {
     );
 }
 
+/// A stage whose deadline has passed before it starts sends nothing.
+#[tokio::test(start_paused = true)]
+async fn a_rescale_stage_past_its_deadline_sends_nothing() {
+    let (actuator, mut handle) = actuator();
+    let (_stop_tx, stop) = watch::channel(false);
+    let limits = WriteLimits::from_now(Duration::from_secs(30), Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let outcomes = actuator
+        .apply_all(&[rescale("a", 1, 4, false)], limits, &stop)
+        .await;
+    assert!(outcomes.is_empty(), "{outcomes:?}");
+    let next = tokio::time::timeout(Duration::from_secs(60), handle.next_request()).await;
+    assert!(next.is_err(), "a rescale was sent after the deadline");
+}
+
 /// Shrinks go first: no growth is sent before every shrink's writes are answered (the room a
 /// shrink gives back is what growth was planned into).
 #[tokio::test]
