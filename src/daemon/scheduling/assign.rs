@@ -1009,9 +1009,9 @@ impl<'s> Room<'s> {
     }
 
     /// A node's key in the best-fit order at `place`; `None` for a node not known, or with
-    /// every pod slot used: no pod fits there (`TooManyPods`), and kept in the order such nodes
-    /// were visited by every later pod, ahead of the nodes that fit (best fit fills a node's
-    /// slots before its CPU on small pods): 400,000 binds at 100,000 nodes took 35 s.
+    /// every pod slot used: no pod fits there (`TooManyPods`), and in the order such nodes would
+    /// sit ahead of the nodes that fit (best fit fills a node's slots before its CPU with small
+    /// pods), visited by every later pod.
     fn key_at(&self, node: NodeId, place: u32) -> Option<FitKey> {
         let slot = self.state.node(node).filter(|slot| slot.info.is_some())?;
         let full = self
@@ -1241,7 +1241,8 @@ fn place_one(room: &mut Room, pod: &UnboundPod, requests: Resources) -> Option<N
         return None;
     }
     // The first node in best-fit order that passes every filter: nodes with too few free GPUs
-    // are not visited, and one with too little CPU or memory costs a comparison.
+    // are not visited, nodes without a pod slot are not in the order, and one with too little
+    // CPU or memory costs a comparison.
     room.build_best_fit_order();
     let best = room
         .by_free
