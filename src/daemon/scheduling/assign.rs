@@ -224,18 +224,23 @@ pub fn assign_with(
     let reserved: BTreeSet<&JobKey> = state.reservations().map(|(job, _, _)| job).collect();
     let mut leaving = Leaving::new(state, plan);
     for job in &plan.jobs {
+        // `trainers` holds only jobs this scheduler binds. A job with nothing to bind, place or
+        // hold is passed over before the lookups below: a steady pass has tens of thousands.
+        let waiting = trainers.remove(&*job.key).unwrap_or_default();
+        if waiting.is_empty()
+            && job.placements.iter().all(|p| p.trainers == 0)
+            && !reserved.contains(&*job.key)
+        {
+            continue;
+        }
         if !schedules_job(state, &job.key, name) {
             continue;
         }
-        let waiting = trainers.remove(&*job.key).unwrap_or_default();
         let placements: Vec<NodeId> = job
             .placements
             .iter()
             .flat_map(|p| std::iter::repeat_n(p.node, p.trainers as usize))
             .collect();
-        if waiting.is_empty() && placements.is_empty() && !reserved.contains(&*job.key) {
-            continue;
-        }
         let pass = JobPass {
             state,
             settings,
