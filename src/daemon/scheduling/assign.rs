@@ -1019,15 +1019,15 @@ impl<'s> Room<'s> {
     /// pods), visited by every later pod.
     fn key_at(&self, node: NodeId, place: u32) -> Option<FitKey> {
         let slot = self.state.node(node).filter(|slot| slot.info.is_some())?;
+        let (free, pods) = self.left(slot, node);
         let full = self
             .state
             .node_traits(node)
             .and_then(|traits| traits.max_pods)
-            .is_some_and(|max| self.pods_on(slot, node) >= max);
+            .is_some_and(|max| pods >= max);
         if full {
             return None;
         }
-        let free = self.free(slot, node);
         Some((free.gpu, free.cpu_milli, free.memory, place, node))
     }
 
@@ -1079,21 +1079,14 @@ impl<'s> Room<'s> {
         Ok(())
     }
 
-    /// The pods on a node, with those this pass placed there and those nominated for it.
-    fn pods_on(&self, slot: &NodeSlot, node: NodeId) -> i64 {
-        let (_, nominated) = self.pods.nominated_on(&slot.name, self.scheduler);
-        i64::from(slot.pods) + self.taken.get(&node).map_or(0, |t| t.pods) + nominated
-    }
-
-    /// The free room of a node, less what this pass took there and what is nominated for it.
-    fn free(&self, slot: &NodeSlot, node: NodeId) -> Resources {
-        let (nominated, _) = self.pods.nominated_on(&slot.name, self.scheduler);
-        slot.free()
-            - nominated
-            - self
-                .taken
-                .get(&node)
-                .map_or(Resources::ZERO, |t| t.resources)
+    /// The free room of a node and the pods on it, each counting what this pass took there and
+    /// what is nominated for it (the nominated pods looked up once for both).
+    fn left(&self, slot: &NodeSlot, node: NodeId) -> (Resources, i64) {
+        let (nominated, nominated_pods) = self.pods.nominated_on(&slot.name, self.scheduler);
+        let taken = self.taken.get(&node);
+        let free = slot.free() - nominated - taken.map_or(Resources::ZERO, |t| t.resources);
+        let pods = i64::from(slot.pods) + taken.map_or(0, |t| t.pods) + nominated_pods;
+        (free, pods)
     }
 
     /// kube-scheduler's filters for one pod on one node, against the room left this pass (pods
@@ -1116,12 +1109,13 @@ impl<'s> Room<'s> {
         let traits = self.state.node_traits(node).ok_or(Unfit::NotReady)?;
         check_static(constraints, traits)?;
         let taken = self.taken.get(&node);
+        let (free, pods) = self.left(slot, node);
         if let Some(max) = traits.max_pods
-            && self.pods_on(slot, node) + 1 - extra.pods > max
+            && pods + 1 - extra.pods > max
         {
             return Err(Unfit::TooManyPods);
         }
-        let free = self.free(slot, node) + extra.resources;
+        let free = free + extra.resources;
         if requests.cpu_milli > free.cpu_milli {
             return Err(Unfit::Insufficient("cpu".into()));
         }
@@ -1310,7 +1304,7 @@ mod best_fit_tests {
             if slot.info.is_none() || room.fits(id, pod, requests, Allowance::NONE).is_err() {
                 continue;
             }
-            let free = room.free(slot, id);
+            let (free, _) = room.left(slot, id);
             if best.as_ref().is_none_or(|(b, _)| {
                 (free.gpu, free.cpu_milli, free.memory) < (b.gpu, b.cpu_milli, b.memory)
             }) {
