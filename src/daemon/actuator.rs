@@ -227,16 +227,19 @@ impl Actuator {
         let mut ended: Vec<(usize, Outcome)> = Vec::with_capacity(rescales.len());
         let mut unstarted = Unstarted::default();
         for wave in [shrinks, growths] {
-            let mut writes = futures::stream::iter(
-                wave.into_iter()
-                    .map(|i| self.apply_one(i, &rescales[i], limits, stop)),
-            )
-            .buffer_unordered(CONCURRENT_JOB_WRITES);
-            while let Some((i, ended_as)) = writes.next().await {
-                match ended_as {
+            let ends = self
+                .each_job(wave, &limits, stop, |i| {
+                    self.apply_one(&rescales[i], limits.timeout)
+                })
+                .await;
+            for (i, end) in ends {
+                match end {
                     Ended::Done(outcome) => ended.push((i, outcome)),
                     Ended::NotStarted(gate) => unstarted.count(gate),
-                    Ended::Cancelled => {}
+                    Ended::Cancelled => {
+                        tracing::warn!(job = %rescales[i].key, "leader lease lost mid-rescale; writes stopped");
+                        metrics::rescale("Unknown");
+                    }
                 }
             }
         }
@@ -261,37 +264,48 @@ impl Actuator {
         }
     }
 
-    /// One job's rescale within a pass's stage (see [`Actuator::apply_all`]).
-    async fn apply_one(
+    /// Runs `write` for each of `jobs`, [`CONCURRENT_JOB_WRITES`] at a time. A job whose
+    /// [`Actuator::gate`] is shut when its turn comes is not started; one in flight when the
+    /// Lease is lost is cancelled (a write that has ended by then is the job's). Each job's end
+    /// with its index, in the order they ended.
+    async fn each_job<T, W>(
         &self,
-        i: usize,
-        r: &Rescale,
-        limits: WriteLimits,
+        jobs: Vec<usize>,
+        limits: &WriteLimits,
         stop: &watch::Receiver<bool>,
-    ) -> (usize, Ended) {
-        if let Some(gate) = self.gate(&limits, stop) {
-            return (i, Ended::NotStarted(gate));
-        }
-        // Losing the lease cancels the job's in-flight writes; none follow. Writes that have
-        // ended by then are the job's outcome.
-        let applied = tokio::select! {
-            biased;
-            done = tokio::time::timeout(limits.timeout, self.rescale(r)) => Some(
-                done.unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale")),
-            ),
-            _ = self.fence.lost() => None,
-        };
-        let Some(outcome) = applied else {
-            tracing::warn!(job = %r.key, "leader lease lost mid-rescale; writes stopped");
-            metrics::rescale("Unknown");
-            return (i, Ended::Cancelled);
-        };
+        write: impl Fn(usize) -> W,
+    ) -> Vec<(usize, Ended<T>)>
+    where
+        W: std::future::Future<Output = T>,
+    {
+        let write = &write;
+        futures::stream::iter(jobs.into_iter().map(|i| async move {
+            if let Some(gate) = self.gate(limits, stop) {
+                return (i, Ended::NotStarted(gate));
+            }
+            tokio::select! {
+                biased;
+                done = write(i) => (i, Ended::Done(done)),
+                _ = self.fence.lost() => (i, Ended::Cancelled),
+            }
+        }))
+        .buffer_unordered(CONCURRENT_JOB_WRITES)
+        .collect()
+        .await
+    }
+
+    /// One job's rescale within a pass's stage, bounded by `timeout` (see
+    /// [`Actuator::apply_all`]).
+    async fn apply_one(&self, r: &Rescale, timeout: Duration) -> Outcome {
+        let outcome = tokio::time::timeout(timeout, self.rescale(r))
+            .await
+            .unwrap_or_else(|_| Outcome::unknown("timed out applying the rescale"));
         if let Some(health) = &self.health {
             health.progressed();
         }
         metrics::rescale(outcome.result_str());
         tracing::info!(job = %r.key, current = r.current, target = r.target, reason = r.reason.as_str(), result = outcome.result_str(), error = %outcome.reason, "rescale");
-        (i, Ended::Done(outcome))
+        outcome
     }
 
     /// Rescales one job: parallelism (the Job controller then adds or removes the highest
@@ -634,29 +648,33 @@ impl Actuator {
         limits: WriteLimits,
         stop: &watch::Receiver<bool>,
     ) -> Vec<(JobKey, Written)> {
-        let mut writes = futures::stream::iter(updates.iter().enumerate().map(
-            |(i, (update, resource_version))| async move {
-                if let Some(gate) = self.gate(&limits, stop) {
-                    return (i, Err(gate));
-                }
-                let conditions = merged(&update.existing, &update.desired, (self.clock)());
-                let done = tokio::select! {
-                    biased;
-                    done = tokio::time::timeout(limits.timeout, self.write_sizing(update, &conditions, resource_version.as_deref())) => done,
-                    _ = self.fence.lost() => return (i, Err(Gate::LeaseLost)),
-                };
-                let written = sizing_written(update, resource_version.as_deref(), done);
-                (i, Ok(written.map(|version| (version, conditions))))
-            },
-        ))
-        .buffer_unordered(CONCURRENT_JOB_WRITES);
+        let ends = self
+            .each_job(
+                (0..updates.len()).collect(),
+                &limits,
+                stop,
+                |i| async move {
+                    let (update, resource_version) = &updates[i];
+                    let conditions = merged(&update.existing, &update.desired, (self.clock)());
+                    let at = resource_version.as_deref();
+                    let done = tokio::time::timeout(
+                        limits.timeout,
+                        self.write_sizing(update, &conditions, at),
+                    )
+                    .await;
+                    sizing_written(update, at, done).map(|version| (version, conditions))
+                },
+            )
+            .await;
         let mut written = Vec::new();
         let mut unstarted = Unstarted::default();
-        while let Some((i, ended)) = writes.next().await {
-            match ended {
-                Ok(Some(done)) => written.push((i, done)),
-                Ok(None) => {}
-                Err(gate) => unstarted.count(gate),
+        for (i, end) in ends {
+            match end {
+                Ended::Done(Some(done)) => written.push((i, done)),
+                Ended::Done(None) => {}
+                Ended::NotStarted(gate) => unstarted.count(gate),
+                // Counted with the jobs the lost Lease left.
+                Ended::Cancelled => unstarted.count(Gate::LeaseLost),
             }
         }
         unstarted.report("sizing", &limits);
@@ -850,9 +868,9 @@ impl Unstarted {
     }
 }
 
-/// How one job's rescale within a stage ended.
-enum Ended {
-    Done(Outcome),
+/// How one job's writes within a stage ended.
+enum Ended<T> {
+    Done(T),
     NotStarted(Gate),
     /// The Lease was lost while its writes were in flight.
     Cancelled,
