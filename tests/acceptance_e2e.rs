@@ -1,6 +1,6 @@
 //! Acceptance: the deployment as shipped, against the kmock emulator (`tests/e2e/kmock_cluster.py`)
 //! with RBAC enforced (the RBAC objects of `deploy/rbac.yaml` and `deploy/components/*/rbac.yaml`)
-//! and 16 nodes of mixed shapes.
+//! and 18 nodes of mixed shapes (pod limits that bind, a cordoned and a NotReady node among them).
 //!
 //! Two replicas of the debug `trainscale` binary run as pods of `deploy/deployment.yaml` would:
 //! its container's `args` and every `env` with a literal `value` (leader election on, interval
@@ -24,6 +24,8 @@
 //! - trainscale deleted no pod, no pod failed (`/_harness/failed-pods`, `/_harness/failures`),
 //!   every planned job carries its sizing conditions, and no request was denied
 //!   (`/_harness/denied`);
+//! - no pod is bound to the cordoned or the NotReady node, and no node holds more pods than its
+//!   limit (the nodes whose pod count binds are filled to it in a passing run);
 //! - leader failover: the leader (the replica whose `POD_NAME` starts the Lease's
 //!   holderIdentity) is killed (SIGKILL); the other replica holds the Lease and leads within the
 //!   lease duration (15 s) plus 2 s, and serves a job applied meanwhile;
@@ -108,12 +110,17 @@ impl Applied {
     }
 }
 
-/// The 16 nodes: 6 GPU nodes (8 `nvidia.com/gpu`, 64 cpu, 512Gi), 6 CPU nodes (32 cpu, 128Gi),
+/// The 18 nodes: 6 GPU nodes (8 `nvidia.com/gpu`, 64 cpu, 512Gi), 6 CPU nodes (32 cpu, 128Gi),
 /// a pool of 2 tainted `dedicated=infer:NoSchedule` (4 GPUs, 32 cpu, 256Gi) and a pool of 2
-/// labelled `pool=big` (96 cpu, 768Gi); every node the kubelet's default 110 pods. Nodes whose
-/// pod count binds (20 pods) are left out: the planner does not yet count a node's pod slots
-/// when it sizes (issue 30, item 8: it planned `+2@big-02` on a node full at 20/20 pods, and
-/// those trainers stayed Pending), and this suite must pass before that lands.
+/// labelled `pool=big` (96 cpu, 768Gi). Most nodes take the kubelet's default 110 pods; on
+/// `gpu-05`, `gpu-06`, `cpu-05`, `cpu-06` ([`SLOT_BOUND_PODS`]) and `big-02`
+/// ([`BIG_SLOT_BOUND_PODS`]) the pod count binds before the other resources do (16 and 48 of the
+/// 2-cpu CPU trainers would fit by CPU, 8 of the 1-GPU trainers by GPU beside masters and
+/// pservers), as on nodes whose `--max-pods` is lowered: trainers planned there past the free pod slots would be
+/// rejected `OutOfpods` by the emulator's kubelet, and a pod that fails fails the test. Two
+/// more GPU nodes have room but must take no pod: `cordoned-01` (`spec.unschedulable`, with the
+/// taint the node controller adds) and `not-ready-01` (`Ready=False`, with the node lifecycle
+/// controller's `not-ready` taints); [`check_placements`] checks both.
 fn nodes() -> Value {
     let node =
         |name: &str, cpu: u32, memory: &str, gpu: u32, pods: u32, labels: Value, taints: Value| {
@@ -137,7 +144,7 @@ fn nodes() -> Value {
         };
     let mut out = Vec::new();
     for i in 1..=6 {
-        let pods = 110;
+        let pods = if i >= 5 { SLOT_BOUND_PODS } else { 110 };
         out.push(node(
             &format!("gpu-{i:02}"),
             64,
@@ -172,13 +179,50 @@ fn nodes() -> Value {
             96,
             "768Gi",
             0,
-            110,
+            if i == 2 { BIG_SLOT_BOUND_PODS } else { 110 },
             json!({"pool": "big"}),
             json!([]),
         ));
     }
+    let mut cordoned = node(
+        CORDONED,
+        64,
+        "512Gi",
+        8,
+        110,
+        json!({"accelerator": "nvidia"}),
+        json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]),
+    );
+    cordoned["spec"]["unschedulable"] = json!(true);
+    out.push(cordoned);
+    let mut not_ready = node(
+        NOT_READY,
+        64,
+        "512Gi",
+        8,
+        110,
+        json!({"accelerator": "nvidia"}),
+        json!([
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+        ]),
+    );
+    not_ready["status"]["conditions"] =
+        json!([{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]);
+    out.push(not_ready);
     Value::Array(out)
 }
+
+/// A GPU node cordoned (`kubectl cordon`): no pod may be bound there.
+const CORDONED: &str = "cordoned-01";
+/// A GPU node whose kubelet stopped reporting Ready: no pod may be bound there.
+const NOT_READY: &str = "not-ready-01";
+
+/// The pod limit of `gpu-05`, `gpu-06` (8 GPUs, 64 cpu), `cpu-05` and `cpu-06` (32 cpu).
+const SLOT_BOUND_PODS: u32 = 10;
+/// The pod limit of `big-02` (96 cpu), which only the `pool=big` jobs' trainers may use besides
+/// unselected pods.
+const BIG_SLOT_BOUND_PODS: u32 = 20;
 
 /// Container resources: requests equal to limits.
 fn resources(cpu: &str, memory: &str, gpu: u32) -> Value {
@@ -1336,6 +1380,8 @@ async fn acceptance(podgroups: bool) {
         );
     }
     check_clean(&emulator, "after convergence", podgroups).await;
+    let slots = check_placements(&conditions_dump, "after convergence");
+    println!("after convergence: pods on the nodes whose pod count binds: {slots:?}");
 
     // Failover: the leader is killed; the other takes the Lease within its duration and serves a
     // job applied meanwhile.
@@ -1631,6 +1677,49 @@ async fn trainscale_requests(emulator: &Emulator) -> (BTreeMap<String, u64>, Vec
         agents.push(agent);
     }
     (out, agents)
+}
+
+/// On the dump `dump`: no pod on [`CORDONED`] or [`NOT_READY`], and no node holding more pods
+/// than its `pods` allocatable (pods that ended Succeeded or Failed hold no slot). Returns the pods
+/// on each node whose pod count binds, as `name pods/limit`.
+fn check_placements(dump: &Value, when: &str) -> Vec<String> {
+    let mut on_node: BTreeMap<String, u32> = BTreeMap::new();
+    for item in dump["items"].as_array().into_iter().flatten() {
+        let ended = matches!(
+            item["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        );
+        if item["kind"] == "Pod"
+            && !ended
+            && let Some(node) = item["spec"]["nodeName"].as_str()
+        {
+            *on_node.entry(node.to_string()).or_default() += 1;
+        }
+    }
+    for unusable in [CORDONED, NOT_READY] {
+        assert!(
+            !on_node.contains_key(unusable),
+            "{when}: {} pod(s) bound to {unusable}, which takes none",
+            on_node[unusable]
+        );
+    }
+    let mut bound_by_slots = Vec::new();
+    for node in nodes().as_array().into_iter().flatten() {
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        let limit: u32 = node["status"]["allocatable"]["pods"]
+            .as_str()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("node {name}: no pods allocatable"));
+        let pods = on_node.get(name).copied().unwrap_or(0);
+        assert!(
+            pods <= limit,
+            "{when}: node {name} holds {pods} pods, past its limit {limit}"
+        );
+        if limit < 110 {
+            bound_by_slots.push(format!("{name} {pods}/{limit}"));
+        }
+    }
+    bound_by_slots
 }
 
 /// No pod deleted by trainscale, no pod failed (with `podgroups`, but PyTorch workers that
