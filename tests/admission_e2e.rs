@@ -3,7 +3,8 @@
 //! rejects a pod bound onto a node without its room or its host ports (terminating pods hold
 //! both) and whose API server refuses to bind a gated pod (`/_harness/gated-binds`). Each case
 //! checks what a user would see: pods Running where they fit, pending with kube-scheduler's reason
-//! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty).
+//! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty). A
+//! cordoned or NotReady node keeps its trainers and takes no new ones until it is back.
 
 #[path = "support/e2e.rs"]
 mod e2e;
@@ -21,6 +22,8 @@ const LIFETIME_S: u32 = 400;
 /// How long a case waits for what it expects.
 const WITHIN: Duration = Duration::from_secs(120);
 const EVERY: Duration = Duration::from_millis(250);
+/// How long a case checks that nothing changes: several of the daemon's 1 s passes.
+const HOLD: Duration = Duration::from_secs(6);
 
 /// A Ready node of `cpu` cores, 64Gi and 110 pods.
 fn node(name: &str, cpu: u32) -> Value {
@@ -513,5 +516,188 @@ async fn a_pod_with_a_sidecar_is_bound_where_both_fit() {
     let node = until_running(&emulator, &mut replica, "with-sidecar").await;
     assert_eq!(node, "n2", "4 CPUs with the sidecar: only n2 holds them");
     assert_eq!(rejected(&emulator).await, Vec::<Value>::new());
+    emulator.stop();
+}
+
+/// A merge patch of node `name`: its `spec` when `status` is false, else its `/status`.
+async fn patch_node(emulator: &Emulator, name: &str, status: bool, patch: Value) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(emulator.admin().await);
+    let params = kube::api::PatchParams::default();
+    let patch = kube::api::Patch::Merge(patch);
+    let done = if status {
+        nodes.patch_status(name, &params, &patch).await
+    } else {
+        nodes.patch(name, &params, &patch).await
+    };
+    done.unwrap_or_else(|e| panic!("patching node {name}: {e}"));
+}
+
+/// The nodes of `job`'s Running trainers, by trainer name.
+async fn trainer_nodes(
+    emulator: &Emulator,
+    job: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let all = pods(emulator).await;
+    trainers_of(&all, job)
+        .into_iter()
+        .filter(|p| running(p))
+        .map(|p| (name_of(p).to_string(), node_of(p).unwrap_or("").to_string()))
+        .collect()
+}
+
+/// Holds for `hold` (a few of the daemon's 1 s passes), checking that `job`'s Running trainers
+/// stay exactly `expected`: none removed, none added.
+async fn holds(
+    emulator: &Emulator,
+    replica: &mut Replica,
+    job: &str,
+    expected: &std::collections::BTreeMap<String, String>,
+    hold: Duration,
+    what: &str,
+) {
+    let started = std::time::Instant::now();
+    while started.elapsed() < hold {
+        replica
+            .guard
+            .check_alive()
+            .unwrap_or_else(|dead| panic!("{what}: {dead}"));
+        let all = pods(emulator).await;
+        let now = trainer_nodes(emulator, job).await;
+        let trainers = trainers_of(&all, job).len();
+        assert_eq!(&now, expected, "{what}: the Running trainers changed");
+        assert_eq!(
+            trainers,
+            expected.len(),
+            "{what}: {job} has {trainers} trainer pods, {} Running",
+            expected.len()
+        );
+        tokio::time::sleep(EVERY).await;
+    }
+}
+
+/// Node maintenance as a platform engineer does it. `kubectl cordon` evicts nothing: the job
+/// keeps the trainers the node runs, and room that appears there is not planned into; uncordoned,
+/// the node takes the job's growth. A node whose kubelet stops reporting Ready (the node
+/// lifecycle controller's `not-ready` taints) is treated alike until it is Ready again. No pod is
+/// deleted or rejected throughout.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_cordoned_or_not_ready_node_keeps_its_trainers_and_takes_no_new_ones() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-cordon");
+    let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4)]);
+    let client = emulator.admin().await;
+    // 1-CPU trainers, 1..16: the job wants more than the cluster has throughout.
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("j", "1", 1, 16, json!({})),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "j at 8 Running",
+        alive(&mut replica),
+        || async { running_trainers(&emulator, "j", 8).await },
+    )
+    .await;
+    let before = trainer_nodes(&emulator, "j").await;
+    assert_eq!(
+        before.values().filter(|n| *n == "b").count(),
+        4,
+        "{before:?}"
+    );
+
+    // Cordoned (`kubectl cordon` sets the field; the node controller adds the taint), then the
+    // node gains 4 CPUs: the trainers there stay, and the new room takes none.
+    patch_node(
+        &emulator,
+        "b",
+        false,
+        json!({"spec": {"unschedulable": true, "taints": [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    patch_node(
+        &emulator,
+        "b",
+        true,
+        json!({"status": {"allocatable": {"cpu": "8"}, "capacity": {"cpu": "8"}}}),
+    )
+    .await;
+    holds(&emulator, &mut replica, "j", &before, HOLD, "b cordoned").await;
+
+    // Uncordoned: the job grows onto b's room.
+    patch_node(
+        &emulator,
+        "b",
+        false,
+        json!({"spec": {"unschedulable": null, "taints": null}}),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "j at 12 Running",
+        alive(&mut replica),
+        || async { running_trainers(&emulator, "j", 12).await },
+    )
+    .await;
+    let grown = trainer_nodes(&emulator, "j").await;
+    assert_eq!(grown.values().filter(|n| *n == "b").count(), 8, "{grown:?}");
+
+    // a's kubelet stops reporting Ready, and a gains 4 CPUs: its trainers stay (nothing here
+    // evicts them), its room takes none.
+    patch_node(
+        &emulator,
+        "a",
+        false,
+        json!({"spec": {"taints": [
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]}}),
+    )
+    .await;
+    patch_node(
+        &emulator,
+        "a",
+        true,
+        json!({"status": {
+            "allocatable": {"cpu": "8"}, "capacity": {"cpu": "8"},
+            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady"}]}}),
+    )
+    .await;
+    holds(&emulator, &mut replica, "j", &grown, HOLD, "a NotReady").await;
+
+    // Ready again: the job grows onto a's room, to its max.
+    patch_node(&emulator, "a", false, json!({"spec": {"taints": null}})).await;
+    patch_node(
+        &emulator,
+        "a",
+        true,
+        json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+    )
+    .await;
+    poll(
+        WITHIN,
+        EVERY,
+        "j at 16 Running",
+        alive(&mut replica),
+        || async { running_trainers(&emulator, "j", 16).await },
+    )
+    .await;
+    let rejected = rejected(&emulator).await;
+    assert!(
+        rejected.is_empty(),
+        "pods the kubelet turned away: {rejected:#?}"
+    );
+    let writes = emulator.daemon_writes().await;
+    assert!(
+        !writes.keys().any(|k| k.starts_with("delete pods")),
+        "trainscale deleted pods: {writes:?}"
+    );
     emulator.stop();
 }

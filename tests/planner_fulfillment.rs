@@ -415,3 +415,61 @@ fn a_trainer_placed_earlier_in_the_pass_moves_to_make_room() {
     assert_eq!(nodes("x"), [("b".to_string(), 1)]);
     assert_eq!(nodes("y"), [("a".to_string(), 1)]);
 }
+
+/// A node taken out of scheduling (`kubectl cordon`, or a kubelet gone NotReady) with `name`'s
+/// allocatable kept.
+fn cordon(s: &mut ClusterState, name: &str, cpu_milli: i64, mem_gib: i64, gpu: i64) {
+    s.set_node(
+        name,
+        Some(trainscale::cluster::NodeInfo {
+            allocatable: Resources::new(cpu_milli, mem_gib * GIB, gpu),
+            schedulable: false,
+        }),
+    );
+}
+
+#[test]
+fn a_cordoned_node_keeps_its_trainers_and_takes_no_new_ones() {
+    // x runs 4 trainers on a, which is then cordoned; b is empty.
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 96_000, 768, 8);
+    add_node(&mut s, "b", 96_000, 768, 8);
+    add_job(&mut s, "x", job_info(1, 8, gpu_trainer()), 4, &["a"; 4]);
+    cordon(&mut s, "a", 96_000, 768, 8);
+    let p = plan(&s, &fulfillment()).into_owned();
+    let x = p.job(&key("x")).unwrap();
+    // Cordoning evicts nothing: the 4 stay, and growth goes to b only.
+    assert_eq!((x.target, x.reason), (8, Reason::ScaleUp));
+    assert!(x.removals.is_empty(), "{:?}", x.removals);
+    let onto: Vec<_> = x
+        .placements
+        .iter()
+        .map(|p| (Some(p.node), p.trainers))
+        .collect();
+    assert_eq!(onto, vec![(s.node_id_of("b"), 4)]);
+    // Applied, the next pass changes nothing.
+    apply_plan(&mut s, &p);
+    let again = plan(&s, &fulfillment());
+    assert_eq!(
+        again.summary.trainers_added + again.summary.trainers_removed,
+        0
+    );
+}
+
+#[test]
+fn no_job_shrinks_for_room_on_a_cordoned_node() {
+    // x holds all 8 GPUs of a, which is cordoned; y's gang of 2 needs room. Shrinking x would
+    // free room on a node that takes no pod, so y waits and x keeps its size.
+    let mut s = ClusterState::new();
+    add_node(&mut s, "a", 96_000, 768, 8);
+    let t = Resources::new(4000, 16 * GIB, 1);
+    add_job(&mut s, "x", job_info(2, 8, t), 8, &["a"; 8]);
+    add_job(&mut s, "y", job_info(2, 4, t), 2, &[]);
+    cordon(&mut s, "a", 96_000, 768, 8);
+    let p = plan(&s, &fulfillment()).into_owned();
+    let (x, y) = (p.job(&key("x")).unwrap(), p.job(&key("y")).unwrap());
+    assert_eq!(x.target, 8, "{:?}", x.reason);
+    assert!(x.removals.is_empty(), "{:?}", x.removals);
+    assert_eq!((y.target, y.reason), (2, Reason::Starving));
+    assert!(y.placements.is_empty(), "{:?}", y.placements);
+}
