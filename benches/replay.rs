@@ -12,6 +12,13 @@
 //! and a pass's together. Between passes the store takes the watch events of what the pass asked
 //! for (`settle`), so the later passes are steady.
 //!
+//! The daemon's operator holds more per job than the store: the Controller's own cache of every
+//! TrainingJob, and the caches of what it creates for each (the trainers ConfigMap, the master
+//! and pserver ReplicaSets, the trainer Job), in the shapes its watches keep. Once the store is
+//! ready the replay fills those for every job (`operator_side`: each job's children as
+//! `operator::desired` builds them, with a status as the API server returns them) and holds them
+//! through the passes, so the resident sets reported from then on are the whole daemon's.
+//!
 //! `event_lag_during_pass` measures the lag of a watch event that arrives as a pass starts on
 //! that cluster: the pass plans on the store's snapshot in another thread, as the daemon's
 //! blocking task does, and the event waits in the daemon's own `EventGate` until the pass lets go
@@ -24,15 +31,17 @@ use criterion::Criterion;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::DynamicObject;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use trainscale::api::{JobKey, JobKind};
+use trainscale::api::{JobKey, JobKind, TrainingJob};
 use trainscale::daemon::gate::{EventGate, SharedStore, lock};
 use trainscale::daemon::pass::{PassWork, prepare};
 use trainscale::daemon::scheduling::Settings;
 use trainscale::daemon::sizing::merged;
 use trainscale::daemon::{Store, WatchEvent};
+use trainscale::operator::{CacheWriters, Caches, OperatorConfig, PodGroupMode, desired};
 use trainscale::planner::{PlannerConfig, plan};
 
 /// The allocator the `trainscale` binary runs with.
@@ -326,6 +335,16 @@ fn report_memory(scale: Scale) {
     // binds and the rescales and sizing conditions of every job it changes. Between passes the
     // cluster does what the pass asked (`settle`), so the passes go from the first after start-up
     // (every job changes) to steady ones (none does).
+    let started = Instant::now();
+    let operator = operator_side(scale.jobs);
+    println!(
+        "operator side of {} jobs (the Controller's TrainingJobs, {} cached children) in {:.2?}: the whole daemon's RSS {:.1} MiB, peak (VmHWM) {:.1} MiB",
+        scale.jobs,
+        operator.children,
+        started.elapsed(),
+        proc_status_kib("VmRSS:").unwrap_or(0) as f64 / 1024.0,
+        proc_status_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0
+    );
     let mut store = store;
     for n in 1..=PASSES_AFTER_REPLAY {
         let started = Instant::now();
@@ -353,7 +372,84 @@ fn report_memory(scale: Scale) {
             started.elapsed()
         );
     }
+    drop(operator);
     drop(store);
+}
+
+/// What the operator holds for the replayed jobs.
+struct OperatorSide {
+    /// The Controller's cache of the TrainingJobs.
+    _jobs: Writer<TrainingJob>,
+    _caches: (Caches, CacheWriters),
+    /// Children cached.
+    children: usize,
+}
+
+/// Fills the operator's caches for `jobs` replayed TrainingJobs: each job as the Controller caches
+/// it, and its children as `desired` builds them, with the status the API server would add,
+/// through [`CacheWriters::apply`] (which slims them as the watches do).
+fn operator_side(jobs: usize) -> OperatorSide {
+    let config = OperatorConfig::default();
+    let (caches, mut writers) = Caches::new(PodGroupMode::None);
+    writers.mark_listed();
+    let mut controller: Writer<TrainingJob> = Writer::default();
+    controller.apply_watcher_event(&Event::Init);
+    let mut children = 0;
+    for j in 0..jobs {
+        let job: TrainingJob = decode(&serde_json::to_value(training_job(j)).expect("json"));
+        let want = desired(&job, JobKind::TrainingJob, &config).expect("the replayed job builds");
+        let mut objects = vec![
+            child("v1", "ConfigMap", &want.trainers_config, json!(null)),
+            child(
+                "batch/v1",
+                "Job",
+                &want.trainer,
+                json!({"active": TRAINERS_PER_JOB, "ready": TRAINERS_PER_JOB}),
+            ),
+        ];
+        for set in [&want.master, &want.pserver].into_iter().flatten() {
+            objects.push(child(
+                "apps/v1",
+                "ReplicaSet",
+                set,
+                json!({"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}),
+            ));
+        }
+        for object in &objects {
+            writers.apply(object).expect("a child caches");
+        }
+        children += objects.len();
+        controller.apply_watcher_event(&Event::InitApply(job));
+    }
+    controller.apply_watcher_event(&Event::InitDone);
+    OperatorSide {
+        _jobs: controller,
+        _caches: (caches, writers),
+        children,
+    }
+}
+
+/// A child object as a watch delivers it: `object` with its type, a uid, a resourceVersion and
+/// `status`.
+fn child<K: serde::Serialize>(
+    api_version: &str,
+    kind: &str,
+    object: &K,
+    status: Value,
+) -> DynamicObject {
+    let mut value = serde_json::to_value(object).expect("json");
+    value["apiVersion"] = json!(api_version);
+    value["kind"] = json!(kind);
+    let name = value["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    value["metadata"]["uid"] = json!(format!("uid-{kind}-{name}"));
+    value["metadata"]["resourceVersion"] = json!("2");
+    if !status.is_null() {
+        value["status"] = status;
+    }
+    decode(&value)
 }
 
 /// The scale `REPLAY_ONLY` names (`nodes,pods,jobs`, e.g. `100000,1000000,50000`), if set.

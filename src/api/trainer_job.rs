@@ -7,6 +7,8 @@
 //! positive value and the annotation [`ANNOTATION_ZERO_TRAINERS`] saying the suspension is
 //! trainscale's: a Job suspended by anyone else (Kueue, a finished job) keeps its own meaning.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
 
 /// Set (to `"true"`) on a trainer Job that trainscale suspended because its size is 0.
@@ -15,10 +17,13 @@ pub const ANNOTATION_ZERO_TRAINERS: &str = "trainscale.io/zero-trainers";
 /// Whether trainscale holds `job` at zero trainers: suspended, with [`ANNOTATION_ZERO_TRAINERS`].
 pub fn at_zero_trainers(job: &Job) -> bool {
     let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
-    let marked = job
-        .metadata
-        .annotations
-        .as_ref()
+    held_at_zero(suspended, job.metadata.annotations.as_ref())
+}
+
+/// Whether a Job that is `suspended` (or not) with these annotations is held at zero trainers
+/// (the rule of [`at_zero_trainers`], for Jobs kept in other shapes).
+pub fn held_at_zero(suspended: bool, annotations: Option<&BTreeMap<String, String>>) -> bool {
+    let marked = annotations
         .and_then(|a| a.get(ANNOTATION_ZERO_TRAINERS))
         .is_some_and(|v| v == "true");
     suspended && marked
@@ -26,11 +31,14 @@ pub fn at_zero_trainers(job: &Job) -> bool {
 
 /// The trainer count `job` runs: 0 when held at zero, else its `parallelism` (default 1).
 pub fn trainer_count(job: &Job) -> i32 {
-    if at_zero_trainers(job) {
-        0
-    } else {
-        job.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1)
-    }
+    let parallelism = job.spec.as_ref().and_then(|s| s.parallelism);
+    trainer_count_of(at_zero_trainers(job), parallelism)
+}
+
+/// The trainer count of a Job `held` at zero (or not) with this `parallelism` (the rule of
+/// [`trainer_count`]).
+pub fn trainer_count_of(held: bool, parallelism: Option<i32>) -> i32 {
+    if held { 0 } else { parallelism.unwrap_or(1) }
 }
 
 #[cfg(test)]

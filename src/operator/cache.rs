@@ -1,6 +1,7 @@
 //! Caches of the objects the operator owns (trainers ConfigMaps, PodGroups, ReplicaSets, trainer
 //! Jobs) and of the pserver pods, each fed by one label-selected watch and shared by both
-//! controllers: reconciles read these instead of the API server.
+//! controllers: reconciles read these instead of the API server. ReplicaSets and Jobs are kept
+//! in the slim shapes of [`super::cached`], pods as their restart counts.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -11,8 +12,6 @@ use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, PartialObjectMeta};
 use kube::core::PartialObjectMetaExt;
@@ -22,6 +21,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tracing::warn;
 
+use super::cached::{CachedJob, CachedReplicaSet};
 use super::names::LABEL_JOB;
 use super::podgroup::api_resource;
 use super::{OperatorError, PodGroupMode};
@@ -32,8 +32,8 @@ use crate::cluster::sync::{SyncReport, watch_error_reason};
 #[derive(Clone)]
 pub struct Caches {
     config_maps: Store<ConfigMap>,
-    replica_sets: Store<ReplicaSet>,
-    jobs: Store<Job>,
+    replica_sets: Store<CachedReplicaSet>,
+    jobs: Store<CachedJob>,
     pod_groups: Option<(Store<DynamicObject>, ApiResource)>,
     pserver_pods: Store<Pod>,
 }
@@ -41,8 +41,8 @@ pub struct Caches {
 /// The writing halves of [`Caches`]: fed by [`watch`] in the operator, by hand in tests.
 pub struct CacheWriters {
     config_maps: Writer<ConfigMap>,
-    replica_sets: Writer<ReplicaSet>,
-    jobs: Writer<Job>,
+    replica_sets: Writer<CachedReplicaSet>,
+    jobs: Writer<CachedJob>,
     pod_groups: Option<(Writer<DynamicObject>, ApiResource)>,
     pserver_pods: Writer<Pod>,
 }
@@ -110,13 +110,13 @@ impl Caches {
     }
 
     /// The cached ReplicaSet `namespace/name`.
-    pub fn replica_set(&self, namespace: &str, name: &str) -> Option<Arc<ReplicaSet>> {
+    pub fn replica_set(&self, namespace: &str, name: &str) -> Option<Arc<CachedReplicaSet>> {
         self.replica_sets
             .get(&ObjectRef::new(name).within(namespace))
     }
 
     /// The cached Job `namespace/name`.
-    pub fn job(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+    pub fn job(&self, namespace: &str, name: &str) -> Option<Arc<CachedJob>> {
         self.jobs.get(&ObjectRef::new(name).within(namespace))
     }
 
@@ -166,28 +166,33 @@ impl CacheWriters {
         listed(&mut self.pserver_pods);
     }
 
-    /// Stores `object` (as a watch's Added or Modified event would) in the cache of its kind;
-    /// returns whether one caches that kind.
+    /// Stores `object` (as a watch's Added or Modified event would, slimmed as the watch slims
+    /// it) in the cache of its kind; returns whether one caches that kind.
     pub fn apply(&mut self, object: &DynamicObject) -> Result<bool, OperatorError> {
-        fn put<K>(writer: &mut Writer<K>, object: &DynamicObject) -> Result<bool, OperatorError>
+        fn put<K>(
+            writer: &mut Writer<K>,
+            object: &DynamicObject,
+            modify: fn(&mut K),
+        ) -> Result<bool, OperatorError>
         where
             K: Resource<DynamicType = ()> + Clone + DeserializeOwned,
         {
-            let typed = serde_json::to_value(object)
+            let mut typed = serde_json::to_value(object)
                 .and_then(serde_json::from_value::<K>)
                 .map_err(|source| OperatorError::Json {
                     what: "a cached object",
                     source,
                 })?;
+            modify(&mut typed);
             writer.apply_watcher_event(&watcher::Event::Apply(typed));
             Ok(true)
         }
         let kind = object.types.as_ref().map(|t| t.kind.as_str());
         match kind {
-            Some("ConfigMap") => put(&mut self.config_maps, object),
-            Some("ReplicaSet") => put(&mut self.replica_sets, object),
-            Some("Job") => put(&mut self.jobs, object),
-            Some("Pod") => put(&mut self.pserver_pods, object),
+            Some("ConfigMap") => put(&mut self.config_maps, object, slim),
+            Some("ReplicaSet") => put(&mut self.replica_sets, object, slim),
+            Some("Job") => put(&mut self.jobs, object, slim),
+            Some("Pod") => put(&mut self.pserver_pods, object, slim_pod),
             Some("PodGroup") => match &mut self.pod_groups {
                 Some((groups, _)) => {
                     groups.apply_watcher_event(&watcher::Event::Apply(object.clone()));
@@ -262,8 +267,8 @@ impl<K: Resource<DynamicType = ()> + Clone> Fanout<K> {
 /// job's phase).
 #[derive(Clone)]
 pub struct Triggers {
-    pub replica_sets: Fanout<ReplicaSet>,
-    pub jobs: Fanout<Job>,
+    pub replica_sets: Fanout<CachedReplicaSet>,
+    pub jobs: Fanout<CachedJob>,
 }
 
 /// `Api` on `namespace`, or on every namespace.
@@ -369,7 +374,7 @@ pub fn watch(
             |_| {},
         ),
         feed(
-            scoped::<ReplicaSet>(client, namespace),
+            scoped::<CachedReplicaSet>(client, namespace),
             owned(),
             writers.replica_sets,
             report(replica_sets),
@@ -377,7 +382,7 @@ pub fn watch(
             move |rs| sets.send(rs),
         ),
         feed(
-            scoped::<Job>(client, namespace),
+            scoped::<CachedJob>(client, namespace),
             owned(),
             writers.jobs,
             report(jobs_name),

@@ -26,6 +26,7 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::cache::{self, Caches, Triggers, scoped};
+use super::cached::CachedJob;
 use super::error::rename_problem;
 use super::names::*;
 use super::phase::{self, Observation, PhasePolicy};
@@ -306,16 +307,17 @@ fn owned_by(
 /// Returns the cached object `cached`, or creates `want` when the cache lacks it; `None` when
 /// the create answered AlreadyExists (the cache is behind: requeue). An object owned by someone
 /// else, or one that stays out of the cache for [`CONFLICT_GRACE`], is an error.
-async fn ensure<K>(
+async fn ensure<K, C>(
     ctx: &Context,
     api: &Api<K>,
-    cached: Option<Arc<K>>,
+    cached: Option<Arc<C>>,
     want: &K,
     kind: &'static str,
     owner: Subject<'_>,
-) -> Result<Option<Arc<K>>, OperatorError>
+) -> Result<Option<Arc<C>>, OperatorError>
 where
     K: Resource + Clone + DeserializeOwned + Serialize + Debug,
+    C: Resource + DeserializeOwned,
 {
     let name = want.meta().name.clone().unwrap_or_default();
     let namespace = owner.job.namespace().unwrap_or_default();
@@ -342,7 +344,14 @@ where
                     // Entries of objects deleted before the cache showed them go after the grace.
                     expected.retain(|_, at| now.duration_since(*at) < CONFLICT_GRACE);
                     expected.insert(key.clone(), now);
-                    Arc::new(created)
+                    // In the shape the cache keeps it.
+                    let kept = serde_json::to_value(&created)
+                        .and_then(serde_json::from_value::<C>)
+                        .map_err(|source| OperatorError::Json {
+                            what: "a created object",
+                            source,
+                        })?;
+                    Arc::new(kept)
                 }
                 Err(kube::Error::Api(s)) if s.is_already_exists() => {
                     let now = (ctx.now)();
@@ -671,16 +680,11 @@ async fn create_and_observe(
 /// owns `suspend` and would lift it again while the Workload is admitted) zero trainers: an
 /// Indexed Job with `parallelism` = `completions` = 0 completes, so Kueue finishes its Workload and
 /// gives back the quota; a non-Indexed one keeps no pod.
-fn stop_patch(trainer: &Job, kueue: bool) -> serde_json::Value {
+fn stop_patch(trainer: &CachedJob, kueue: bool) -> serde_json::Value {
     if !kueue {
         return json!({ "spec": { "suspend": true } });
     }
-    let indexed = trainer
-        .spec
-        .as_ref()
-        .and_then(|s| s.completion_mode.as_deref())
-        == Some("Indexed");
-    if indexed {
+    if trainer.indexed() {
         json!({ "spec": { "parallelism": 0, "completions": 0 } })
     } else {
         json!({ "spec": { "parallelism": 0 } })
@@ -703,12 +707,7 @@ async fn release(
     let trainer_jobs: Api<Job> = Api::namespaced(client.clone(), ns);
     if let Some(trainer) = ctx.caches.job(ns, &trainer_name(&name)) {
         let counts = phase::observe_job(&trainer);
-        let suspended = trainer
-            .spec
-            .as_ref()
-            .and_then(|s| s.suspend)
-            .unwrap_or(false);
-        if counts.outcome.is_none() && !suspended {
+        if counts.outcome.is_none() && !trainer.suspended() {
             let stop = stop_patch(&trainer, ctx.config.kueue);
             info!(job = %subject.object(), patch = %stop, "stopping the trainer Job");
             trainer_jobs
@@ -728,7 +727,7 @@ async fn release(
         let running = ctx
             .caches
             .replica_set(ns, &rs)
-            .is_some_and(|set| set.spec.replicas != Some(0));
+            .is_some_and(|set| set.replicas() != 0);
         if !running {
             continue;
         }

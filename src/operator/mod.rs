@@ -6,6 +6,7 @@
 //! watch-fed caches ([`Caches`]); the rest is pure and tested without a cluster.
 
 pub mod cache;
+pub mod cached;
 mod config;
 pub mod controller;
 mod error;

@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::ReplicaSet;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::cached::{CachedJob, CachedReplicaSet};
 use crate::api::{
     FieldError, JobKind, TrainingJobPhase, TrainingJobStatus, TrainingResourceStatus,
 };
@@ -64,9 +63,9 @@ pub struct PhasePolicy {
 }
 
 /// The counts of a ReplicaSet.
-pub fn observe_replica_set(rs: &ReplicaSet) -> ReplicaCounts {
+pub fn observe_replica_set(rs: &CachedReplicaSet) -> ReplicaCounts {
     ReplicaCounts {
-        desired: rs.spec.replicas.unwrap_or(1),
+        desired: rs.replicas(),
         ready: rs
             .status
             .as_ref()
@@ -76,7 +75,7 @@ pub fn observe_replica_set(rs: &ReplicaSet) -> ReplicaCounts {
 }
 
 /// The counts and outcome of the trainer Job.
-pub fn observe_job(job: &Job) -> TrainerCounts {
+pub fn observe_job(job: &CachedJob) -> TrainerCounts {
     let status = job.status.clone().unwrap_or_default();
     let outcome = status.conditions.iter().flatten().find_map(|c| {
         if c.status != "True" {
@@ -92,7 +91,7 @@ pub fn observe_job(job: &Job) -> TrainerCounts {
         }
     });
     TrainerCounts {
-        parallelism: crate::api::trainer_job::trainer_count(job),
+        parallelism: job.trainer_count(),
         active: status.active.unwrap_or(0),
         ready: status.ready.unwrap_or(0),
         succeeded: status.succeeded.unwrap_or(0),

@@ -344,8 +344,8 @@ struct RoleFields<'a> {
     pre_stop_cmd: &'a [String],
     tolerations: &'a [Toleration],
     node_selector: &'a BTreeMap<String, String>,
-    liveness_probe: &'a Option<Probe>,
-    readiness_probe: &'a Option<Probe>,
+    liveness_probe: &'a Option<Box<Probe>>,
+    readiness_probe: &'a Option<Box<Probe>>,
     image_pull_secrets: &'a [LocalObjectReference],
 }
 
@@ -553,8 +553,8 @@ pub fn pod_template(
             .then(|| fields.resources.clone()),
         ports: container_ports(&ports),
         volume_mounts: Some(mounts),
-        liveness_probe: fields.liveness_probe.clone(),
-        readiness_probe: fields.readiness_probe.clone(),
+        liveness_probe: fields.liveness_probe.as_deref().cloned(),
+        readiness_probe: fields.readiness_probe.as_deref().cloned(),
         lifecycle,
         ..Default::default()
     }];
