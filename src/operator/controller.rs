@@ -18,7 +18,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{reflector, store::Writer};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -241,7 +242,17 @@ async fn run_controller<K, F, Fut>(
     F: FnMut(Arc<K>, Arc<Context>) -> Fut,
     Fut: Future<Output = Result<Action, OperatorError>> + Send + 'static,
 {
-    Controller::new(jobs, watcher::Config::default())
+    // As `Controller::new` builds it, but without the managed fields (1–2 KB an object from a
+    // real API server, read by no reconcile) in the cache of every job.
+    let writer = Writer::<K>::default();
+    let reader = writer.as_reader();
+    let jobs = reflector(
+        writer,
+        watcher(jobs, watcher::Config::default())
+            .modify(|job| job.meta_mut().managed_fields = None),
+    )
+    .applied_objects();
+    Controller::for_stream(jobs, reader)
         .owns_stream(triggers.replica_sets.subscribe())
         .owns_stream(triggers.jobs.subscribe())
         .graceful_shutdown_on(stop)
