@@ -16,7 +16,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{reflector, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -49,6 +49,10 @@ pub const CACHE_REQUEUE: Duration = Duration::from_secs(2);
 pub const CONFLICT_GRACE: SignedDuration = SignedDuration::from_secs(30);
 /// The longest one reconcile may take; past it, it is an error and retried.
 pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Reconciles each controller (TrainingJob, PaddleJob) runs at once, as the daemon's write stages
+/// keep 16 jobs' writes in flight: kube's default is unbounded, so a start-up with tens of
+/// thousands of jobs to serve would send all their requests together.
+pub const CONCURRENT_RECONCILES: u16 = 16;
 /// Requeue delay after a failed reconcile.
 pub const ERROR_REQUEUE: Duration = Duration::from_secs(15);
 /// The `reportingController` of the operator's Events.
@@ -253,6 +257,7 @@ async fn run_controller<K, F, Fut>(
     )
     .applied_objects();
     Controller::for_stream(jobs, reader)
+        .with_config(controller::Config::default().concurrency(CONCURRENT_RECONCILES))
         .owns_stream(triggers.replica_sets.subscribe())
         .owns_stream(triggers.jobs.subscribe())
         .graceful_shutdown_on(stop)
