@@ -15,8 +15,8 @@ use serde::Deserialize;
 
 use crate::api::trainer_job::{held_at_zero, trainer_count_of};
 
-/// A trainer Job: its metadata (ownership, the hold-at-zero annotation), sizes, `suspend`,
-/// completion mode and status.
+/// A trainer Job: its metadata (ownership, the hold-at-zero annotation), `parallelism`,
+/// `suspend`, completion mode and status.
 #[derive(Resource, Deserialize, Clone, Debug, Default, PartialEq)]
 #[resource(inherit = "Job")]
 pub struct CachedJob {
@@ -32,7 +32,6 @@ pub struct CachedJob {
 #[serde(rename_all = "camelCase")]
 pub struct CachedJobSpec {
     pub parallelism: Option<i32>,
-    pub completions: Option<i32>,
     pub suspend: Option<bool>,
     pub completion_mode: Option<String>,
 }

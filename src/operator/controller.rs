@@ -320,7 +320,8 @@ fn owned_by(
         .any(|o| Some(&o.uid) == uid.as_ref())
 }
 
-/// Returns the cached object `cached`, or creates `want` when the cache lacks it; `None` when
+/// Returns the cached object `cached`, or creates `want` when the cache lacks it (returning
+/// what the server stored, in the cache's shape `C`); `None` when
 /// the create answered AlreadyExists (the cache is behind: requeue). An object owned by someone
 /// else, or one that stays out of the cache for [`CONFLICT_GRACE`], is an error.
 async fn ensure<K, C>(
