@@ -152,7 +152,12 @@ fn pod_object(
 }
 
 fn training_job(j: usize) -> DynamicObject {
-    decode(&json!({
+    decode(&training_job_json(j))
+}
+
+/// TrainingJob `j` as the API server sends it.
+fn training_job_json(j: usize) -> Value {
+    json!({
         "apiVersion": "paddlepaddle.org/v1alpha1", "kind": "TrainingJob",
         "metadata": {"name": format!("job-{j:05}"), "namespace": format!("team-{}", j % 50),
                      "resourceVersion": "1", "uid": format!("uid-tj-{j}"), "creationTimestamp": "2024-05-01T00:00:00Z"},
@@ -162,7 +167,7 @@ fn training_job(j: usize) -> DynamicObject {
                              "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
                              "replicaSpec": {"spec": {"parallelism": TRAINERS_PER_JOB, "template": {"spec": {"containers": []}}}}}},
         "status": {"phase": "Running"}
-    }))
+    })
 }
 
 fn trainer_job(j: usize, parallelism: usize, version: u64) -> Job {
@@ -329,12 +334,7 @@ fn report_memory(scale: Scale) {
         after as f64 / 1024.0,
         peak as f64 / 1024.0
     );
-    // The daemon plans on the store it holds: passes on it, and the peak with a pass's working
-    // memory on top of the store's. The first pass touches the store's memory first. `prepare`
-    // is what the daemon's blocking task runs: the planning pass, then the scheduler role's
-    // binds and the rescales and sizing conditions of every job it changes. Between passes the
-    // cluster does what the pass asked (`settle`), so the passes go from the first after start-up
-    // (every job changes) to steady ones (none does).
+    // The operator's caches fill at start-up too: held from here on.
     let started = Instant::now();
     let operator = operator_side(scale.jobs);
     println!(
@@ -345,6 +345,12 @@ fn report_memory(scale: Scale) {
         proc_status_kib("VmRSS:").unwrap_or(0) as f64 / 1024.0,
         proc_status_kib("VmHWM:").unwrap_or(0) as f64 / 1024.0
     );
+    // The daemon plans on the store it holds: passes on it, and the peak with a pass's working
+    // memory on top of the store's. The first pass touches the store's memory first. `prepare`
+    // is what the daemon's blocking task runs: the planning pass, then the scheduler role's
+    // binds and the rescales and sizing conditions of every job it changes. Between passes the
+    // cluster does what the pass asked (`settle`), so the passes go from the first after start-up
+    // (every job changes) to steady ones (none does).
     let mut store = store;
     for n in 1..=PASSES_AFTER_REPLAY {
         let started = Instant::now();
@@ -396,7 +402,7 @@ fn operator_side(jobs: usize) -> OperatorSide {
     controller.apply_watcher_event(&Event::Init);
     let mut children = 0;
     for j in 0..jobs {
-        let job: TrainingJob = decode(&serde_json::to_value(training_job(j)).expect("json"));
+        let job: TrainingJob = decode(&training_job_json(j));
         let want = desired(&job, JobKind::TrainingJob, &config).expect("the replayed job builds");
         let mut objects = vec![
             child("v1", "ConfigMap", &want.trainers_config, json!(null)),

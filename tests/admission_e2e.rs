@@ -9,6 +9,7 @@
 #[path = "support/e2e.rs"]
 mod e2e;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -532,26 +533,27 @@ async fn patch_node(emulator: &Emulator, name: &str, status: bool, patch: Value)
     done.unwrap_or_else(|e| panic!("patching node {name}: {e}"));
 }
 
-/// The nodes of `job`'s Running trainers, by trainer name.
-async fn trainer_nodes(
-    emulator: &Emulator,
-    job: &str,
-) -> std::collections::BTreeMap<String, String> {
-    let all = pods(emulator).await;
-    trainers_of(&all, job)
+/// The nodes of `job`'s Running trainers among `all`, by trainer name.
+fn running_trainer_nodes(all: &[Value], job: &str) -> BTreeMap<String, String> {
+    trainers_of(all, job)
         .into_iter()
         .filter(|p| running(p))
         .map(|p| (name_of(p).to_string(), node_of(p).unwrap_or("").to_string()))
         .collect()
 }
 
-/// Holds for `hold` (a few of the daemon's 1 s passes), checking that `job`'s Running trainers
-/// stay exactly `expected`: none removed, none added.
+/// [`running_trainer_nodes`] of the pods now.
+async fn trainer_nodes(emulator: &Emulator, job: &str) -> BTreeMap<String, String> {
+    running_trainer_nodes(&pods(emulator).await, job)
+}
+
+/// Holds for `hold` (a few of the daemon's 1 s passes), checking on one listing at a time that
+/// `job`'s trainers stay exactly the Running ones of `expected`: none removed, none added.
 async fn holds(
     emulator: &Emulator,
     replica: &mut Replica,
     job: &str,
-    expected: &std::collections::BTreeMap<String, String>,
+    expected: &BTreeMap<String, String>,
     hold: Duration,
     what: &str,
 ) {
@@ -562,13 +564,13 @@ async fn holds(
             .check_alive()
             .unwrap_or_else(|dead| panic!("{what}: {dead}"));
         let all = pods(emulator).await;
-        let now = trainer_nodes(emulator, job).await;
-        let trainers = trainers_of(&all, job).len();
+        let now = running_trainer_nodes(&all, job);
         assert_eq!(&now, expected, "{what}: the Running trainers changed");
+        let trainers = trainers_of(&all, job).len();
         assert_eq!(
             trainers,
             expected.len(),
-            "{what}: {job} has {trainers} trainer pods, {} Running",
+            "{what}: {job} has {trainers} trainer pods, {} expected",
             expected.len()
         );
         tokio::time::sleep(EVERY).await;
