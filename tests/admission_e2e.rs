@@ -4,7 +4,8 @@
 //! both) and whose API server refuses to bind a gated pod (`/_harness/gated-binds`). Each case
 //! checks what a user would see: pods Running where they fit, pending with kube-scheduler's reason
 //! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty). A
-//! cordoned or NotReady node keeps its trainers and takes no new ones until it is back.
+//! cordoned or NotReady node keeps its trainers and takes no new ones until it is back; a drained
+//! one's trainers are replaced where room is left, at no cost to the job's `backoffLimit`.
 
 #[path = "support/e2e.rs"]
 mod e2e;
@@ -691,6 +692,153 @@ async fn a_cordoned_or_not_ready_node_keeps_its_trainers_and_takes_no_new_ones()
         || async { running_trainers(&emulator, "j", 16).await },
     )
     .await;
+    let rejected = rejected(&emulator).await;
+    assert!(
+        rejected.is_empty(),
+        "pods the kubelet turned away: {rejected:#?}"
+    );
+    let writes = emulator.daemon_writes().await;
+    assert!(
+        !writes.keys().any(|k| k.starts_with("delete pods")),
+        "trainscale deleted pods: {writes:?}"
+    );
+    emulator.stop();
+}
+
+/// `kubectl drain` of node `name`: cordoned (the field and the node controller's taint), then
+/// every pod of [`NS`] on it evicted through the eviction API, as kubectl sends it.
+async fn drain(emulator: &Emulator, name: &str) {
+    patch_node(
+        emulator,
+        name,
+        false,
+        json!({"spec": {"unschedulable": true, "taints": [
+            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    let client = emulator.admin().await;
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, NS);
+    let on_node: Vec<String> = pods(emulator)
+        .await
+        .iter()
+        .filter(|p| node_of(p) == Some(name))
+        .map(|p| name_of(p).to_string())
+        .collect();
+    assert!(!on_node.is_empty(), "no pod to drain from {name}");
+    for pod in on_node {
+        api.evict(&pod, &kube::api::EvictParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("evicting {pod} from {name}: {e}"));
+    }
+}
+
+/// The node holding most of `job`'s Running trainers among `candidates` (the first in name
+/// order on a tie), and how many it holds.
+fn busiest(nodes: &BTreeMap<String, String>, candidates: &[&str]) -> (String, usize) {
+    let count = |n: &str| nodes.values().filter(|on| *on == n).count();
+    let mut best = (String::new(), 0);
+    for n in candidates {
+        if count(n) > best.1 {
+            best = (n.to_string(), count(n));
+        }
+    }
+    best
+}
+
+/// Waits until exactly `want` trainer pods of `job` exist, all Running and none on `off`; their
+/// nodes.
+async fn settles_off(
+    emulator: &Emulator,
+    replica: &mut Replica,
+    job: &str,
+    want: usize,
+    off: &[&str],
+) -> BTreeMap<String, String> {
+    poll(
+        WITHIN,
+        EVERY,
+        &format!("{job} at {want} Running, none on {off:?}"),
+        alive(replica),
+        || async {
+            let all = pods(emulator).await;
+            let trainers = trainers_of(&all, job).len();
+            let nodes = running_trainer_nodes(&all, job);
+            let on_drained = nodes.values().any(|n| off.contains(&n.as_str()));
+            if trainers == want && nodes.len() == want && !on_drained {
+                Ok(nodes)
+            } else {
+                Err(format!("{trainers} trainer pods, Running on {nodes:?}"))
+            }
+        },
+    )
+    .await
+}
+
+/// Node maintenance with eviction: `kubectl drain` cordons a node and evicts its pods. The Job
+/// controller replaces each evicted trainer at its index without counting it against
+/// `backoffLimit` (the trainer Job's `podFailurePolicy` ignores `DisruptionTarget`); trainscale
+/// binds the replacements where room is left, and when too little is left the job shrinks to what
+/// the remaining nodes hold (not below min), leaving no trainer pending. Nothing goes back to a
+/// drained node until it is uncordoned; then the job grows back. No pod is deleted by trainscale
+/// or turned away by a kubelet.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_drained_nodes_trainers_are_replaced_where_room_is_left() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-drain");
+    let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4), node("c", 4)]);
+    let client = emulator.admin().await;
+    // 1-CPU trainers, 2..8: two of the three nodes' worth.
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("j", "1", 2, 8, json!({})),
+    )
+    .await;
+    let all_nodes = ["a", "b", "c"];
+    let placed = settles_off(&emulator, &mut replica, "j", 8, &[]).await;
+
+    // The busiest node drained: its trainers come back on the node with room; the job keeps 8.
+    let (first, moved) = busiest(&placed, &all_nodes);
+    assert!(moved > 0, "{placed:?}");
+    drain(&emulator, &first).await;
+    let placed = settles_off(&emulator, &mut replica, "j", 8, &[&first]).await;
+
+    // A second node drained: one node's room is left, so the job shrinks to its 4 CPUs.
+    let left: Vec<&str> = all_nodes.iter().copied().filter(|n| *n != first).collect();
+    let (second, _) = busiest(&placed, &left);
+    drain(&emulator, &second).await;
+    let shrunk = settles_off(&emulator, &mut replica, "j", 4, &[&first, &second]).await;
+    holds(
+        &emulator,
+        &mut replica,
+        "j",
+        &shrunk,
+        HOLD,
+        "two nodes drained",
+    )
+    .await;
+
+    // Both uncordoned: the job grows back to its max.
+    for n in [&first, &second] {
+        patch_node(
+            &emulator,
+            n,
+            false,
+            json!({"spec": {"unschedulable": null, "taints": null}}),
+        )
+        .await;
+    }
+    settles_off(&emulator, &mut replica, "j", 8, &[]).await;
+
+    let failures = emulator.failures().await;
+    assert!(
+        failures.is_empty(),
+        "evicted trainers counted as failures: {failures:?}"
+    );
     let rejected = rejected(&emulator).await;
     assert!(
         rejected.is_empty(),

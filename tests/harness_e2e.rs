@@ -29,9 +29,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{
-    DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::response::StatusSummary;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -621,6 +622,63 @@ async fn writes_answer_as_the_api_server_does() {
             .await
             .expect("get")
             .is_none()
+    );
+
+    // An eviction: the pod gets `DisruptionTarget` (a MODIFIED event), then goes (DELETED).
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ml");
+    let victim = pods
+        .create(&PostParams::default(), &pod("victim", "Running", json!({})))
+        .await
+        .expect("create a pod");
+    let since = victim.metadata.resource_version.clone().unwrap_or_default();
+    let mut events = pods
+        .watch(&WatchParams::default(), &since)
+        .await
+        .expect("a watch")
+        .boxed();
+    let evicted = pods
+        .evict("victim", &EvictParams::default())
+        .await
+        .expect("evict");
+    assert_eq!(
+        (evicted.status, evicted.code),
+        (Some(StatusSummary::Success), 201)
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), events.next()).await {
+            Ok(Some(Ok(WatchEvent::Modified(p)))) => {
+                let disrupted = p.status.and_then(|s| s.conditions).is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+                });
+                seen.push(format!("MODIFIED disrupted={disrupted}"));
+            }
+            Ok(Some(Ok(WatchEvent::Deleted(_)))) => seen.push("DELETED".to_string()),
+            // kmock replays the live objects to every new watch first (module docs).
+            Ok(Some(Ok(WatchEvent::Added(_)))) => {}
+            other => panic!("expected the eviction's events, got {other:?} after {seen:?}"),
+        }
+    }
+    assert_eq!(seen, ["MODIFIED disrupted=true", "DELETED"]);
+    assert!(pods.get_opt("victim").await.expect("get").is_none());
+    // A pod that does not exist: 404; a body naming another pod: 400.
+    let s = refusal(pods.evict("victim", &EvictParams::default()).await);
+    assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
+    let other = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+                       "metadata": {"name": "someone-else"}});
+    let s = refusal(
+        pods.create_subresource::<Value, Value>(
+            "eviction",
+            "victim",
+            &PostParams::default(),
+            &other,
+        )
+        .await,
+    );
+    assert_eq!(
+        (s.code, s.message.as_str()),
+        (400, "name in URL does not match name in Eviction object")
     );
 
     // Compaction: a watch from before it ends with 410 Expired.

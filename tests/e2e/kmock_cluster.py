@@ -82,7 +82,7 @@ What it adds to kmock, playing the API server:
   `The object is not found ...`; writes and deletes say `jobs.batch "x" not found`) and a create
   of an existing one with `AlreadyExists` (`pods "x" already exists`), as the API server does
   (clients such as kube-rs `get_opt` key on the reasons); a create or a write of another
-  subresource than `pods/binding` and `/status` answers 405;
+  subresource than `pods/binding`, `pods/eviction` and `/status` answers 405;
 - writes (PUT `update`, PATCH `patch`; of an object or of its `/status`) are the harness's, not
   kmock's: a merge patch (`application/merge-patch+json`) is RFC 7386; a strategic merge patch
   merges the lists named `conditions` by `type` (`{"type": T, "$patch": "delete"}` removes one),
@@ -195,10 +195,11 @@ or by the Job controller itself when `parallelism` drops below the active count)
 completion index is below `spec.completions`; a pod of an index >= completions (removed because
 `completions` was lowered) is not counted. A pod stopped by a disruption carries the condition
 `DisruptionTarget`, which the operator's `podFailurePolicy` ignores; a plain DELETE adds no such
-condition, so it is counted. The harness counts the same way, for the Jobs it plays the controller
-of: a trainer pod that goes away counts as one failure of its Job when its index is below the
-Job's `completions` (else `parallelism`) at that moment, whoever removed it (a `deletecollection`
-too). A client's DELETE is judged when it arrives (the real controller judges when the pod
+condition, so it is counted; an eviction (`pods/eviction`, below) adds it. The harness counts the
+same way, for the Jobs it plays the controller of: a trainer pod that goes away counts as one
+failure of its Job when its index is below the Job's `completions` (else `parallelism`) at that
+moment, whoever removed it (a `deletecollection` too), unless it carries a condition the Job's
+`podFailurePolicy` ignores. A client's DELETE is judged when it arrives (the real controller judges when the pod
 reaches `Failed`, seconds later; a client that deletes a pod and then lowers `completions` is
 counted here, which is the stricter reading); pods removed while the Job is suspended, complete
 or failed are not counted. A pod that ends `Failed` (kubelet admission, or a client's status
@@ -218,6 +219,15 @@ Pod subresources, as the API server serves them (kmock serves none):
   A pod with non-empty `spec.schedulingGates` cannot be bound: 409 Conflict (`pod NAME has
   non-empty .spec.schedulingGates`); `GET /_harness/gated-binds` answers each such refusal as
   `{"namespace", "name"}`. Logged as `create pods/binding`.
+- `POST /api/v1/namespaces/NS/pods/NAME/eviction` with a `policy/v1 Eviction` body (what
+  `kubectl drain` sends): 400 BadRequest when the body's name (or namespace) differs from the
+  URL's; 404 NotFound when the pod does not exist; otherwise the pod gets the condition
+  `DisruptionTarget=True` (reason `EvictionByEvictionAPI`; watchers see MODIFIED) and is deleted
+  as by a DELETE (at once: no grace period), and the answer is 201 with a `v1 Status`
+  `status: Success`. A pod being deleted already is deleted without a new condition. No
+  PodDisruptionBudget is served, so none is checked (the API server answers 429 when one allows
+  no disruption). The Job controller below judges the evicted pod gone as a client's DELETE, and
+  the trainer Jobs' `podFailurePolicy` ignores it. Logged as `create pods/eviction`.
 - `PATCH /api/v1/namespaces/NS/pods/NAME/status`: a write of `/status` as above (a strategic
   merge patch merges `status.conditions` by `type`, a JSON merge patch replaces the list).
   Logged as `patch pods/status`.
@@ -385,7 +395,7 @@ import yaml
 
 RESOURCES = {
     "v1/nodes": dict(namespaced=False, kind="Node", subresources={"status"}),
-    "v1/pods": dict(namespaced=True, kind="Pod", subresources={"status", "binding"}),
+    "v1/pods": dict(namespaced=True, kind="Pod", subresources={"status", "binding", "eviction"}),
     "v1/configmaps": dict(namespaced=True, kind="ConfigMap"),
     "apps/v1/replicasets": dict(namespaced=True, kind="ReplicaSet", subresources={"status"}),
     "batch/v1/jobs": dict(namespaced=True, kind="Job", subresources={"status"}),
@@ -1323,6 +1333,8 @@ class Failures:
         spec = job.get("spec") or {}
         if not counts or spec.get("suspend") or job_failed(job) or job_complete(job):
             return
+        if ignored_by_policy(job, pod):
+            return
         index = completion_index(pod)
         wanted = spec.get("completions", spec.get("parallelism", 1))
         if index is not None and index < wanted:
@@ -1575,6 +1587,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
             return not_found(attrs.group, f"{attrs.resource}/{attrs.subresource}", attrs.name)
         if attrs.subresource == "binding":
             return await self._bind(request, user)
+        if attrs.subresource == "eviction":
+            return await self._evict(request, attrs, judge)
         if attrs.subresource not in ("", "status") or (attrs.subresource and attrs.verb == "create"):
             return status_response(405, "MethodNotAllowed", f"the harness does not serve "
                                    f"{attrs.verb} {attrs.combined()}")
@@ -1801,6 +1815,41 @@ class StampingEmulator(kmock.KubernetesEmulator):
             "kind": f"{kind}List", "metadata": {"resourceVersion": str(LAST_VERSION[0])},
             "items": deleted,
         })
+
+    async def _evict(self, request, attrs, judge):
+        """`POST pods/NAME/eviction`, as the API server's eviction storage answers it (no
+        PodDisruptionBudget is served here, so none is checked)."""
+        namespace, name = request.namespace, request.name
+        if method_of(request) != "POST":
+            return status_response(405, "MethodNotAllowed",
+                                   "the server does not allow this method on the requested resource")
+        eviction = request_json(request)
+        if not isinstance(eviction, dict):
+            return bad_request("the body is not a JSON object")
+        meta = eviction.get("metadata") or {}
+        if meta.get("namespace") not in (None, "", namespace):
+            return bad_request("the namespace of the provided object does not match the "
+                               "namespace sent on the request")
+        if meta.get("name") != name:
+            return bad_request("name in URL does not match name in Eviction object")
+        async with self._lock:
+            obj = self.objects._objects.get((request.resource, namespace, name))
+            if obj is None or obj.deleted:
+                return not_found("", "pods", name)
+            pod = copy.deepcopy(obj.raw)
+            if not pod["metadata"].get("deletionTimestamp"):
+                set_condition(pod.setdefault("status", {}), {
+                    "type": "DisruptionTarget", "status": "True",
+                    "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting",
+                    "lastProbeTime": None, "lastTransitionTime": now(),
+                })
+                stamp(pod)
+                obj.history.append(pod)
+                await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
+            last = await self._remove(request.resource, obj)
+        if judge and obj.deleted:
+            self._judge_deleted_pod(last)
+        return status_response(201, None, None)
 
     async def _bind(self, request, user):
         """`POST pods/NAME/binding`, as the API server's binding storage answers it."""
