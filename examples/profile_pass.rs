@@ -4,7 +4,7 @@
 //! (for `perf record`).
 //!
 //! `cargo run --release --example profile_pass -- [S|M|L|50k|100k] [steady|cold] [exact] [profile [goodput|edl|static]] [digest]
-//! [after-steady] [bench-order] [shrunk] [churn=N]`
+//! [after-steady] [bench-order] [shrunk] [churn=N] [jobs=N]`
 //!
 //! `profile` prints the median and fastest pass; `PASSES` sets how many (default 100).
 //! `after-steady` and `bench-order` build other states first, as `benches/planner.rs` does, to
@@ -41,6 +41,12 @@ fn main() {
     } else {
         (10_000, 5_000)
     };
+    // `jobs=N`: N jobs instead (fewer jobs than the shape's leave every job room to reach its
+    // max, so a pass has no contention to decide).
+    let jobs = args
+        .iter()
+        .find_map(|a| a.strip_prefix("jobs=")?.parse().ok())
+        .unwrap_or(jobs);
     // `constrained`: taints, zone labels and job selectors (`testkit::constrain`).
     let shape = if has("constrained") {
         ClusterShape::constrained_bench(nodes, jobs)
