@@ -5,7 +5,8 @@
 //! checks what a user would see: pods Running where they fit, pending with kube-scheduler's reason
 //! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty). A
 //! cordoned or NotReady node keeps its trainers and takes no new ones until it is back; a drained
-//! one's trainers are replaced where room is left, at no cost to the job's `backoffLimit`.
+//! one's trainers are replaced where room is left, at no cost to the job's `backoffLimit`, and so
+//! are a lost node's (its Node deleted, its pods failed by the pod garbage collector).
 
 #[path = "support/e2e.rs"]
 mod e2e;
@@ -840,6 +841,89 @@ async fn a_drained_nodes_trainers_are_replaced_where_room_is_left() {
         "evicted trainers counted as failures: {failures:?}"
     );
     let rejected = rejected(&emulator).await;
+    assert!(
+        rejected.is_empty(),
+        "pods the kubelet turned away: {rejected:#?}"
+    );
+    let writes = emulator.daemon_writes().await;
+    assert!(
+        !writes.keys().any(|k| k.starts_with("delete pods")),
+        "trainscale deleted pods: {writes:?}"
+    );
+    emulator.stop();
+}
+
+/// Node `name` gone, as when its spot instance is reclaimed: its Node object deleted.
+async fn lose_node(emulator: &Emulator, name: &str) {
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(emulator.admin().await);
+    nodes
+        .delete(name, &kube::api::DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("deleting node {name}: {e}"));
+}
+
+/// Node loss: a node's Node object goes (a spot instance reclaimed, the cluster autoscaler
+/// removing it), and the pod garbage collector fails its pods with `DisruptionTarget`. The job's
+/// lost trainers are replaced where room is left, at no cost to its `backoffLimit`; with too
+/// little left it shrinks to what the remaining node holds; a node added later takes its growth
+/// back to max. Nothing is bound to a missing node (the kubelet would turn it away), and
+/// trainscale deletes no pod.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-node-loss");
+    let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4), node("c", 4)]);
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("j", "1", 2, 8, json!({})),
+    )
+    .await;
+    let all_nodes = ["a", "b", "c"];
+    let placed = settles_off(&emulator, &mut replica, "j", 8, &[]).await;
+
+    // The busiest node lost: its trainers come back on the node with room.
+    let (first, lost) = busiest(&placed, &all_nodes);
+    assert!(lost > 0, "{placed:?}");
+    lose_node(&emulator, &first).await;
+    let placed = settles_off(&emulator, &mut replica, "j", 8, &[&first]).await;
+
+    // A second node lost: the job shrinks to the last node's 4 CPUs.
+    let left: Vec<&str> = all_nodes.iter().copied().filter(|n| *n != first).collect();
+    let (second, _) = busiest(&placed, &left);
+    lose_node(&emulator, &second).await;
+    let shrunk = settles_off(&emulator, &mut replica, "j", 4, &[&first, &second]).await;
+    holds(
+        &emulator,
+        &mut replica,
+        "j",
+        &shrunk,
+        HOLD,
+        "two nodes lost",
+    )
+    .await;
+
+    // A new node joins: the job grows onto it, back to its max.
+    e2e::create(&client, "nodes", &node("d", 4)).await;
+    let grown = settles_off(&emulator, &mut replica, "j", 8, &[&first, &second]).await;
+    assert_eq!(grown.values().filter(|n| *n == "d").count(), 4, "{grown:?}");
+
+    let failures = emulator.failures().await;
+    assert!(
+        failures.is_empty(),
+        "lost trainers counted as failures: {failures:?}"
+    );
+    // The garbage collector's pods end Failed without a reason; a kubelet's rejection has one.
+    let rejected: Vec<Value> = rejected(&emulator)
+        .await
+        .into_iter()
+        .filter(|p| !p["reason"].is_null())
+        .collect();
     assert!(
         rejected.is_empty(),
         "pods the kubelet turned away: {rejected:#?}"

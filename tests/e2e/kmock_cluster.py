@@ -177,6 +177,12 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   `{"namespace", "name", "reason", "node", "owner"}` (`owner`: the kind of its controller, or
   null).
   `status.ready` of a Job (`readyReplicas` of a ReplicaSet) counts the Ready pods only.
+- the pod garbage collector: a pod bound to a node that does not exist (a Node deleted, as when
+  a spot instance is reclaimed or the cluster autoscaler removes a node) ends `Failed` with the
+  condition `DisruptionTarget=True`, reason `DeletionByPodGC`, once the node has been missing for
+  1 s (kube-controller-manager waits 40 s); the trainer Jobs' `podFailurePolicy` ignores it, and
+  the controllers above replace such a pod as any Failed one (a pod of no owner played here is
+  deleted). It sets no `status.reason`, so `/_harness/failed-pods` lists it with reason null;
 - the JobSet controller (with `--jobset-crd`), with its ElasticJobSet feature gate on: for each
   JobSet, one child batch/v1 Job per replicated Job and replica, named `<jobset>-<rjob>-<i>`, made
   from the replicated Job's template, labelled `jobset.sigs.k8s.io/jobset-name`,
@@ -505,6 +511,10 @@ DENIED = []  # one {user, verb, group, resource, subresource, namespace, name} p
 GATED_BINDS = []  # one {namespace, name} per binding refused because the pod is gated
 FAILED_PODS = []  # one {namespace, name, reason, node} per pod that ended Failed
 FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
+# The pod garbage collector's quarantine: a pod bound to a node that does not exist is collected
+# once the node has been missing this long (kube-controller-manager waits 40 s).
+ORPHAN_QUARANTINE_S = 1.0
+ORPHANED_SINCE = {}  # pod uid -> when it was first seen bound to a missing node
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2221,8 +2231,45 @@ class Controllers:
         record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
         return False
 
+    async def collect_orphans(self, session):
+        """The pod garbage collector: a pod bound to a node that has been missing for
+        `ORPHAN_QUARANTINE_S` ends `Failed` with the condition `DisruptionTarget` (reason
+        `DeletionByPodGC`), as kube-controller-manager's PodGC marks it; a pod of an owner played
+        here is then deleted by its controller (as the Job controller's finalizer lets it see the
+        pod fail), any other pod here."""
+        nodes, orphans = set(), []
+        for (res, _ns, name), obj in list(self.emulator.objects.items()):
+            if obj.deleted:
+                continue
+            if res == "v1/nodes":
+                nodes.add(name)
+            elif res == "v1/pods" and bound_node(obj.raw):
+                orphans.append(obj.raw)
+        orphans = [p for p in orphans if bound_node(p) not in nodes]
+        seen = {p["metadata"].get("uid") for p in orphans}
+        for uid in set(ORPHANED_SINCE) - seen:
+            del ORPHANED_SINCE[uid]
+        clock = time.monotonic()
+        for pod in orphans:
+            uid = pod["metadata"].get("uid")
+            if clock - ORPHANED_SINCE.setdefault(uid, clock) < ORPHAN_QUARANTINE_S:
+                continue
+            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            if (pod.get("status") or {}).get("phase") != "Failed":
+                conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
+                              if c.get("type") != "DisruptionTarget"]
+                conditions.append({"type": "DisruptionTarget", "status": "True",
+                                   "reason": "DeletionByPodGC",
+                                   "message": "PodGC: node no longer exists",
+                                   "lastProbeTime": None, "lastTransitionTime": now()})
+                await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
+                                {"status": {"phase": "Failed", "conditions": conditions}})
+            if controller_uid(pod) is None:
+                await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+
     async def reconcile(self, session):
         await self.jobsets.reconcile(session)
+        await self.collect_orphans(session)
         # One scan of the store: pods by controller uid and pod names by namespace.
         pods_of = collections.defaultdict(dict)
         names = collections.defaultdict(set)
