@@ -181,8 +181,9 @@ minimally and only for objects the operator creates (label `trainscale.io/job`),
   a spot instance is reclaimed or the cluster autoscaler removes a node) ends `Failed` with the
   condition `DisruptionTarget=True`, reason `DeletionByPodGC`, once the node has been missing for
   1 s (kube-controller-manager waits 40 s); the trainer Jobs' `podFailurePolicy` ignores it, and
-  the controllers above replace such a pod as any Failed one (a pod of no owner played here is
-  deleted). It sets no `status.reason`, so `/_harness/failed-pods` lists it with reason null;
+  the controllers above replace such a pod as any Failed one (a pod of no owner, or of an owner
+  no controller here plays, is deleted). It sets no `status.reason`, so `/_harness/failed-pods`
+  lists it with reason null;
 - the JobSet controller (with `--jobset-crd`), with its ElasticJobSet feature gate on: for each
   JobSet, one child batch/v1 Job per replicated Job and replica, named `<jobset>-<rjob>-<i>`, made
   from the replicated Job's template, labelled `jobset.sigs.k8s.io/jobset-name`,
@@ -205,12 +206,12 @@ condition, so it is counted; an eviction (`pods/eviction`, below) adds it. The h
 same way, for the Jobs it plays the controller of: a trainer pod that goes away counts as one
 failure of its Job when its index is below the Job's `completions` (else `parallelism`) at that
 moment, whoever removed it (a `deletecollection` too), unless it carries a condition the Job's
-`podFailurePolicy` ignores. A client's DELETE is judged when it arrives (the real controller judges when the pod
-reaches `Failed`, seconds later; a client that deletes a pod and then lowers `completions` is
-counted here, which is the stricter reading); pods removed while the Job is suspended, complete
-or failed are not counted. A pod that ends `Failed` (kubelet admission, or a client's status
-write) counts once. `GET /_harness/failures` answers the counts as JSON `{"<namespace>/<job>":
-n}` (Jobs without failures are absent).
+`podFailurePolicy` ignores. A client's DELETE is judged when it arrives (the real controller
+judges when the pod reaches `Failed`, seconds later; a client that deletes a pod and then lowers
+`completions` is counted here, which is the stricter reading); pods removed while the Job is
+suspended, complete or failed are not counted. A pod that ends `Failed` (kubelet admission, or a
+client's status write) counts once. `GET /_harness/failures` answers the counts as JSON
+`{"<namespace>/<job>": n}` (Jobs without failures are absent).
 
 Pod subresources, as the API server serves them (kmock serves none):
 - `POST /api/v1/namespaces/NS/pods/NAME/binding` with a `v1 Binding` body
@@ -2236,15 +2237,20 @@ class Controllers:
         `ORPHAN_QUARANTINE_S` ends `Failed` with the condition `DisruptionTarget` (reason
         `DeletionByPodGC`), as kube-controller-manager's PodGC marks it; a pod of an owner played
         here is then deleted by its controller (as the Job controller's finalizer lets it see the
-        pod fail), any other pod here."""
-        nodes, orphans = set(), []
+        pod fail), any other pod (of no owner, or of one a test plays) here."""
+        nodes, orphans, played_owners = set(), [], set()
         for (res, _ns, name), obj in list(self.emulator.objects.items()):
             if obj.deleted:
                 continue
+            raw = obj.raw
             if res == "v1/nodes":
                 nodes.add(name)
-            elif res == "v1/pods" and bound_node(obj.raw):
-                orphans.append(obj.raw)
+            elif res == "v1/pods" and bound_node(raw):
+                orphans.append(raw)
+            elif res in ("apps/v1/replicasets", "batch/v1/jobs") and (
+                    OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {})
+                    or (res == "batch/v1/jobs" and played_job(raw))):
+                played_owners.add(raw["metadata"].get("uid"))
         orphans = [p for p in orphans if bound_node(p) not in nodes]
         seen = {p["metadata"].get("uid") for p in orphans}
         for uid in set(ORPHANED_SINCE) - seen:
@@ -2264,7 +2270,7 @@ class Controllers:
                                    "lastProbeTime": None, "lastTransitionTime": now()})
                 await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
                                 {"status": {"phase": "Failed", "conditions": conditions}})
-            if controller_uid(pod) is None:
+            if controller_uid(pod) not in played_owners:
                 await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
 
     async def reconcile(self, session):
