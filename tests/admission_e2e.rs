@@ -775,84 +775,6 @@ async fn settles_off(
     .await
 }
 
-/// Node maintenance with eviction: `kubectl drain` cordons a node and evicts its pods. The Job
-/// controller replaces each evicted trainer at its index without counting it against
-/// `backoffLimit` (the trainer Job's `podFailurePolicy` ignores `DisruptionTarget`); trainscale
-/// binds the replacements where room is left, and when too little is left the job shrinks to what
-/// the remaining nodes hold (not below min), leaving no trainer pending. Nothing goes back to a
-/// drained node until it is uncordoned; then the job grows back. No pod is deleted by trainscale
-/// or turned away by a kubelet.
-#[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(
-    not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
-)]
-async fn a_drained_nodes_trainers_are_replaced_where_room_is_left() {
-    e2e::require_kmock();
-    let dir = e2e::Workdir::new("admission-drain");
-    let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4), node("c", 4)]);
-    let client = emulator.admin().await;
-    // 1-CPU trainers, 2..8: two of the three nodes' worth.
-    e2e::create(
-        &client,
-        "trainingjobs",
-        &training_job("j", "1", 2, 8, json!({})),
-    )
-    .await;
-    let all_nodes = ["a", "b", "c"];
-    let placed = settles_off(&emulator, &mut replica, "j", 8, &[]).await;
-
-    // The busiest node drained: its trainers come back on the node with room; the job keeps 8.
-    let (first, moved) = busiest(&placed, &all_nodes);
-    assert!(moved > 0, "{placed:?}");
-    drain(&emulator, &first).await;
-    let placed = settles_off(&emulator, &mut replica, "j", 8, &[&first]).await;
-
-    // A second node drained: one node's room is left, so the job shrinks to its 4 CPUs.
-    let left: Vec<&str> = all_nodes.iter().copied().filter(|n| *n != first).collect();
-    let (second, _) = busiest(&placed, &left);
-    drain(&emulator, &second).await;
-    let shrunk = settles_off(&emulator, &mut replica, "j", 4, &[&first, &second]).await;
-    holds(
-        &emulator,
-        &mut replica,
-        "j",
-        &shrunk,
-        HOLD,
-        "two nodes drained",
-    )
-    .await;
-
-    // Both uncordoned: the job grows back to its max.
-    for n in [&first, &second] {
-        patch_node(
-            &emulator,
-            n,
-            false,
-            json!({"spec": {"unschedulable": null, "taints": null}}),
-        )
-        .await;
-    }
-    settles_off(&emulator, &mut replica, "j", 8, &[]).await;
-
-    let failures = emulator.failures().await;
-    assert!(
-        failures.is_empty(),
-        "evicted trainers counted as failures: {failures:?}"
-    );
-    let rejected = rejected(&emulator).await;
-    assert!(
-        rejected.is_empty(),
-        "pods the kubelet turned away: {rejected:#?}"
-    );
-    let writes = emulator.daemon_writes().await;
-    assert!(
-        !writes.keys().any(|k| k.starts_with("delete pods")),
-        "trainscale deleted pods: {writes:?}"
-    );
-    emulator.stop();
-}
-
 /// Node `name` gone, as when its spot instance is reclaimed: its Node object deleted.
 async fn lose_node(emulator: &Emulator, name: &str) {
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(emulator.admin().await);
@@ -862,20 +784,23 @@ async fn lose_node(emulator: &Emulator, name: &str) {
         .unwrap_or_else(|e| panic!("deleting node {name}: {e}"));
 }
 
-/// Node loss: a node's Node object goes (a spot instance reclaimed, the cluster autoscaler
-/// removing it), and the pod garbage collector fails its pods with `DisruptionTarget`. The job's
-/// lost trainers are replaced where room is left, at no cost to its `backoffLimit`; with too
-/// little left it shrinks to what the remaining node holds; a node added later takes its growth
-/// back to max. Nothing is bound to a missing node (the kubelet would turn it away), and
-/// trainscale deletes no pod.
-#[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(
-    not(kmock),
-    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
-)]
-async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
+/// How a case takes nodes away, and brings room back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Loss {
+    /// `kubectl drain`; `kubectl uncordon` brings the node back.
+    Drain,
+    /// The Node deleted (its pods failed by the pod garbage collector); a new node joins.
+    NodeGone,
+}
+
+/// Three 4-CPU nodes and a job of 1-CPU trainers, 2..8 (two nodes' worth). The busiest node goes
+/// (`loss`): its trainers come back on the node with room and the job keeps 8. A second goes: the
+/// job shrinks to the last node's 4 and stays there. Room comes back: the job grows to 8 again.
+/// Throughout, no trainer failure is counted against `backoffLimit`, no pod is bound where it is
+/// gone or turned away by a kubelet, and trainscale deletes no pod.
+async fn two_of_three_nodes_go(loss: Loss) {
     e2e::require_kmock();
-    let dir = e2e::Workdir::new("admission-node-loss");
+    let dir = e2e::Workdir::new(&format!("admission-{loss:?}").to_lowercase());
     let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4), node("c", 4)]);
     let client = emulator.admin().await;
     e2e::create(
@@ -884,19 +809,26 @@ async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
         &training_job("j", "1", 2, 8, json!({})),
     )
     .await;
+    let take_away = |name: String| {
+        let emulator = &emulator;
+        async move {
+            match loss {
+                Loss::Drain => drain(emulator, &name).await,
+                Loss::NodeGone => lose_node(emulator, &name).await,
+            }
+        }
+    };
     let all_nodes = ["a", "b", "c"];
     let placed = settles_off(&emulator, &mut replica, "j", 8, &[]).await;
 
-    // The busiest node lost: its trainers come back on the node with room.
-    let (first, lost) = busiest(&placed, &all_nodes);
-    assert!(lost > 0, "{placed:?}");
-    lose_node(&emulator, &first).await;
+    let (first, moved) = busiest(&placed, &all_nodes);
+    assert!(moved > 0, "{placed:?}");
+    take_away(first.clone()).await;
     let placed = settles_off(&emulator, &mut replica, "j", 8, &[&first]).await;
 
-    // A second node lost: the job shrinks to the last node's 4 CPUs.
     let left: Vec<&str> = all_nodes.iter().copied().filter(|n| *n != first).collect();
     let (second, _) = busiest(&placed, &left);
-    lose_node(&emulator, &second).await;
+    take_away(second.clone()).await;
     let shrunk = settles_off(&emulator, &mut replica, "j", 4, &[&first, &second]).await;
     holds(
         &emulator,
@@ -904,19 +836,34 @@ async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
         "j",
         &shrunk,
         HOLD,
-        "two nodes lost",
+        "two nodes gone",
     )
     .await;
 
-    // A new node joins: the job grows onto it, back to its max.
-    e2e::create(&client, "nodes", &node("d", 4)).await;
-    let grown = settles_off(&emulator, &mut replica, "j", 8, &[&first, &second]).await;
-    assert_eq!(grown.values().filter(|n| *n == "d").count(), 4, "{grown:?}");
+    match loss {
+        Loss::Drain => {
+            for n in [&first, &second] {
+                patch_node(
+                    &emulator,
+                    n,
+                    false,
+                    json!({"spec": {"unschedulable": null, "taints": null}}),
+                )
+                .await;
+            }
+            settles_off(&emulator, &mut replica, "j", 8, &[]).await;
+        }
+        Loss::NodeGone => {
+            e2e::create(&client, "nodes", &node("d", 4)).await;
+            let grown = settles_off(&emulator, &mut replica, "j", 8, &[&first, &second]).await;
+            assert_eq!(grown.values().filter(|n| *n == "d").count(), 4, "{grown:?}");
+        }
+    }
 
     let failures = emulator.failures().await;
     assert!(
         failures.is_empty(),
-        "lost trainers counted as failures: {failures:?}"
+        "trainers lost to {loss:?} counted as failures: {failures:?}"
     );
     // The garbage collector's pods end Failed without a reason; a kubelet's rejection has one.
     let rejected: Vec<Value> = rejected(&emulator)
@@ -934,4 +881,32 @@ async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
         "trainscale deleted pods: {writes:?}"
     );
     emulator.stop();
+}
+
+/// Node maintenance with eviction: `kubectl drain` cordons a node and evicts its pods. The Job
+/// controller replaces each evicted trainer at its index without counting it against
+/// `backoffLimit` (the trainer Job's `podFailurePolicy` ignores `DisruptionTarget`); trainscale
+/// binds the replacements where room is left, and when too little is left the job shrinks to what
+/// the remaining nodes hold (not below min). Nothing goes back to a drained node until it is
+/// uncordoned; then the job grows back.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_drained_nodes_trainers_are_replaced_where_room_is_left() {
+    two_of_three_nodes_go(Loss::Drain).await;
+}
+
+/// Node loss: a node's Node object goes (a spot instance reclaimed, the cluster autoscaler
+/// removing it), and the pod garbage collector fails its pods with `DisruptionTarget`. The job's
+/// lost trainers are replaced where room is left; with too little left it shrinks to what the
+/// remaining node holds; a node added later takes its growth back to max.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
+    two_of_three_nodes_go(Loss::NodeGone).await;
 }

@@ -1399,6 +1399,26 @@ def status_response(code, reason, message, details=None):
     return aiohttp.web.json_response(body, status=code)
 
 
+def posted_subresource(request, kind):
+    """The body of a POST to a pod subresource taking a `kind` object (`Binding`, `Eviction`), or
+    the API server's refusal: 405 for another method, 400 for a body that is no object or names
+    another object than the URL."""
+    if method_of(request) != "POST":
+        return None, status_response(405, "MethodNotAllowed",
+                                     "the server does not allow this method on the requested "
+                                     "resource")
+    body = request_json(request)
+    if not isinstance(body, dict):
+        return None, bad_request("the body is not a JSON object")
+    meta = body.get("metadata") or {}
+    if meta.get("namespace") not in (None, "", request.namespace):
+        return None, bad_request("the namespace of the provided object does not match the "
+                                 "namespace sent on the request")
+    if meta.get("name") != request.name:
+        return None, bad_request(f"name in URL does not match name in {kind} object")
+    return body, None
+
+
 def qualified(group, plural):
     return f"{plural}.{group}" if group else plural
 
@@ -1831,18 +1851,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
         """`POST pods/NAME/eviction`, as the API server's eviction storage answers it (no
         PodDisruptionBudget is served here, so none is checked)."""
         namespace, name = request.namespace, request.name
-        if method_of(request) != "POST":
-            return status_response(405, "MethodNotAllowed",
-                                   "the server does not allow this method on the requested resource")
-        eviction = request_json(request)
-        if not isinstance(eviction, dict):
-            return bad_request("the body is not a JSON object")
-        meta = eviction.get("metadata") or {}
-        if meta.get("namespace") not in (None, "", namespace):
-            return bad_request("the namespace of the provided object does not match the "
-                               "namespace sent on the request")
-        if meta.get("name") != name:
-            return bad_request("name in URL does not match name in Eviction object")
+        _eviction, refused = posted_subresource(request, "Eviction")
+        if refused is not None:
+            return refused
         async with self._lock:
             obj = self.objects._objects.get((request.resource, namespace, name))
             if obj is None or obj.deleted:
@@ -1865,18 +1876,9 @@ class StampingEmulator(kmock.KubernetesEmulator):
     async def _bind(self, request, user):
         """`POST pods/NAME/binding`, as the API server's binding storage answers it."""
         namespace, name = request.namespace, request.name
-        if method_of(request) != "POST":
-            return status_response(405, "MethodNotAllowed",
-                                   "the server does not allow this method on the requested resource")
-        binding = request_json(request)
-        if not isinstance(binding, dict):
-            return bad_request("the body is not a JSON object")
-        meta = binding.get("metadata") or {}
-        if meta.get("namespace") not in (None, "", namespace):
-            return bad_request("the namespace of the provided object does not match the "
-                               "namespace sent on the request")
-        if meta.get("name") != name:
-            return bad_request("name in URL does not match name in Binding object")
+        binding, refused = posted_subresource(request, "Binding")
+        if refused is not None:
+            return refused
         target = binding.get("target") or {}
         causes = []
         if target.get("kind") not in (None, "", "Node"):
