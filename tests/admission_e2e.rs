@@ -693,7 +693,18 @@ async fn a_cordoned_or_not_ready_node_keeps_its_trainers_and_takes_no_new_ones()
         || async { running_trainers(&emulator, "j", 16).await },
     )
     .await;
-    let rejected = rejected(&emulator).await;
+    no_pod_turned_away_or_deleted(&emulator).await;
+    emulator.stop();
+}
+
+/// Asserts that no kubelet turned a pod away (the pod garbage collector's Failed pods carry no
+/// reason; a kubelet's rejection does) and that trainscale deleted no pod.
+async fn no_pod_turned_away_or_deleted(emulator: &Emulator) {
+    let rejected: Vec<Value> = rejected(emulator)
+        .await
+        .into_iter()
+        .filter(|p| !p["reason"].is_null())
+        .collect();
     assert!(
         rejected.is_empty(),
         "pods the kubelet turned away: {rejected:#?}"
@@ -703,7 +714,6 @@ async fn a_cordoned_or_not_ready_node_keeps_its_trainers_and_takes_no_new_ones()
         !writes.keys().any(|k| k.starts_with("delete pods")),
         "trainscale deleted pods: {writes:?}"
     );
-    emulator.stop();
 }
 
 /// `kubectl drain` of node `name`: cordoned (the field and the node controller's taint), then
@@ -865,21 +875,7 @@ async fn two_of_three_nodes_go(loss: Loss) {
         failures.is_empty(),
         "trainers lost to {loss:?} counted as failures: {failures:?}"
     );
-    // The garbage collector's pods end Failed without a reason; a kubelet's rejection has one.
-    let rejected: Vec<Value> = rejected(&emulator)
-        .await
-        .into_iter()
-        .filter(|p| !p["reason"].is_null())
-        .collect();
-    assert!(
-        rejected.is_empty(),
-        "pods the kubelet turned away: {rejected:#?}"
-    );
-    let writes = emulator.daemon_writes().await;
-    assert!(
-        !writes.keys().any(|k| k.starts_with("delete pods")),
-        "trainscale deleted pods: {writes:?}"
-    );
+    no_pod_turned_away_or_deleted(&emulator).await;
     emulator.stop();
 }
 
