@@ -743,8 +743,8 @@ async fn drain(emulator: &Emulator, name: &str) {
     }
 }
 
-/// The node holding most of `job`'s Running trainers among `candidates` (the first in name
-/// order on a tie), and how many it holds.
+/// The node of `candidates` on which most of the trainers in `nodes` (trainer → node) run (the
+/// first of `candidates` on a tie), and how many run there.
 fn busiest(nodes: &BTreeMap<String, String>, candidates: &[&str]) -> (String, usize) {
     let count = |n: &str| nodes.values().filter(|on| *on == n).count();
     let mut best = (String::new(), 0);
@@ -774,8 +774,8 @@ async fn settles_off(
             let all = pods(emulator).await;
             let trainers = trainers_of(&all, job).len();
             let nodes = running_trainer_nodes(&all, job);
-            let on_drained = nodes.values().any(|n| off.contains(&n.as_str()));
-            if trainers == want && nodes.len() == want && !on_drained {
+            let on_gone = nodes.values().any(|n| off.contains(&n.as_str()));
+            if trainers == want && nodes.len() == want && !on_gone {
                 Ok(nodes)
             } else {
                 Err(format!("{trainers} trainer pods, Running on {nodes:?}"))
