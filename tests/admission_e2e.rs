@@ -756,8 +756,9 @@ fn busiest(nodes: &BTreeMap<String, String>, candidates: &[&str]) -> (String, us
     best
 }
 
-/// Waits until exactly `want` trainer pods of `job` exist, all Running and none on `off`; their
-/// nodes.
+/// Waits until `job`'s trainer Job is sized to `want` and exactly `want` trainer pods exist, all
+/// Running and none on `off`; their nodes. (The size matters: just after a node goes, its pods
+/// are gone and not yet replaced, and the rest can look like a smaller job.)
 async fn settles_off(
     emulator: &Emulator,
     replica: &mut Replica,
@@ -771,14 +772,24 @@ async fn settles_off(
         &format!("{job} at {want} Running, none on {off:?}"),
         alive(replica),
         || async {
+            let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+                kube::Api::namespaced(emulator.admin().await, NS);
+            let sized = jobs
+                .get_opt(&format!("{job}-trainer"))
+                .await
+                .ok()
+                .flatten()
+                .and_then(|j| j.spec?.parallelism);
             let all = pods(emulator).await;
             let trainers = trainers_of(&all, job).len();
             let nodes = running_trainer_nodes(&all, job);
             let on_gone = nodes.values().any(|n| off.contains(&n.as_str()));
-            if trainers == want && nodes.len() == want && !on_gone {
+            if sized == Some(want as i32) && trainers == want && nodes.len() == want && !on_gone {
                 Ok(nodes)
             } else {
-                Err(format!("{trainers} trainer pods, Running on {nodes:?}"))
+                Err(format!(
+                    "parallelism {sized:?}, {trainers} trainer pods, Running on {nodes:?}"
+                ))
             }
         },
     )
