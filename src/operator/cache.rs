@@ -285,7 +285,7 @@ where
 }
 
 /// Drops what no reconcile reads (managed fields).
-fn slim<K: Resource>(object: &mut K) {
+pub(super) fn slim<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 

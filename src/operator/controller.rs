@@ -252,8 +252,7 @@ async fn run_controller<K, F, Fut>(
     let reader = writer.as_reader();
     let jobs = reflector(
         writer,
-        watcher(jobs, watcher::Config::default())
-            .modify(|job| job.meta_mut().managed_fields = None),
+        watcher(jobs, watcher::Config::default()).modify(cache::slim),
     )
     .applied_objects();
     Controller::for_stream(jobs, reader)

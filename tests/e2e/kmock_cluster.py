@@ -2234,35 +2234,25 @@ class Controllers:
         record_failed(dict(pod, status=dict(pod.get("status") or {}, **status)))
         return False
 
-    async def collect_orphans(self, session):
-        """The pod garbage collector: a pod bound to a node that has been missing for
-        `ORPHAN_QUARANTINE_S` ends `Failed` with the condition `DisruptionTarget` (reason
-        `DeletionByPodGC`), as kube-controller-manager's PodGC marks it; a pod of an owner played
-        here is then deleted by its controller (as the Job controller's finalizer lets it see the
-        pod fail), any other pod (of no owner, or of one a test plays) here."""
-        nodes, orphans, played_owners = set(), [], set()
-        for (res, _ns, name), obj in list(self.emulator.objects.items()):
-            if obj.deleted:
-                continue
-            raw = obj.raw
-            if res == "v1/nodes":
-                nodes.add(name)
-            elif res == "v1/pods" and bound_node(raw):
-                orphans.append(raw)
-            elif res in ("apps/v1/replicasets", "batch/v1/jobs") and (
-                    OWNED_LABEL in (raw.get("metadata", {}).get("labels") or {})
-                    or (res == "batch/v1/jobs" and played_job(raw))):
-                played_owners.add(raw["metadata"].get("uid"))
-        orphans = [p for p in orphans if bound_node(p) not in nodes]
+    async def collect_orphans(self, session, nodes, pods, owners):
+        """The pod garbage collector, on this round's `nodes` and `pods`: a pod bound to a node
+        that has been missing for `ORPHAN_QUARANTINE_S` ends `Failed` with the condition
+        `DisruptionTarget` (reason `DeletionByPodGC`), as kube-controller-manager's PodGC marks it;
+        a pod of one of the `owners` played here is then deleted by its controller (as the Job
+        controller's finalizer lets it see the pod fail), any other pod (of no owner, or of one a
+        test plays) here. Writes carry the pod's resourceVersion (uid for the delete), so a pod
+        changed or replaced since the round began is left to the next round."""
+        present = {n["metadata"]["name"] for n in nodes}
+        orphans = [p for p in pods if bound_node(p) and bound_node(p) not in present]
         seen = {p["metadata"].get("uid") for p in orphans}
         for uid in set(ORPHANED_SINCE) - seen:
             del ORPHANED_SINCE[uid]
         clock = time.monotonic()
         for pod in orphans:
-            uid = pod["metadata"].get("uid")
-            if clock - ORPHANED_SINCE.setdefault(uid, clock) < ORPHAN_QUARANTINE_S:
+            meta = pod["metadata"]
+            if clock - ORPHANED_SINCE.setdefault(meta.get("uid"), clock) < ORPHAN_QUARANTINE_S:
                 continue
-            ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
             if (pod.get("status") or {}).get("phase") != "Failed":
                 conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
                               if c.get("type") != "DisruptionTarget"]
@@ -2270,14 +2260,16 @@ class Controllers:
                                    "reason": "DeletionByPodGC",
                                    "message": "PodGC: node no longer exists",
                                    "lastProbeTime": None, "lastTransitionTime": now()})
-                await self.call(session, "PATCH", f"/api/v1/namespaces/{ns}/pods/{name}/status",
-                                {"status": {"phase": "Failed", "conditions": conditions}})
-            if controller_uid(pod) not in played_owners:
-                await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+                await self.call(session, "PATCH", f"{path}/status",
+                                {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                                 "status": {"phase": "Failed", "conditions": conditions}},
+                                allowed=(404, 409))
+            if controller_uid(pod) not in owners:
+                await self.call(session, "DELETE", path,
+                                {"preconditions": {"uid": meta.get("uid")}}, allowed=(404, 409))
 
     async def reconcile(self, session):
         await self.jobsets.reconcile(session)
-        await self.collect_orphans(session)
         # One scan of the store: pods by controller uid and pod names by namespace.
         pods_of = collections.defaultdict(dict)
         names = collections.defaultdict(set)
@@ -2335,6 +2327,8 @@ class Controllers:
             del FAILURES.seen[uid]
         if self.kueue is not None:
             await self.kueue.reconcile(self, session)
+        # Last: the pods it fails are seen Failed by their controllers next round.
+        await self.collect_orphans(session, nodes, pods, owners)
 
     async def sync_job(self, session, job, mine, names):
         name, ns, uid = job["metadata"]["name"], job["metadata"]["namespace"], job["metadata"]["uid"]
