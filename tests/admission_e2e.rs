@@ -6,7 +6,9 @@
 //! where they do not, and no pod the kubelet turned away (`/_harness/failed-pods` empty). A
 //! cordoned or NotReady node keeps its trainers and takes no new ones until it is back; a drained
 //! one's trainers are replaced where room is left, at no cost to the job's `backoffLimit`, and so
-//! are a lost node's (its Node deleted, its pods failed by the pod garbage collector).
+//! are a lost node's (its Node deleted, its pods failed by the pod garbage collector). Where pods
+//! take time to stop (the emulator's `--pod-grace`: the drain case, and a job shrunk for another's
+//! fair share), their room is given to others only once they are gone.
 
 #[path = "support/e2e.rs"]
 mod e2e;
@@ -27,6 +29,9 @@ const WITHIN: Duration = Duration::from_secs(120);
 const EVERY: Duration = Duration::from_millis(250);
 /// How long a case checks that nothing changes: several of the daemon's 1 s passes.
 const HOLD: Duration = Duration::from_secs(6);
+/// How long a deleted pod terminates in the cases that pass `--pod-grace`: a trainer stopping on
+/// `SIGTERM`, shortened from the 30 s default.
+const GRACE_S: &str = "3";
 
 /// A Ready node of `cpu` cores, 64Gi and 110 pods.
 fn node(name: &str, cpu: u32) -> Value {
@@ -42,11 +47,18 @@ fn node(name: &str, cpu: u32) -> Value {
 
 /// The emulator on `nodes` and one replica of the shipped daemon (1 s passes, no cooldown).
 fn start(dir: &Path, nodes: &[Value]) -> (Emulator, Replica) {
+    start_with(dir, nodes, &[])
+}
+
+/// [`start`] with more of the emulator's `flags`.
+fn start_with(dir: &Path, nodes: &[Value], flags: &[&str]) -> (Emulator, Replica) {
     let file = dir.join("nodes.json");
     std::fs::write(&file, Value::from(nodes.to_vec()).to_string())
         .unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
     let file = file.to_string_lossy().to_string();
-    let emulator = Emulator::start(dir, &["--nodes", &file], LIFETIME_S);
+    let mut all = vec!["--nodes", file.as_str()];
+    all.extend_from_slice(flags);
+    let emulator = Emulator::start(dir, &all, LIFETIME_S);
     let overrides = [
         ("TRAINSCALE_INTERVAL", "1s"),
         ("TRAINSCALE_DEBOUNCE", "200ms"),
@@ -717,7 +729,8 @@ async fn no_pod_turned_away_or_deleted(emulator: &Emulator) {
 }
 
 /// `kubectl drain` of node `name`: cordoned (the field and the node controller's taint), then
-/// every pod of [`NS`] on it evicted through the eviction API, as kubectl sends it.
+/// every pod of [`NS`] on it evicted through the eviction API, as kubectl sends it (pods being
+/// deleted already are left to stop).
 async fn drain(emulator: &Emulator, name: &str) {
     patch_node(
         emulator,
@@ -732,7 +745,7 @@ async fn drain(emulator: &Emulator, name: &str) {
     let on_node: Vec<String> = pods(emulator)
         .await
         .iter()
-        .filter(|p| node_of(p) == Some(name))
+        .filter(|p| node_of(p) == Some(name) && p["metadata"]["deletionTimestamp"].is_null())
         .map(|p| name_of(p).to_string())
         .collect();
     assert!(!on_node.is_empty(), "no pod to drain from {name}");
@@ -822,7 +835,17 @@ enum Loss {
 async fn two_of_three_nodes_go(loss: Loss) {
     e2e::require_kmock();
     let dir = e2e::Workdir::new(&format!("admission-{loss:?}").to_lowercase());
-    let (emulator, mut replica) = start(dir.path(), &[node("a", 4), node("b", 4), node("c", 4)]);
+    // Evicted pods stop as a kubelet stops them, within their grace period; a lost node's pods
+    // are failed by the pod garbage collector instead.
+    let flags: &[&str] = match loss {
+        Loss::Drain => &["--pod-grace", GRACE_S],
+        Loss::NodeGone => &[],
+    };
+    let (emulator, mut replica) = start_with(
+        dir.path(),
+        &[node("a", 4), node("b", 4), node("c", 4)],
+        flags,
+    );
     let client = emulator.admin().await;
     e2e::create(
         &client,
@@ -890,8 +913,9 @@ async fn two_of_three_nodes_go(loss: Loss) {
     emulator.stop();
 }
 
-/// Node maintenance with eviction: `kubectl drain` cordons a node and evicts its pods. The Job
-/// controller replaces each evicted trainer at its index without counting it against
+/// Node maintenance with eviction: `kubectl drain` cordons a node and evicts its pods, which take
+/// [`GRACE_S`] seconds to stop (holding their room meanwhile). The Job controller replaces each
+/// evicted trainer at its index once it has stopped, without counting it against
 /// `backoffLimit` (the trainer Job's `podFailurePolicy` ignores `DisruptionTarget`); trainscale
 /// binds the replacements where room is left, and when too little is left the job shrinks to what
 /// the remaining nodes hold (not below min). Nothing goes back to a drained node until it is
@@ -916,4 +940,97 @@ async fn a_drained_nodes_trainers_are_replaced_where_room_is_left() {
 )]
 async fn a_lost_nodes_trainers_are_replaced_and_a_new_node_takes_the_growth() {
     two_of_three_nodes_go(Loss::NodeGone).await;
+}
+
+/// The uids of `job`'s trainer pods by name, and the names of those terminating.
+fn trainer_uids(all: &[Value], job: &str) -> (BTreeMap<String, String>, Vec<String>) {
+    let trainers = trainers_of(all, job);
+    let uids = trainers
+        .iter()
+        .map(|p| {
+            let uid = p["metadata"]["uid"].as_str().unwrap_or("").to_string();
+            (name_of(p).to_string(), uid)
+        })
+        .collect();
+    let terminating = trainers
+        .iter()
+        .filter(|p| !p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| name_of(p).to_string())
+        .collect();
+    (uids, terminating)
+}
+
+/// A job shrunk to make room for another gives the room back only when its removed trainers have
+/// stopped: here they take 3 s to terminate (`--pod-grace`), holding their CPUs as a kubelet
+/// counts them. Job `a` (1-CPU trainers, 2..8) fills two 4-CPU nodes; job `b` (the same) arrives,
+/// and the fair plan is 4 each. While `a`'s four removed trainers terminate, `b`'s wait pending;
+/// once they are gone `b`'s four are bound and run. `a` keeps its first four trainers throughout
+/// (the same pods: no further shrink for room its own terminating pods hold, no replacement), the
+/// kubelet turns nothing away, no failure is counted and trainscale deletes no pod.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn a_shrunk_jobs_terminating_trainers_hold_their_room_until_they_are_gone() {
+    e2e::require_kmock();
+    let dir = e2e::Workdir::new("admission-grace");
+    let (emulator, mut replica) = start_with(
+        dir.path(),
+        &[node("a", 4), node("b", 4)],
+        &["--pod-grace", GRACE_S],
+    );
+    let client = emulator.admin().await;
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("a", "1", 2, 8, json!({})),
+    )
+    .await;
+    settles_off(&emulator, &mut replica, "a", 8, &[]).await;
+    let (before, _) = trainer_uids(&pods(&emulator).await, "a");
+    let kept: BTreeMap<String, String> = (0..4)
+        .filter_map(|i| {
+            let name = format!("a-trainer-{i}");
+            Some((name.clone(), before.get(&name)?.clone()))
+        })
+        .collect();
+    assert_eq!(kept.len(), 4, "a's first four trainers: {before:?}");
+
+    e2e::create(
+        &client,
+        "trainingjobs",
+        &training_job("b", "1", 2, 8, json!({})),
+    )
+    .await;
+    // The grace period is seen: some of a's trainers terminate while b has fewer than 4 running.
+    poll(
+        WITHIN,
+        Duration::from_millis(100),
+        "a's removed trainers terminating while b waits",
+        alive(&mut replica),
+        || async {
+            let all = pods(&emulator).await;
+            let (_, terminating) = trainer_uids(&all, "a");
+            let b_running = trainers_of(&all, "b").iter().filter(|p| running(p)).count();
+            if !terminating.is_empty() && b_running < 4 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "terminating {terminating:?}, b running {b_running}"
+                ))
+            }
+        },
+    )
+    .await;
+    settles_off(&emulator, &mut replica, "a", 4, &[]).await;
+    settles_off(&emulator, &mut replica, "b", 4, &[]).await;
+    let (after, terminating) = trainer_uids(&pods(&emulator).await, "a");
+    assert!(terminating.is_empty(), "still terminating: {terminating:?}");
+    assert_eq!(after, kept, "a's first four trainers were replaced");
+
+    let failures = emulator.failures().await;
+    assert!(failures.is_empty(), "failures counted: {failures:?}");
+    no_pod_turned_away_or_deleted(&emulator).await;
+    emulator.stop();
 }

@@ -13,6 +13,9 @@
 //!   `completions: 0` completes; a pod that fits nowhere stays Pending and Unschedulable until a
 //!   node grows; first fit in name order with taints and node selectors; suspend and resume; a
 //!   pod bound by another scheduler where it does not fit ends Failed `OutOfcpu` and counts.
+//! - [`deleted_pods_terminate_for_their_grace_period`]: `--pod-grace`: a bound, running pod
+//!   deleted or evicted terminates (`deletionTimestamp`, `deletionGracePeriodSeconds`), cannot be
+//!   bound, and its kubelet removes it; grace 0, an ended or an unbound pod goes at once.
 //! - [`the_harness_self_test_passes`]: `kmock_cluster.py --self-test`.
 //! - [`the_kueue_model_passes_its_live_check`]: `kueue_check.py`, the emulator's Kueue model over HTTP.
 //!
@@ -710,6 +713,120 @@ async fn writes_answer_as_the_api_server_does() {
         matches!(events.next().await, Some(Ok(WatchEvent::Added(_)))),
         "a watch from the compacted resourceVersion streams"
     );
+}
+
+/// A pod bound to `node-1` (of no owner: the emulator's kubelet admits it) in `phase`.
+fn bound_pod(name: &str, phase: &str) -> Pod {
+    let mut pod = pod(name, phase, json!({}));
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = Some("node-1".to_string());
+        spec.termination_grace_period_seconds = Some(20);
+    }
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(
+    not(kmock),
+    ignore = "python3 could not import kmock when this crate was built: pip install 'kmock==0.8.*' 'PyYAML==6.*', then `touch build.rs`"
+)]
+async fn deleted_pods_terminate_for_their_grace_period() {
+    require_kmock();
+    let emulator = spawn_emulator(&["--pod-grace", "1"]);
+    let admin = emulator.admin().await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), "ml");
+    for p in [
+        bound_pod("slow", "Running"),
+        bound_pod("forced", "Running"),
+        bound_pod("done", "Succeeded"),
+        bound_pod("evicted", "Running"),
+        pod("unbound", "Pending", json!({})),
+    ] {
+        pods.create(&PostParams::default(), &p)
+            .await
+            .expect("create a pod");
+    }
+
+    // A bound, running pod deleted: terminating, with the API server's grace period (its
+    // `terminationGracePeriodSeconds`), still there; a second DELETE changes nothing.
+    let deleted = pods
+        .delete("slow", &DeleteParams::default())
+        .await
+        .expect("delete")
+        .left()
+        .expect("the pod, still terminating");
+    assert_eq!(deleted.metadata.deletion_grace_period_seconds, Some(20));
+    assert!(deleted.metadata.deletion_timestamp.is_some());
+    let again = pods
+        .delete("slow", &DeleteParams::default())
+        .await
+        .expect("delete again")
+        .left()
+        .expect("the pod, still terminating");
+    assert_eq!(
+        again.metadata.resource_version,
+        deleted.metadata.resource_version
+    );
+    // It cannot be bound, and its kubelet removes it (here after 1 s, `--pod-grace`).
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "slow"},
+                         "target": {"kind": "Node", "name": "node-1"}});
+    let s = refusal(
+        pods.create_subresource::<Value, Value>(
+            "binding",
+            "slow",
+            &PostParams::default(),
+            &binding,
+        )
+        .await,
+    );
+    assert_eq!(s.code, 409, "{s:?}");
+    eventually("the terminating pod removed", || async {
+        pods.get_opt("slow")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // Gone at once: a DELETE with grace 0 (a force delete), a pod that ended, an unbound pod.
+    for (name, params) in [
+        ("forced", DeleteParams::default().grace_period(0)),
+        ("done", DeleteParams::default()),
+        ("unbound", DeleteParams::default()),
+    ] {
+        let gone = pods.delete(name, &params).await.expect("delete");
+        assert!(
+            gone.is_right()
+                || gone
+                    .left()
+                    .is_some_and(|p| { p.metadata.deletion_timestamp.is_none() })
+        );
+        assert!(
+            pods.get_opt(name).await.expect("get").is_none(),
+            "{name} is still there"
+        );
+    }
+
+    // An eviction: the condition, then the grace period, then gone.
+    pods.evict("evicted", &EvictParams::default())
+        .await
+        .expect("evict");
+    let terminating = pods.get("evicted").await.expect("get the evicted pod");
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    let disrupted = terminating
+        .status
+        .and_then(|s| s.conditions)
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "DisruptionTarget"));
+    assert!(disrupted, "the evicted pod carries DisruptionTarget");
+    eventually("the evicted pod removed", || async {
+        pods.get_opt("evicted")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
 }
 
 /// The Job's condition of `kind`: `(status, reason)`.

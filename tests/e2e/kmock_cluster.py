@@ -101,8 +101,18 @@ What it adds to kmock, playing the API server:
   an object being deleted removes it. Other subresources: `pods/binding` (below); `scale` of
   PyTorchJobs is listed in discovery but answers 405;
 - DELETE of an object (a Lease too) removes it at once, or marks it with a `deletionTimestamp`
-  while it has `finalizers` (no grace period otherwise); `preconditions` of the DeleteOptions
-  (uid, resourceVersion) are checked (409). `deletecollection` deletes every object of the URL's
+  while it has `finalizers`; `preconditions` of the DeleteOptions (uid, resourceVersion) are
+  checked (409). Pods: with `--pod-grace S` (default 0: every pod goes at once), a pod bound to
+  a node and not Succeeded or Failed terminates first, as the API server's graceful deletion
+  has it: `deletionGracePeriodSeconds` is the DeleteOptions' `gracePeriodSeconds`, else the
+  pod's `terminationGracePeriodSeconds` (default 30), `deletionTimestamp` when that ends (a
+  MODIFIED event); its kubelet removes it (DELETED) after that grace period or `S` seconds,
+  whichever is less. A DELETE with `gracePeriodSeconds: 0` removes it at once (a force
+  delete); another DELETE changes nothing; it cannot be bound (409). Simplified: its status is
+  left as it was (a kubelet would mark it not Ready and end it `Failed` before the last
+  DELETE), and the controllers below, whose pod names are fixed, bring its name back only once
+  it is gone (as the Job controller with `podReplacementPolicy: Failed`, the default with a
+  `podFailurePolicy`, waits; a ReplicaSet's replacement would not); `deletecollection` deletes every object of the URL's
   namespace (every namespace for a cluster-wide URL) matching `labelSelector` (`k=v`, `k==v`,
   `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`) and `fieldSelector` (`=`, `==`, `!=` on
   `metadata.name`, `metadata.namespace`, and for pods `status.phase`, `spec.nodeName`,
@@ -208,7 +218,8 @@ failure of its Job when its index is below the Job's `completions` (else `parall
 moment, whoever removed it (a `deletecollection` too), unless it carries a condition the Job's
 `podFailurePolicy` ignores. A client's DELETE is judged when it arrives (the real controller
 judges when the pod reaches `Failed`, seconds later; a client that deletes a pod and then lowers
-`completions` is counted here, which is the stricter reading); pods removed while the Job is
+`completions` is counted here, which is the stricter reading), or with `--pod-grace` when the
+terminating pod is gone (by the Job's `completions` then); pods removed while the Job is
 suspended, complete or failed are not counted. A pod that ends `Failed` (kubelet admission, or a
 client's status write) counts once. `GET /_harness/failures` answers the counts as JSON
 `{"<namespace>/<job>": n}` (Jobs without failures are absent).
@@ -230,7 +241,8 @@ Pod subresources, as the API server serves them (kmock serves none):
   `kubectl drain` sends): 400 BadRequest when the body's name (or namespace) differs from the
   URL's; 404 NotFound when the pod does not exist; otherwise the pod gets the condition
   `DisruptionTarget=True` (reason `EvictionByEvictionAPI`; watchers see MODIFIED) and is deleted
-  as by a DELETE (at once: no grace period), and the answer is 201 with a `v1 Status`
+  as by a DELETE (with the Eviction's `deleteOptions`; at once unless `--pod-grace`), and the
+  answer is 201 with a `v1 Status`
   `status: Success`. A pod being deleted already is deleted without a new condition. No
   PodDisruptionBudget is served, so none is checked (the API server answers 429 when one allows
   no disruption). The Job controller below judges the evicted pod gone as a client's DELETE, and
@@ -516,6 +528,10 @@ FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
 # once the node has been missing this long (kube-controller-manager waits 40 s).
 ORPHAN_QUARANTINE_S = 1.0
 ORPHANED_SINCE = {}  # pod uid -> when it was first seen bound to a missing node
+# Graceful pod deletion (`--pod-grace S`): the most seconds a deleted pod stays terminating on its
+# node before its kubelet removes it (0: removed at once, the default).
+POD_GRACE_S = [0.0]
+TERMINATING_UNTIL = {}  # pod uid -> when (time.monotonic()) its kubelet removes it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1059,6 +1075,33 @@ def terminal(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
+def terminating(pod):
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def pod_grace_seconds(pod, grace):
+    """The grace period the API server gives a deleted pod: the DeleteOptions' (`grace`), else
+    its `spec.terminationGracePeriodSeconds` (default 30)."""
+    if isinstance(grace, int) and not isinstance(grace, bool) and grace >= 0:
+        return grace
+    spec = pod.get("spec") or {}
+    value = spec.get("terminationGracePeriodSeconds", 30)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 30
+
+
+def pod_grace(pod, grace):
+    """How long a deleted pod terminates here: 0 unless it is bound and not terminal (the API
+    server deletes those at once), else its grace period capped at `--pod-grace`."""
+    if not bound_node(pod) or terminal(pod):
+        return 0
+    return min(float(pod_grace_seconds(pod, grace)), POD_GRACE_S[0])
+
+
+def grace_option(options):
+    """`gracePeriodSeconds` of a DeleteOptions body, if it has one."""
+    return options.get("gracePeriodSeconds") if isinstance(options, dict) else None
+
+
 def amount_text(resource, value):
     """An amount as the kubelet prints it: cpu in millicores, others in units."""
     if resource == "cpu":
@@ -1257,8 +1300,10 @@ def fields_match(getters, obj):
 # ---------------------------------------------------------------------------------------------
 # Objects.
 
-def now():
-    return datetime.datetime.now(tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now(after_s=0):
+    """The time, `after_s` seconds from now, as the API server writes timestamps."""
+    at = datetime.datetime.now(tz=datetime.UTC) + datetime.timedelta(seconds=after_s)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stamp(obj):
@@ -1764,11 +1809,25 @@ class StampingEmulator(kmock.KubernetesEmulator):
             await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
         return aiohttp.web.json_response(raw)
 
-    async def _remove(self, resource, obj):
+    async def _remove(self, resource, obj, grace=None):
         """Deletes a stored object (under the lock): marked with a deletionTimestamp while it has
-        finalizers, else gone (a DELETED event with a new resourceVersion). The last state."""
+        finalizers or, for a pod, while it terminates (`pod_grace`: `grace` is the DeleteOptions'
+        `gracePeriodSeconds`), else gone (a DELETED event with a new resourceVersion). The last
+        state."""
         current = copy.deepcopy(obj.raw)
         meta = current.setdefault("metadata", {})
+        if resource == "v1/pods" and meta.get("deletionTimestamp") and grace != 0:
+            return current  # terminating already: a DELETE without grace 0 changes nothing
+        wait = pod_grace(current, grace) if resource == "v1/pods" else 0
+        if wait > 0 and not meta.get("deletionTimestamp"):
+            # The API server's: when the grace period it gives ends (this kubelet may end sooner).
+            meta["deletionGracePeriodSeconds"] = pod_grace_seconds(current, grace)
+            meta["deletionTimestamp"] = now(meta["deletionGracePeriodSeconds"])
+            TERMINATING_UNTIL[meta.get("uid")] = time.monotonic() + wait
+            stamp(current)
+            obj.history.append(current)
+            await self._buses[resource].put({"type": "MODIFIED", "object": current})
+            return current
         if meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):
                 meta["deletionTimestamp"] = now()
@@ -1779,6 +1838,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         stamp(current)
         obj.history.append(current)
         obj.delete()
+        TERMINATING_UNTIL.pop(meta.get("uid"), None)
         await self._buses[resource].put({"type": "DELETED", "object": current})
         return current
 
@@ -1806,7 +1866,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
                         f'"{attrs.name}": Precondition failed: {field}: {want}, {field} in object '
                         f"meta: {meta.get(field)}",
                         {"name": attrs.name, "kind": attrs.resource})
-            last = await self._remove(request.resource, obj)
+            last = await self._remove(request.resource, obj, grace_option(options))
         if judge and attrs.resource == "pods" and attrs.group == "" and obj.deleted:
             self._judge_deleted_pod(last)
         return aiohttp.web.json_response(last)
@@ -1820,6 +1880,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
             fields = field_getters(attrs.resource, field_requirements(query.get("fieldSelector")))
         except ValueError as e:
             return bad_request(str(e))
+        grace = grace_option(request_json(request))
         deleted, gone = [], []
         async with self._lock:
             for (res, ns, _name), obj in list(self.objects._objects.items()):
@@ -1832,7 +1893,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
                     continue
                 if not fields_match(fields, raw):
                     continue
-                last = await self._remove(request.resource, obj)
+                last = await self._remove(request.resource, obj, grace)
                 deleted.append(last)
                 if obj.deleted:
                     gone.append(last)
@@ -1851,7 +1912,7 @@ class StampingEmulator(kmock.KubernetesEmulator):
         """`POST pods/NAME/eviction`, as the API server's eviction storage answers it (no
         PodDisruptionBudget is served here, so none is checked)."""
         namespace, name = request.namespace, request.name
-        _eviction, refused = posted_subresource(request, "Eviction")
+        eviction, refused = posted_subresource(request, "Eviction")
         if refused is not None:
             return refused
         async with self._lock:
@@ -1868,7 +1929,8 @@ class StampingEmulator(kmock.KubernetesEmulator):
                 stamp(pod)
                 obj.history.append(pod)
                 await self._buses[request.resource].put({"type": "MODIFIED", "object": obj.raw})
-            last = await self._remove(request.resource, obj)
+            last = await self._remove(request.resource, obj,
+                                      grace_option((eviction or {}).get("deleteOptions")))
         if judge and obj.deleted:
             self._judge_deleted_pod(last)
         return status_response(201, None, None)
@@ -2177,11 +2239,17 @@ class Controllers:
             await self.call(session, "POST", f"/api/v1/namespaces/{ns}/pods", pod)
             unready += not ready(pod)
         for name in set(mine) - set(wanted):
+            if terminating(mine[name]):
+                continue  # being deleted already: its kubelet removes it
             if on_delete is not None:
                 on_delete(mine[name])
             await self.call(session, "DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
         for name, pod in mine.items():
             if name not in wanted:
+                continue
+            if terminating(pod):
+                # Its index comes back once it is gone (the pod's name is fixed here).
+                unready += 1
                 continue
             conditions = [c for c in (pod.get("status") or {}).get("conditions") or []
                           if c.get("type") != "PodScheduled"]
@@ -2329,6 +2397,23 @@ class Controllers:
             await self.kueue.reconcile(self, session)
         # Last: the pods it fails are seen Failed by their controllers next round.
         await self.collect_orphans(session, nodes, pods, owners)
+        await self.end_terminated(session, pods)
+
+    async def end_terminated(self, session, pods):
+        """The kubelets of this round's terminating `pods` (`--pod-grace`): each whose time is up
+        is removed, as the kubelet's final DELETE (grace 0) does once its containers stopped.
+        Pods held by finalizers are left to them."""
+        clock = time.monotonic()
+        for pod in pods:
+            meta = pod["metadata"]
+            uid = meta.get("uid")
+            until = TERMINATING_UNTIL.get(uid)
+            if until is None or clock < until or meta.get("finalizers"):
+                continue
+            await self.call(session, "DELETE",
+                            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                            {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}},
+                            allowed=(404, 409))
 
     async def sync_job(self, session, job, mine, names):
         name, ns, uid = job["metadata"]["name"], job["metadata"]["namespace"], job["metadata"]["uid"]
@@ -4392,6 +4477,23 @@ def self_test():
     check(kubelet.admit({"metadata": {"name": "other"}, "spec": {"containers": [
         {"name": "c", "ports": [{"containerPort": 7164, "hostPort": 7164, "protocol": "UDP"}]}]}},
         "p") is None, "another protocol is another port")
+    # Graceful deletion (`--pod-grace`): who terminates, and for how long.
+    saved_grace = POD_GRACE_S[0]
+    POD_GRACE_S[0] = 5.0
+    running_bound = {"spec": {"nodeName": "p", "terminationGracePeriodSeconds": 2},
+                     "status": {"phase": "Running"}}
+    check(pod_grace(running_bound, None) == 2.0, "a bound pod terminates for its own grace")
+    check(pod_grace(dict(running_bound, spec={"nodeName": "p"}), None) == 5.0,
+          "the default 30 s grace is capped at --pod-grace")
+    check(pod_grace(running_bound, 0) == 0, "gracePeriodSeconds 0 deletes at once")
+    check(pod_grace(running_bound, 1) == 1.0, "the DeleteOptions' grace comes first")
+    check(pod_grace(dict(running_bound, status={"phase": "Failed"}), None) == 0,
+          "an ended pod goes at once")
+    check(pod_grace({"spec": {}, "status": {"phase": "Pending"}}, None) == 0,
+          "an unbound pod goes at once")
+    POD_GRACE_S[0] = 0.0
+    check(pod_grace(running_bound, None) == 0, "without --pod-grace every pod goes at once")
+    POD_GRACE_S[0] = saved_grace
     check(labels_match(label_requirements("a=1,b in (x, y),!c,d,e!=2"),
                        {"a": "1", "b": "y", "d": "", "e": "3"}), "label selector")
     check(not labels_match(label_requirements("b notin (x,y)"), {"b": "x"}), "notin")
@@ -4417,6 +4519,9 @@ def parse_args(argv):
     parser.add_argument("--node-pods", help="allocatable pods of node-1 (default 110)")
     parser.add_argument("--node-gpu", help="allocatable nvidia.com/gpu of node-1 (none by default)")
     parser.add_argument("--node-name", help="the node's name (default node-1)")
+    parser.add_argument("--pod-grace", type=float, default=0.0,
+                        help="the most seconds a deleted pod stays terminating (default 0: gone "
+                             "at once)")
     parser.add_argument("--period", type=float, default=0.2,
                         help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
@@ -4468,6 +4573,7 @@ async def main():
         print(f"kmock_cluster: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     PLAYED_SCHEDULERS = {name for name in args.schedulers.split(",") if name}
+    POD_GRACE_S[0] = max(0.0, args.pod_grace)
 
     emulator = StampingEmulator()
     emulator.rbac = rbac
