@@ -1155,11 +1155,15 @@ async fn play_pytorch_round(client: &Client) -> Result<(), String> {
             for p in &mine {
                 let pod_name = p["metadata"]["name"].as_str().unwrap_or_default();
                 let past = index_of(p).is_none_or(|i| i >= size);
-                if past || p["status"]["phase"] == "Failed" {
-                    api.delete(pod_name, &DeleteParams::default())
-                        .await
-                        .map_err(|e| format!("deleting {ns}/{pod_name}: {e}"))?;
-                    continue;
+                // A pod being deleted already is left to stop (its kubelet removes it).
+                let terminating = !p["metadata"]["deletionTimestamp"].is_null();
+                if (past || p["status"]["phase"] == "Failed") && !terminating {
+                    match api.delete(pod_name, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        // Gone since the listing: what the delete was for.
+                        Err(kube::Error::Api(s)) if s.code == 404 => {}
+                        Err(e) => return Err(format!("deleting {ns}/{pod_name}: {e}")),
+                    }
                 }
             }
         }

@@ -74,6 +74,8 @@ pub struct NodeSlot {
     pub pods: u32,
     /// The part of `used` held by pods being deleted: it comes free once they are gone.
     pub terminating: Resources,
+    /// How many of `pods` are being deleted.
+    pub terminating_pods: u32,
     /// Requests of other resources (see `filters::Extended`) of the pods counted in `used`;
     /// resources none of them requests are left out.
     pub extended: Extended,
@@ -99,6 +101,16 @@ impl NodeSlot {
     /// limit.
     pub fn free_pods(&self) -> i64 {
         self.pod_limit - i64::from(self.pods)
+    }
+
+    /// [`NodeSlot::free`] once the pods being deleted are gone.
+    pub fn free_after_terminating(&self) -> Resources {
+        self.free() + self.terminating
+    }
+
+    /// [`NodeSlot::free_pods`] once the pods being deleted are gone.
+    pub fn free_pods_after_terminating(&self) -> i64 {
+        self.free_pods() + i64::from(self.terminating_pods)
     }
 
     /// Allocatable of a schedulable node, else zero.
@@ -334,6 +346,7 @@ impl ClusterState {
             used: Resources::ZERO,
             pods: 0,
             terminating: Resources::ZERO,
+            terminating_pods: 0,
             extended: Extended::new(),
             pod_limit: 0,
         };
@@ -748,6 +761,7 @@ impl ClusterState {
                     slot.pods = add_u32(slot.pods, sign);
                     if pod.terminating {
                         slot.terminating += delta;
+                        slot.terminating_pods = add_u32(slot.terminating_pods, sign);
                     }
                     for (name, amount) in &pod.extended {
                         let used = slot.extended.entry(name.clone()).or_insert(0);

@@ -415,13 +415,17 @@ impl<'a> Candidate<'a> {
     /// Bound pods per node that hold no position (see `trainers_in_positions`): the Job
     /// controller is removing them, so the room they hold comes free without any shrink.
     pub fn leaving(&self) -> impl Iterator<Item = (NodeId, u32)> + '_ {
-        // Without strays every bound pod holds a position.
-        let strays = self.strays;
+        // Without strays every bound pod holds a position: nothing to walk.
+        let walked = if self.strays {
+            self.slot.trainers.bound_by_node.len()
+        } else {
+            0
+        };
         self.slot
             .trainers
             .bound_by_node
             .iter()
-            .filter(move |_| strays)
+            .take(walked)
             .filter_map(move |(node, n)| {
                 let kept = self.on_node.get(node).unwrap_or(0);
                 let held = kept + self.removed.get(node).copied().unwrap_or(0);

@@ -1,6 +1,7 @@
 //! Plans within what a bind accepts: each node's free pod slots and other resources
 //! (`rdma/hca`), the pod limits behind the target of a huge job, no shrink for room that
-//! terminating pods give back, and room held for pending masters and pservers before growth.
+//! terminating pods give back (nor a second shrink of a job whose removed trainers are still
+//! stopping), and room held for pending masters and pservers before growth.
 //! Clusters are built from Kubernetes objects, as the watches deliver them.
 
 use std::collections::BTreeMap;
@@ -349,6 +350,57 @@ fn a_node_still_overloaded_past_its_terminating_pods_is_relieved() {
         .sum();
     assert_eq!(removed, 1);
     assert!(plan.jobs.iter().any(|j| j.reason == Reason::Overload));
+}
+
+/// Two 4-core nodes. `a` (2..8) was shrunk from 8 to 4 for `b`'s share: its trainers 0–3 run,
+/// 4–7 hold their cores until gone: still running, the Job controller not having removed them
+/// yet, or being deleted (`terminating`). `b` (2..8) has two trainers pending.
+fn shrunk_for_a_newcomer(terminating: bool) -> (ClusterState, JobKey, JobKey) {
+    let mut state = ClusterState::new();
+    for name in ["n1", "n2"] {
+        state
+            .apply_node(&node(name, "4", &[], false))
+            .expect("node");
+    }
+    let a = job(&mut state, "a", (2, 8), 4);
+    let b = job(&mut state, "b", (2, 8), 2);
+    for index in 0..8u32 {
+        let node = if index % 2 == 0 { "n1" } else { "n2" };
+        let spec = PodSpec {
+            labels: json!({"paddle-job": "a"}),
+            annotations: json!({"batch.kubernetes.io/job-completion-index": index.to_string()}),
+            node: Some(node),
+            terminating: terminating && index >= 4,
+            ..PodSpec::default()
+        };
+        state
+            .apply_pod(&pod(&format!("a-trainer-{index}"), spec))
+            .expect("a's trainer");
+    }
+    for index in 0..2 {
+        state
+            .apply_pod(&trainer("b", index, None, &[]))
+            .expect("b's trainer");
+    }
+    (state, a, b)
+}
+
+#[test]
+fn a_job_is_not_shrunk_again_for_room_its_removed_trainers_give_back() {
+    for terminating in [false, true] {
+        let (state, a, b) = shrunk_for_a_newcomer(terminating);
+        for policy in [Policy::Fulfillment, Policy::Goodput, Policy::Progress] {
+            let what = format!("{policy:?}, removed trainers terminating: {terminating}");
+            let plan = plan(&state, &config(policy));
+            let (a_plan, b_plan) = (plan.job(&a).expect("a"), plan.job(&b).expect("b"));
+            assert_eq!(a_plan.target, 4, "{what}: a shrunk again: {a_plan:?}");
+            assert!(a_plan.removals.is_empty(), "{what}: {a_plan:?}");
+            // b's gang goes where a's removed trainers are leaving, up to its share.
+            assert_eq!(b_plan.target, 4, "{what}: {b_plan:?}");
+            let placed: u32 = b_plan.placements.iter().map(|p| p.trainers).sum();
+            assert_eq!(placed, 4, "{what}: {b_plan:?}");
+        }
+    }
 }
 
 #[test]

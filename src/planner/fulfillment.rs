@@ -17,7 +17,6 @@ use super::relief::{admit_starving, retry_starving};
 use super::relocate::{PASS_REPAIR_BUDGET, Repairs, place_one};
 use super::support;
 use super::{Outcome, PlannerConfig, Policy, Reason};
-use crate::api::Resources;
 use crate::cluster::{ClusterState, NodeId};
 
 /// Water-filling and fair-share rounds before the pass settles for what it has; every round
@@ -56,9 +55,10 @@ pub fn plan<'s>(state: &'s ClusterState, config: &PlannerConfig) -> Outcome<'s> 
                     .is_some_and(|t| config.now.saturating_sub(t) < config.cooldown_s)
         })
         .collect();
+    give_back_leaving(&jobs, &mut index);
     cap_quota(state, &mut jobs, &cooling, GiveBack::Yes);
     trim_over_max(&mut jobs, &mut index);
-    relieve_overload(state, &mut jobs, &mut index);
+    relieve_overload(&mut jobs, &mut index);
     // Pending masters and pservers get room before any trainer is placed.
     let mut support = support::place(&support_pods, &mut index);
     support::reclaim(&mut support, &support_pods, &mut jobs, &mut index, &cooling);
@@ -211,24 +211,27 @@ fn trim_over_max(jobs: &mut [Candidate], index: &mut NodeIndex) {
     }
 }
 
+/// Gives the index back the room of the trainers the Job controller is removing already (bound
+/// at positions at or above their job's parallelism). As with pods being deleted, which the index
+/// counts as gone (see `nodes`), that room comes free without a shrink: sizes decided as if it
+/// were taken would shrink jobs again for room about to be free, or for overload that is not.
+fn give_back_leaving(jobs: &[Candidate], index: &mut NodeIndex) {
+    for j in jobs {
+        for (node, n) in j.leaving() {
+            index.give(node, j.trainer(), j.class, i64::from(n));
+        }
+    }
+}
+
 /// On nodes holding more than they have, shrinks the most fulfilled job with a trainer there,
 /// never below min, until the node fits or nothing more may go. A job shrinks from its top
 /// position, wherever that trainer runs (the Job controller removes the highest indexes), so a
-/// job may give up trainers elsewhere before the one on this node goes.
-///
-/// Room held by pods the Job controller is removing already (above their job's parallelism),
-/// and by pods being deleted (terminating), counts as free here: it comes back without a
-/// shrink, and shrinking for it would take more than the node lacks.
-fn relieve_overload(state: &ClusterState, jobs: &mut [Candidate], index: &mut NodeIndex) {
+/// job may give up trainers elsewhere before the one on this node goes. Room coming free (pods
+/// being deleted, trainers above their job's parallelism) is free in the index already.
+fn relieve_overload(jobs: &mut [Candidate], index: &mut NodeIndex) {
     let overloaded = index.overloaded();
     if overloaded.is_empty() {
         return;
-    }
-    let mut leaving: HashMap<NodeId, Resources, RandomState> = HashMap::default();
-    for j in jobs.iter() {
-        for (node, n) in j.leaving() {
-            *leaving.entry(node).or_insert(Resources::ZERO) += j.trainer().times(i64::from(n));
-        }
     }
     // The jobs with trainers on each overloaded node, in job order, found in one pass over the
     // jobs (not one per shrink): relief only takes trainers away, so these lists stay a superset.
@@ -246,12 +249,7 @@ fn relieve_overload(state: &ClusterState, jobs: &mut [Candidate], index: &mut No
         }
     }
     for (node, holders) in overloaded.into_iter().zip(on_overloaded) {
-        let terminating = state.node(node).map_or(Resources::ZERO, |n| n.terminating);
-        let coming = leaving.get(&node).copied().unwrap_or(Resources::ZERO) + terminating;
-        while index
-            .free(node)
-            .is_some_and(|f| (f + coming).any_negative())
-        {
+        while index.free(node).is_some_and(|f| f.any_negative()) {
             let victim = holders
                 .iter()
                 .map(|&i| (i, &jobs[i]))

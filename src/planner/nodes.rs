@@ -1,5 +1,12 @@
 //! The free-resources index the planner places trainers with: best fit over CPU, memory and GPU,
 //! within each node's free pod slots and free other resources (`rdma/hca`, `hugepages-2Mi`…).
+//!
+//! The room and pod slots of pods being deleted count as free here: they come free once those
+//! pods are gone (seconds, within their grace period), and sizes decided on them last far
+//! longer. A job shrunk for another's share is thus not shrunk again while its removed trainers
+//! stop, nor a gang refused for room about to be free; the scheduler role binds into such room
+//! only once it is free (it waits for room coming free). Their other resources still count as
+//! taken until they are gone.
 
 use std::collections::{HashMap, HashSet};
 
@@ -162,8 +169,8 @@ impl<'s> NodeIndex<'s> {
             index.rank[id as usize] = rank;
             if slot.schedulable() {
                 index.schedulable_count += 1;
-                let free = slot.free();
-                let slots = slot.free_pods();
+                let free = slot.free_after_terminating();
+                let slots = slot.free_pods_after_terminating();
                 index.rooms[id as usize] = Room {
                     free,
                     slots: clamp_slots(slots),

@@ -30,7 +30,8 @@ pub fn free_by_node(
 ) -> Vec<Resources> {
     let mut free = vec![Resources::ZERO; state.node_id_bound()];
     for (id, n) in state.nodes().filter(|(_, n)| n.schedulable()) {
-        free[id as usize] = n.free();
+        // As the planner counts it: pods being deleted hold nothing once the plan is real.
+        free[id as usize] = n.free_after_terminating();
     }
     let schedulable = |id: NodeId| state.node(id).is_some_and(|n| n.schedulable());
     for plan in jobs {

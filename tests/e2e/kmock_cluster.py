@@ -102,8 +102,8 @@ What it adds to kmock, playing the API server:
   PyTorchJobs is listed in discovery but answers 405;
 - DELETE of an object (a Lease too) removes it at once, or marks it with a `deletionTimestamp`
   while it has `finalizers`; `preconditions` of the DeleteOptions (uid, resourceVersion) are
-  checked (409). Pods: with `--pod-grace S` (default 0: every pod goes at once), a pod bound to
-  a node and not Succeeded or Failed terminates first, as the API server's graceful deletion
+  checked (409). Pods: with `--pod-grace S` (default 1; 0: every pod goes at once), a pod bound
+  to a node and not Succeeded or Failed terminates first, as the API server's graceful deletion
   has it: `deletionGracePeriodSeconds` is the DeleteOptions' `gracePeriodSeconds`, else the
   pod's `terminationGracePeriodSeconds` (default 30), `deletionTimestamp` when that ends (a
   MODIFIED event); its kubelet removes it (DELETED) after that grace period or `S` seconds,
@@ -529,7 +529,7 @@ FAILED_UIDS = set()  # uids of the pods in FAILED_PODS
 ORPHAN_QUARANTINE_S = 1.0
 ORPHANED_SINCE = {}  # pod uid -> when it was first seen bound to a missing node
 # Graceful pod deletion (`--pod-grace S`): the most seconds a deleted pod stays terminating on its
-# node before its kubelet removes it (0: removed at once, the default).
+# node before its kubelet removes it (0: removed at once); `main` sets it from the flag.
 POD_GRACE_S = [0.0]
 TERMINATING_UNTIL = {}  # pod uid -> when (time.monotonic()) its kubelet removes it
 
@@ -4519,9 +4519,9 @@ def parse_args(argv):
     parser.add_argument("--node-pods", help="allocatable pods of node-1 (default 110)")
     parser.add_argument("--node-gpu", help="allocatable nvidia.com/gpu of node-1 (none by default)")
     parser.add_argument("--node-name", help="the node's name (default node-1)")
-    parser.add_argument("--pod-grace", type=float, default=0.0,
-                        help="the most seconds a deleted pod stays terminating (default 0: gone "
-                             "at once)")
+    parser.add_argument("--pod-grace", type=float, default=1.0,
+                        help="the most seconds a deleted pod stays terminating (default 1; 0: "
+                             "gone at once)")
     parser.add_argument("--period", type=float, default=0.2,
                         help="seconds between two rounds of the fake controllers")
     parser.add_argument("--port", type=int, default=None,
