@@ -169,6 +169,19 @@ fn refusal<T: std::fmt::Debug>(result: Result<T, kube::Error>) -> kube::core::St
     }
 }
 
+/// The Status refusing a POST of `body` to pod `name`'s `subresource`.
+async fn refused_post(
+    pods: &Api<Pod>,
+    subresource: &str,
+    name: &str,
+    body: &Value,
+) -> kube::core::Status {
+    refusal(
+        pods.create_subresource::<Value, Value>(subresource, name, &PostParams::default(), body)
+            .await,
+    )
+}
+
 fn denial(verb: &str, group: &str, resource: &str, sub: &str, ns: &str, name: &str) -> Denial {
     Denial {
         user: SA.into(),
@@ -670,15 +683,7 @@ async fn writes_answer_as_the_api_server_does() {
     assert_eq!((s.code, s.reason.as_str()), (404, "NotFound"));
     let other = json!({"apiVersion": "policy/v1", "kind": "Eviction",
                        "metadata": {"name": "someone-else"}});
-    let s = refusal(
-        pods.create_subresource::<Value, Value>(
-            "eviction",
-            "victim",
-            &PostParams::default(),
-            &other,
-        )
-        .await,
-    );
+    let s = refused_post(&pods, "eviction", "victim", &other).await;
     assert_eq!(
         (s.code, s.message.as_str()),
         (400, "name in URL does not match name in Eviction object")
@@ -770,15 +775,7 @@ async fn deleted_pods_terminate_for_their_grace_period() {
     // It cannot be bound, and its kubelet removes it (here after 1 s, `--pod-grace`).
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "slow"},
                          "target": {"kind": "Node", "name": "node-1"}});
-    let s = refusal(
-        pods.create_subresource::<Value, Value>(
-            "binding",
-            "slow",
-            &PostParams::default(),
-            &binding,
-        )
-        .await,
-    );
+    let s = refused_post(&pods, "binding", "slow", &binding).await;
     assert_eq!(s.code, 409, "{s:?}");
     eventually("the terminating pod removed", || async {
         pods.get_opt("slow")

@@ -33,6 +33,17 @@ fn node(name: &str, cpu: &str, more: &[(&str, &str)], cordoned: bool) -> Node {
     .expect("a Node")
 }
 
+/// A state of Ready 4-core nodes named `names`.
+fn four_core_nodes(names: &[&str]) -> ClusterState {
+    let mut state = ClusterState::new();
+    for name in names {
+        state
+            .apply_node(&node(name, "4", &[], false))
+            .expect("node");
+    }
+    state
+}
+
 /// What a test pod is.
 struct PodSpec<'a> {
     labels: Value,
@@ -356,12 +367,7 @@ fn a_node_still_overloaded_past_its_terminating_pods_is_relieved() {
 /// 4–7 hold their cores until gone: still running, the Job controller not having removed them
 /// yet, or being deleted (`terminating`). `b` (2..8) has two trainers pending.
 fn shrunk_for_a_newcomer(terminating: bool) -> (ClusterState, JobKey, JobKey) {
-    let mut state = ClusterState::new();
-    for name in ["n1", "n2"] {
-        state
-            .apply_node(&node(name, "4", &[], false))
-            .expect("node");
-    }
+    let mut state = four_core_nodes(&["n1", "n2"]);
     let a = job(&mut state, "a", (2, 8), 4);
     let b = job(&mut state, "b", (2, 8), 2);
     for index in 0..8u32 {
@@ -407,12 +413,7 @@ fn a_job_is_not_shrunk_again_for_room_its_removed_trainers_give_back() {
 fn pending_masters_and_pservers_get_room_before_growth() {
     // a and b, 4 cores each; old runs 2 trainers on a and may grow to 8. New's master and two
     // pservers (1 core each) are pending, as is its first trainer.
-    let mut state = ClusterState::new();
-    for name in ["a", "b"] {
-        state
-            .apply_node(&node(name, "4", &[], false))
-            .expect("node");
-    }
+    let mut state = four_core_nodes(&["a", "b"]);
     let old = job(&mut state, "old", (1, 8), 2);
     for index in 0..2 {
         state
@@ -480,12 +481,7 @@ fn pending_masters_and_pservers_get_room_before_growth() {
 fn a_full_cluster_gives_room_back_for_a_new_jobs_master_and_pservers() {
     // a and b, 4 cores each, all taken by old's 8 trainers (min 1). New's master and two
     // pservers are pending: old shrinks so they get room, as a starving gang's trainers would.
-    let mut state = ClusterState::new();
-    for name in ["a", "b"] {
-        state
-            .apply_node(&node(name, "4", &[], false))
-            .expect("node");
-    }
+    let mut state = four_core_nodes(&["a", "b"]);
     let old = job(&mut state, "old", (1, 8), 8);
     for index in 0..8 {
         let on = if index < 4 { "a" } else { "b" };
