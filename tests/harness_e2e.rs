@@ -730,6 +730,27 @@ fn bound_pod(name: &str, phase: &str) -> Pod {
     pod
 }
 
+/// DELETE of pod `name`, answered with the pod still there (terminating).
+async fn delete_terminating(pods: &Api<Pod>, name: &str) -> Pod {
+    let answer = pods.delete(name, &DeleteParams::default()).await;
+    answer
+        .expect("delete")
+        .left()
+        .unwrap_or_else(|| panic!("{name} is gone at once, not terminating"))
+}
+
+/// Waits until pod `name` is gone.
+async fn until_gone(pods: &Api<Pod>, name: &str) {
+    eventually(&format!("{name} removed"), || async {
+        pods.get_opt(name)
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 #[cfg_attr(
     not(kmock),
@@ -754,20 +775,10 @@ async fn deleted_pods_terminate_for_their_grace_period() {
 
     // A bound, running pod deleted: terminating, with the API server's grace period (its
     // `terminationGracePeriodSeconds`), still there; a second DELETE changes nothing.
-    let deleted = pods
-        .delete("slow", &DeleteParams::default())
-        .await
-        .expect("delete")
-        .left()
-        .expect("the pod, still terminating");
+    let deleted = delete_terminating(&pods, "slow").await;
     assert_eq!(deleted.metadata.deletion_grace_period_seconds, Some(20));
     assert!(deleted.metadata.deletion_timestamp.is_some());
-    let again = pods
-        .delete("slow", &DeleteParams::default())
-        .await
-        .expect("delete again")
-        .left()
-        .expect("the pod, still terminating");
+    let again = delete_terminating(&pods, "slow").await;
     assert_eq!(
         again.metadata.resource_version,
         deleted.metadata.resource_version
@@ -777,14 +788,7 @@ async fn deleted_pods_terminate_for_their_grace_period() {
                          "target": {"kind": "Node", "name": "node-1"}});
     let s = refused_post(&pods, "binding", "slow", &binding).await;
     assert_eq!(s.code, 409, "{s:?}");
-    eventually("the terminating pod removed", || async {
-        pods.get_opt("slow")
-            .await
-            .expect("get")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    until_gone(&pods, "slow").await;
 
     // Gone at once: a DELETE with grace 0 (a force delete), a pod that ended, an unbound pod.
     for (name, params) in [
@@ -793,11 +797,10 @@ async fn deleted_pods_terminate_for_their_grace_period() {
         ("unbound", DeleteParams::default()),
     ] {
         let gone = pods.delete(name, &params).await.expect("delete");
+        // The answer is the deleted object or a Status, never a pod left terminating.
         assert!(
-            gone.is_right()
-                || gone
-                    .left()
-                    .is_some_and(|p| { p.metadata.deletion_timestamp.is_none() })
+            gone.left()
+                .is_none_or(|p| p.metadata.deletion_timestamp.is_none())
         );
         assert!(
             pods.get_opt(name).await.expect("get").is_none(),
@@ -816,14 +819,7 @@ async fn deleted_pods_terminate_for_their_grace_period() {
         .and_then(|s| s.conditions)
         .is_some_and(|c| c.iter().any(|c| c.type_ == "DisruptionTarget"));
     assert!(disrupted, "the evicted pod carries DisruptionTarget");
-    eventually("the evicted pod removed", || async {
-        pods.get_opt("evicted")
-            .await
-            .expect("get")
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    until_gone(&pods, "evicted").await;
 }
 
 /// The Job's condition of `kind`: `(status, reason)`.
