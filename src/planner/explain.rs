@@ -426,11 +426,11 @@ type Measure = (&'static str, Amount, fn(i64) -> String);
 type Free = Vec<Resources>;
 
 /// Free pod slots per schedulable node once the plan is applied, by node id (zero for the
-/// others).
+/// others). Pods being deleted hold none, as the planner and [`free_by_node`] count them.
 fn slots_after(state: &ClusterState, plan: &ScalePlan) -> Vec<i64> {
     let mut slots = vec![0i64; state.node_id_bound()];
-    for (id, _) in state.nodes().filter(|(_, n)| n.schedulable()) {
-        slots[id as usize] = state.free_pod_slots(id);
+    for (id, n) in state.nodes().filter(|(_, n)| n.schedulable()) {
+        slots[id as usize] = n.free_pods_after_terminating();
     }
     let mut add = |id: NodeId, n: i64| {
         if let Some(s) = slots.get_mut(id as usize) {

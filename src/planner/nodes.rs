@@ -84,7 +84,8 @@ pub struct NodeIndex<'s> {
     state: &'s ClusterState,
     /// Which nodes each trainer class may use (kube-scheduler's static filters).
     eligibility: &'s Eligibility,
-    /// Free resources and pod slots (see [`ClusterState::free_pod_slots`]) by node id.
+    /// Free resources and pod slots by node id, once the pods being deleted are gone
+    /// ([`crate::cluster::NodeSlot::free_after_terminating`]).
     rooms: Vec<Room>,
     /// Other resources taken (positive) or given back (negative) since the index was built, by
     /// node and resource name.
